@@ -1,0 +1,96 @@
+package hedgeprobe
+
+import (
+	"context"
+	"time"
+)
+
+// Source is a pull stream of upstream items in the shape of bufio.Scanner,
+// database/sql.Rows and the openai-go / anthropic-sdk-go ssestream.Stream,
+// which satisfy it unchanged.
+//
+// Next advances to the next item and reports whether there is one; Current
+// returns it; Err reports the error that ended the stream (nil at a clean
+// end); Close releases the stream and must unblock a Next that is waiting on
+// I/O. Implementations need not be safe for concurrent use, except that
+// Close may be called while Next blocks.
+type Source[T any] interface {
+	Next() bool
+	Current() T
+	Err() error
+	Close() error
+}
+
+// Kind classifies an upstream item.
+type Kind uint8
+
+const (
+	// Keepalive proves the connection is alive and nothing else: an SSE
+	// comment, a ping event, an item with no content. It never counts as
+	// progress for a hedge trigger or a watchdog.
+	Keepalive Kind = iota
+	// Control is structural: a role-only delta, a finish reason, a
+	// usage-only chunk. It is delivered but is not content.
+	Control
+	// Content carries output: non-empty text, reasoning, refusal or a
+	// tool-call delta.
+	Content
+)
+
+// String returns "keepalive", "control" or "content".
+func (k Kind) String() string {
+	switch k {
+	case Content:
+		return "content"
+	case Control:
+		return "control"
+	default:
+		return "keepalive"
+	}
+}
+
+// Classifier says what kind of item v is. It must be cheap and must not
+// retain v; it is called once per item on the attempt's reading goroutine.
+type Classifier[T any] func(v T) Kind
+
+// Route names one upstream and how to open a stream on it.
+type Route[T any] struct {
+	// Name identifies the route in telemetry and pushback state, such as
+	// "openai-primary". Required.
+	Name string
+	// Provider is the gen_ai.provider.name of the upstream, such as "openai".
+	Provider string
+	// Model is the gen_ai.request.model asked of this upstream.
+	Model string
+	// Open starts one attempt. The context is the attempt's own: it is
+	// cancelled when the attempt loses, fails or the call ends, and Open and
+	// the Source it returns must stop all I/O when it is. Required.
+	Open func(ctx context.Context) (Source[T], error)
+}
+
+// TransientError is implemented by upstream errors that know whether a
+// retry on another attempt may succeed. Errors that do not implement it are
+// classified by IsTransient.
+type TransientError interface {
+	error
+	// Transient reports whether the failure may not repeat on a new
+	// attempt: connection resets, 429, 5xx.
+	Transient() bool
+}
+
+// RetryAfterError is implemented by upstream errors that carry a
+// Retry-After hint (HTTP 429 and 503). The route is then avoided for hedges
+// until the hint passes (pushback).
+type RetryAfterError interface {
+	error
+	// RetryAfter is how long the upstream asked callers to stay away; 0
+	// when it gave no hint.
+	RetryAfter() time.Duration
+}
+
+// TokenCount extracts the upstream's output token count from an item that
+// carries usage (an OpenAI usage chunk, an Anthropic message_delta). It
+// reports ok = false for every other item. hedgeprobe uses it to put
+// gen_ai.usage.output_tokens on the attempt span, so the collector can
+// compute TPOT.
+type TokenCount[T any] func(v T) (outputTokens int64, ok bool)

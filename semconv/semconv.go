@@ -1,0 +1,242 @@
+// Package semconv names every attribute, event, metric and unit that crosses
+// the wire between hedgeprobe and the streamwatch collector components.
+//
+// It is the single source of truth for the contract of DESIGN §3–§5: the
+// probe writes these keys, the processor reads and adds to them, the
+// connector turns them into metrics, and the dashboard queries the metric
+// names. Renaming a constant here is a breaking change for every stored
+// trace and every dashboard.
+//
+// Keys that the OpenTelemetry GenAI semantic conventions already define are
+// re-exported from go.opentelemetry.io/otel/semconv/v1.41.0 rather than
+// retyped, so a typo cannot drift from the specification. Everything of
+// ours carries the "streamwatch." prefix; no new "gen_ai.*" key is invented.
+package semconv
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	otelsemconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+)
+
+// GenAI keys reused from the OpenTelemetry semantic conventions v1.41.0.
+const (
+	// GenAIOperationName is the operation, such as "chat".
+	GenAIOperationName = otelsemconv.GenAIOperationNameKey
+	// GenAIProviderName is the upstream provider, such as "openai".
+	GenAIProviderName = otelsemconv.GenAIProviderNameKey
+	// GenAIRequestModel is the model the caller asked for.
+	GenAIRequestModel = otelsemconv.GenAIRequestModelKey
+	// GenAIRequestStream is true on every attempt span: attempts are streams.
+	GenAIRequestStream = otelsemconv.GenAIRequestStreamKey
+	// GenAIResponseModel is the model the upstream says answered.
+	GenAIResponseModel = otelsemconv.GenAIResponseModelKey
+	// GenAIUsageOutputTokens is the output token count k, when the upstream
+	// reports usage.
+	GenAIUsageOutputTokens = otelsemconv.GenAIUsageOutputTokensKey
+	// GenAIResponseTimeToFirstChunk is, on the call span, the seconds the
+	// caller waited for its first content chunk.
+	GenAIResponseTimeToFirstChunk = otelsemconv.GenAIResponseTimeToFirstChunkKey
+	// ErrorType classifies a failure on any span.
+	ErrorType = otelsemconv.ErrorTypeKey
+)
+
+// Call span: one per logical call, kind INTERNAL.
+const (
+	// CallSpanName is the name of the call span.
+	CallSpanName = "streamwatch.call"
+	// Delivery is the delivery mode: "streaming" or "buffered".
+	Delivery = attribute.Key("streamwatch.delivery")
+	// Attempts is the number of attempts launched for the call.
+	Attempts = attribute.Key("streamwatch.attempts")
+	// WinnerIndex is the attempt index that committed, absent when none did.
+	WinnerIndex = attribute.Key("streamwatch.winner.index")
+	// WinnerRoute is the route of the committed attempt.
+	WinnerRoute = attribute.Key("streamwatch.winner.route")
+	// Outcome is how the call ended; see the Outcome* values.
+	Outcome = attribute.Key("streamwatch.outcome")
+	// Truncated is true when content was delivered and the call then failed.
+	Truncated = attribute.Key("streamwatch.truncated")
+	// HedgesThrottled counts hedges the budget or pushback refused.
+	HedgesThrottled = attribute.Key("streamwatch.hedges.throttled")
+)
+
+// Values of Outcome.
+const (
+	OutcomeOK           = "ok"
+	OutcomeTTFTTimeout  = "ttft_timeout"
+	OutcomeStallTimeout = "stall_timeout"
+	OutcomeError        = "error"
+	OutcomeCanceled     = "canceled"
+)
+
+// Values of Delivery.
+const (
+	DeliveryStreaming = "streaming"
+	DeliveryBuffered  = "buffered"
+)
+
+// Events on the call span.
+const (
+	// EventHedge marks a hedge launch.
+	EventHedge = "streamwatch.hedge"
+	// EventHedgeThrottled marks a hedge the budget or pushback refused.
+	EventHedgeThrottled = "streamwatch.hedge.throttled"
+	// EventCommit marks the moment an attempt won.
+	EventCommit = "streamwatch.commit"
+	// EventAttemptCanceled marks a loser being cancelled.
+	EventAttemptCanceled = "streamwatch.attempt.canceled"
+	// EventWatchdog marks a watchdog firing.
+	EventWatchdog = "streamwatch.watchdog"
+
+	// EventAttemptIndex is the attempt an event is about.
+	EventAttemptIndex = attribute.Key("streamwatch.attempt.index")
+	// EventTrigger is why a hedge was launched (an AttemptTrigger value).
+	EventTrigger = attribute.Key("streamwatch.attempt.trigger")
+	// EventRoute is the route an event is about.
+	EventRoute = attribute.Key("streamwatch.route")
+	// EventDelayMs is the hedge delay in force, in milliseconds.
+	EventDelayMs = attribute.Key("streamwatch.hedge.delay_ms")
+	// EventWatchdogKind is "ttft" or "stall".
+	EventWatchdogKind = attribute.Key("streamwatch.watchdog.kind")
+	// EventTimeoutMs is the watchdog's timeout, in milliseconds.
+	EventTimeoutMs = attribute.Key("streamwatch.watchdog.timeout_ms")
+	// EventThrottleReason is "budget" or "pushback".
+	EventThrottleReason = attribute.Key("streamwatch.hedge.throttle_reason")
+)
+
+// Attempt span: one per upstream stream, kind CLIENT, child of the call span.
+const (
+	// Route is the route name of the attempt.
+	Route = attribute.Key("streamwatch.route")
+	// AttemptIndex is 0 for the primary, 1… for hedges.
+	AttemptIndex = attribute.Key("streamwatch.attempt.index")
+	// AttemptTrigger is why the attempt was launched; see Trigger* values.
+	AttemptTrigger = attribute.Key("streamwatch.attempt.trigger")
+	// AttemptOutcome is how the attempt ended; see AttemptOutcome* values.
+	AttemptOutcome = attribute.Key("streamwatch.attempt.outcome")
+	// AttemptLaunchOffsetMs is milliseconds from call start to attempt launch.
+	AttemptLaunchOffsetMs = attribute.Key("streamwatch.attempt.launch_offset_ms")
+	// ChunkCount is the number of content chunks the attempt received.
+	ChunkCount = attribute.Key("streamwatch.chunk.count")
+)
+
+// Values of AttemptTrigger.
+const (
+	TriggerPrimary = "primary"
+	TriggerTTFT    = "ttft"
+	TriggerStall   = "stall"
+	TriggerError   = "error"
+)
+
+// Values of AttemptOutcome.
+const (
+	AttemptOutcomeWinner   = "winner"
+	AttemptOutcomeCanceled = "canceled"
+	AttemptOutcomeFailed   = "failed"
+)
+
+// Chunk timeline: the arrival of every content chunk of an attempt.
+const (
+	// ChunkOffsetsUs is the compact timeline: an int64 array of microseconds
+	// since the attempt span's start, one per content chunk, monotonic.
+	ChunkOffsetsUs = attribute.Key("streamwatch.chunk.offsets_us")
+	// KeepaliveOffsetsUs is the same for keepalives (optional, capped).
+	KeepaliveOffsetsUs = attribute.Key("streamwatch.keepalive.offsets_us")
+	// KeepalivesDropped counts keepalive offsets left out past the cap.
+	KeepalivesDropped = attribute.Key("streamwatch.keepalive.dropped")
+	// EventChunk is the event form: one span event per content chunk,
+	// timestamped at arrival.
+	EventChunk = "streamwatch.chunk"
+	// EventKeepalive is the event form of a keepalive arrival.
+	EventKeepalive = "streamwatch.keepalive"
+)
+
+// Derived attributes, written by the streamwatch processor (DESIGN §4).
+const (
+	// TTFTMs is t_0 − s.
+	TTFTMs = attribute.Key("streamwatch.ttft_ms")
+	// E2EMs is t_{n−1} − s: the last content chunk, not [DONE].
+	E2EMs = attribute.Key("streamwatch.e2e_ms")
+	// GenerationMs is t_{n−1} − t_0, raw wall time, never altered.
+	GenerationMs = attribute.Key("streamwatch.generation_ms")
+	// StallMs is the sum of every gap longer than the stall threshold.
+	StallMs = attribute.Key("streamwatch.stall_ms")
+	// StallCount is the number of stall segments (runs of stalled gaps).
+	StallCount = attribute.Key("streamwatch.stall_count")
+	// ActiveGenerationMs is GenerationMs − StallMs.
+	ActiveGenerationMs = attribute.Key("streamwatch.active_generation_ms")
+	// ITLMeanMs is GenerationMs / (n − 1): per chunk, not per token.
+	ITLMeanMs = attribute.Key("streamwatch.itl_mean_ms")
+	// TPOTMs is GenerationMs / (k − 1).
+	TPOTMs = attribute.Key("streamwatch.tpot_ms")
+	// ActiveTPS is (k − 1) / active generation seconds.
+	ActiveTPS = attribute.Key("streamwatch.active_tps")
+	// CallTTFTMs is launch offset + TTFT: what the caller waited.
+	CallTTFTMs = attribute.Key("streamwatch.call_ttft_ms")
+	// StallThresholdMs is the threshold T used, for audit.
+	StallThresholdMs = attribute.Key("streamwatch.stall_threshold_ms")
+	// Derivation is "complete", "partial" or "anomaly".
+	Derivation = attribute.Key("streamwatch.derivation")
+	// DerivationProblem says, in words, why a derivation is not complete.
+	DerivationProblem = attribute.Key("streamwatch.derivation.problem")
+	// StallSegmentsDropped counts stall segments past max_segments.
+	StallSegmentsDropped = attribute.Key("streamwatch.stall.segments_dropped")
+)
+
+// Values of Derivation.
+const (
+	DerivationComplete = "complete"
+	DerivationPartial  = "partial"
+	DerivationAnomaly  = "anomaly"
+)
+
+// Stall segment: one span event per silence longer than the threshold.
+const (
+	// EventStall is the event, timestamped at the silence's start.
+	EventStall = "streamwatch.stall"
+	// StallSpanName names the optional synthetic child span of a segment.
+	StallSpanName = "streamwatch.stall"
+	// StallDurationMs is the silence's length.
+	StallDurationMs = attribute.Key("streamwatch.stall.duration_ms")
+	// StallAfterChunk is the index of the last chunk before the silence.
+	StallAfterChunk = attribute.Key("streamwatch.stall.after_chunk")
+	// StallKeepalives counts keepalives inside the silence.
+	StallKeepalives = attribute.Key("streamwatch.stall.keepalives")
+)
+
+// Metric names and units of the streamwatch connector (DESIGN §5).
+const (
+	MetricTimeToFirstChunk         = "gen_ai.client.operation.time_to_first_chunk"
+	MetricTimePerOutputChunk       = "gen_ai.client.operation.time_per_output_chunk"
+	MetricOperationDuration        = "gen_ai.client.operation.duration"
+	MetricAttemptTimeToFirstChunk  = "streamwatch.attempt.time_to_first_chunk"
+	MetricGenerationDuration       = "streamwatch.generation.duration"
+	MetricActiveGenerationDuration = "streamwatch.generation.active_duration"
+	MetricStallDuration            = "streamwatch.stall.duration"
+	MetricStreams                  = "streamwatch.streams"
+	MetricStalls                   = "streamwatch.stalls"
+	MetricHedges                   = "streamwatch.hedges"
+	MetricCalls                    = "streamwatch.calls"
+	MetricWastedChunks             = "streamwatch.wasted_chunks"
+
+	// UnitSeconds is the unit of every histogram.
+	UnitSeconds = "s"
+	// UnitCount is the unit of counters of things.
+	UnitCount = "{count}"
+	// UnitChunk is the unit of chunk counters.
+	UnitChunk = "{chunk}"
+)
+
+// Metric attributes of the connector beyond the GenAI and span keys above.
+const (
+	// Stalled is "yes" or "no" on streamwatch.streams.
+	Stalled = attribute.Key("streamwatch.stalled")
+)
+
+// GenAIDurationBuckets are the GenAI semantic-convention histogram bounds in
+// seconds (0.01 doubling to 81.92).
+var GenAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+
+// StallDurationBuckets reach 10 minutes, because real mid-stream silences
+// (median 55 s) outgrow the GenAI bounds.
+var StallDurationBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600}
