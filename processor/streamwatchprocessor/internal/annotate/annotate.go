@@ -1,0 +1,157 @@
+// Package annotate writes a derivation onto its span (DESIGN §4): the
+// figures as attributes, one streamwatch.stall event per attributed silence,
+// and, on request, one synthetic child span per silence.
+//
+// The canonical use, once per span after breakdown.Derive:
+//
+//	annotate.Figures(span, &r, thresholdUs, note)
+//	annotate.StallEvents(span, r.Segments)
+//	annotate.StallSpans(span, r.Segments, scopeSpans.Spans())
+//
+// Nothing here reads a clock or keeps state: the output depends only on the
+// span and the result, so it is the same whatever the batch split.
+package annotate
+
+import (
+	"encoding/binary"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// figureAttrs is the most attributes Figures adds, to size the map once.
+const figureAttrs = 15
+
+// ms turns microseconds into milliseconds as a double, exact to the µs.
+func ms(us int64) float64 { return float64(us) / 1000 }
+
+// Figures writes the derived attributes of r onto span. Figures that r
+// reports absent are not written. note, when not empty, is a problem of the
+// input that did not stop the derivation; it is written as the derivation
+// problem when the derivation itself has none.
+func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, note string) {
+	attrs := span.Attributes()
+	attrs.EnsureCapacity(attrs.Len() + figureAttrs)
+	if v, ok := r.TTFTUs(); ok {
+		attrs.PutDouble(string(semconv.TTFTMs), ms(v))
+	}
+	if v, ok := r.E2EUs(); ok {
+		attrs.PutDouble(string(semconv.E2EMs), ms(v))
+	}
+	if v, ok := r.GenerationUs(); ok {
+		attrs.PutDouble(string(semconv.GenerationMs), ms(v))
+	}
+	if v, ok := r.StallUs(); ok {
+		attrs.PutDouble(string(semconv.StallMs), ms(v))
+	}
+	if v, ok := r.StallSegments(); ok {
+		attrs.PutInt(string(semconv.StallCount), int64(v))
+	}
+	if v, ok := r.ActiveGenerationUs(); ok {
+		attrs.PutDouble(string(semconv.ActiveGenerationMs), ms(v))
+	}
+	if v, ok := r.ITLMeanUs(); ok {
+		attrs.PutDouble(string(semconv.ITLMeanMs), v/1000)
+	}
+	if v, ok := r.TPOTUs(); ok {
+		attrs.PutDouble(string(semconv.TPOTMs), v/1000)
+	}
+	if v, ok := r.ActiveTPS(); ok {
+		attrs.PutDouble(string(semconv.ActiveTPS), v)
+	}
+	if v, ok := r.CallTTFTUs(); ok {
+		attrs.PutDouble(string(semconv.CallTTFTMs), ms(v))
+	}
+	if r.SegmentsDropped > 0 {
+		attrs.PutInt(string(semconv.StallSegmentsDropped), int64(r.SegmentsDropped))
+	}
+	attrs.PutDouble(string(semconv.StallThresholdMs), ms(thresholdUs))
+	attrs.PutStr(string(semconv.Derivation), r.Status.String())
+	switch {
+	case r.Status != breakdown.Complete:
+		attrs.PutStr(string(semconv.DerivationProblem), r.Problem.String())
+	case note != "":
+		attrs.PutStr(string(semconv.DerivationProblem), note)
+	}
+}
+
+// Anomaly flags a span whose timeline could not be read: no figure, only
+// the threshold, the status and the problem.
+func Anomaly(span ptrace.Span, thresholdUs int64, problem string) {
+	attrs := span.Attributes()
+	attrs.PutDouble(string(semconv.StallThresholdMs), ms(thresholdUs))
+	attrs.PutStr(string(semconv.Derivation), semconv.DerivationAnomaly)
+	attrs.PutStr(string(semconv.DerivationProblem), problem)
+}
+
+// at is the time of offset us after the span's start.
+func at(span ptrace.Span, us int64) pcommon.Timestamp {
+	return span.StartTimestamp() + pcommon.Timestamp(us*1000)
+}
+
+// StallEvents appends one streamwatch.stall event per segment, timestamped
+// at the silence's start.
+func StallEvents(span ptrace.Span, segs []breakdown.Segment) {
+	if len(segs) == 0 {
+		return
+	}
+	evs := span.Events()
+	evs.EnsureCapacity(evs.Len() + len(segs))
+	for i := range segs {
+		ev := evs.AppendEmpty()
+		ev.SetName(semconv.EventStall)
+		ev.SetTimestamp(at(span, segs[i].StartUs))
+		putSegment(ev.Attributes(), &segs[i])
+	}
+}
+
+func putSegment(attrs pcommon.Map, s *breakdown.Segment) {
+	attrs.EnsureCapacity(3)
+	attrs.PutDouble(string(semconv.StallDurationMs), ms(s.DurationUs))
+	attrs.PutInt(string(semconv.StallAfterChunk), int64(s.AfterChunk))
+	attrs.PutInt(string(semconv.StallKeepalives), int64(s.Keepalives))
+}
+
+// StallSpans appends to dst one child span of parent per segment, named
+// semconv.StallSpanName, covering the silence. parent must stay valid while
+// dst grows: pdata spans are held by pointer, so it does.
+func StallSpans(parent ptrace.Span, segs []breakdown.Segment, dst ptrace.SpanSlice) {
+	if len(segs) == 0 {
+		return
+	}
+	dst.EnsureCapacity(dst.Len() + len(segs))
+	for i := range segs {
+		s := dst.AppendEmpty()
+		s.SetTraceID(parent.TraceID())
+		s.SetSpanID(StallSpanID(parent.SpanID(), i))
+		s.SetParentSpanID(parent.SpanID())
+		s.SetFlags(parent.Flags())
+		s.SetName(semconv.StallSpanName)
+		s.SetKind(ptrace.SpanKindInternal)
+		s.SetStartTimestamp(at(parent, segs[i].StartUs))
+		s.SetEndTimestamp(at(parent, segs[i].StartUs+segs[i].DurationUs))
+		putSegment(s.Attributes(), &segs[i])
+	}
+}
+
+// StallSpanID derives the span id of the stall span of segment index under
+// parent: a splitmix64 finalizer over the parent id and the index. It
+// depends on nothing else, so replicas and batch splits agree; it is never
+// the zero (invalid) id.
+func StallSpanID(parent pcommon.SpanID, index int) pcommon.SpanID {
+	x := binary.BigEndian.Uint64(parent[:]) ^ (uint64(index+1) * 0x9e3779b97f4a7c15)
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	if x == 0 {
+		x = 1
+	}
+	var id pcommon.SpanID
+	binary.BigEndian.PutUint64(id[:], x)
+	return id
+}
