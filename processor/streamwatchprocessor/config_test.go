@@ -1,0 +1,82 @@
+package streamwatchprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	assert.Equal(t, 2*time.Second, cfg.StallThreshold)
+	assert.Equal(t, 64, cfg.MaxSegments)
+	assert.False(t, cfg.DropTimeline)
+	assert.False(t, cfg.StallSpans)
+	assert.NoError(t, cfg.Validate())
+}
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+
+	tests := []struct {
+		id      string
+		want    *Config
+		wantErr string
+	}{
+		{id: "", want: &Config{StallThreshold: 2 * time.Second, MaxSegments: 64}},
+		{id: "custom", want: &Config{StallThreshold: 500 * time.Millisecond, MaxSegments: 8, DropTimeline: true, StallSpans: true}},
+		{id: "env_ms", want: &Config{StallThreshold: 2 * time.Second, MaxSegments: 64}},
+		{id: "no_segments", want: &Config{StallThreshold: 2 * time.Second, MaxSegments: 0}},
+		{id: "zero_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
+		{id: "negative_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "-1s"`},
+		{id: "sub_microsecond_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "500ns"`},
+		{id: "negative_segments", wantErr: "max_segments must be 0 or more, got -3"},
+	}
+	for _, tt := range tests {
+		t.Run("streamwatch/"+tt.id, func(t *testing.T) {
+			id := component.NewID(typ)
+			if tt.id != "" {
+				id = component.NewIDWithName(typ, tt.id)
+			}
+			sub, err := cm.Sub(id.String())
+			require.NoError(t, err)
+			cfg := NewFactory().CreateDefaultConfig()
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+// TestConfigThresholdFromEnv decodes the value the shipped collector config
+// produces from ${env:STREAM__STALL_THRESHOLD_MS:-2000}ms, for a few values
+// of the variable.
+func TestConfigThresholdFromEnv(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"2000ms": 2 * time.Second,
+		"500ms":  500 * time.Millisecond,
+		"1ms":    time.Millisecond,
+	} {
+		cfg := NewFactory().CreateDefaultConfig()
+		require.NoError(t, confmap.NewFromStringMap(map[string]any{"stall_threshold": in}).Unmarshal(cfg))
+		assert.Equal(t, want, cfg.(*Config).StallThreshold, in)
+	}
+}
+
+func TestConfigUnknownKey(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig()
+	err := confmap.NewFromStringMap(map[string]any{"stall_treshold": "1s"}).Unmarshal(cfg)
+	require.ErrorContains(t, err, "stall_treshold")
+}
