@@ -1,0 +1,69 @@
+# streamwatch — the two commands a newcomer needs are `make demo` and
+# `make test`; the rest are for developers and CI.
+
+GO        ?= go
+BIN       := $(CURDIR)/bin
+OCB       := $(BIN)/builder
+OCB_VER   := v0.165.0
+COLLECTOR := $(BIN)/otelcol-streamwatch
+FUZZTIME  ?= 15s
+
+# Everything the collector binary is built from: when none of it is newer
+# than the binary, `make collector` does nothing.
+COLLECTOR_SRC := builder-config.yaml go.mod go.sum \
+	$(shell find semconv internal processor connector -name '*.go' -not -name '*_test.go' 2>/dev/null)
+
+.PHONY: test e2e bench lint fuzz collector demo fakellm clean
+
+## test: go vet and the race-enabled unit and integration tests.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+## e2e: the real collector and a real Prometheus server (see e2e/).
+e2e: collector
+	STREAMWATCH_COLLECTOR=$(COLLECTOR) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
+
+## bench: every benchmark, with the baselines they are compared to.
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## fuzz: each fuzz target for FUZZTIME.
+fuzz:
+	@for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$t/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "== $$t $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$t || exit 1; \
+		done; \
+	done
+
+## lint: gofmt, go vet and staticcheck.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+$(OCB):
+	@echo "==> installing ocb $(OCB_VER) into ./bin"
+	GOBIN=$(BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
+
+## collector: build otelcol-streamwatch with ocb into ./bin (skipped when up to date).
+collector: $(COLLECTOR)
+
+$(COLLECTOR): $(OCB) $(COLLECTOR_SRC)
+	@echo "==> building otelcol-streamwatch with ocb (2 min warm, ~5 min cold); progress below"
+	@start=$$(date +%s); \
+	$(OCB) --config builder-config.yaml --verbose 2>&1 | sed -u 's/^/    ocb: /' | grep -E --line-buffered 'Generating|Getting|Compiling|Compiled|error|Error' ; \
+	test -x _build/otelcol-streamwatch/otelcol-streamwatch || { echo "ocb build failed; rerun: $(OCB) --config builder-config.yaml --verbose"; exit 1; }; \
+	cp _build/otelcol-streamwatch/otelcol-streamwatch $(COLLECTOR); \
+	echo "==> built $(COLLECTOR) in $$(( $$(date +%s) - start ))s"
+
+## fakellm: the scripted upstream.
+fakellm:
+	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
+
+## demo: build what is missing, run fakellm + the collector + a workload, print the figures.
+demo: collector fakellm
+	$(GO) run ./cmd/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm
+
+clean:
+	rm -rf bin _build
