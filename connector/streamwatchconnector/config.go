@@ -1,0 +1,104 @@
+package streamwatchconnector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// Config is the configuration of the streamwatch connector.
+type Config struct {
+	// Interval is how often the cumulative metrics are sent downstream.
+	// Default 15s: at the common Prometheus scrape interval of 15 s a scrape
+	// never sees figures older than one interval, and a flush costs one copy
+	// of at most max_series data points per metric, so a shorter interval
+	// buys freshness with CPU and a longer one delays every panel. Must be
+	// positive.
+	Interval time.Duration `mapstructure:"interval"`
+
+	// MaxSeries caps the series (attribute sets) each metric keeps. Past it,
+	// measurements of new attribute sets go to one overflow series per metric
+	// carrying only the attribute otel.metric.overflow=true, and are counted in
+	// the connector's own telemetry (otelcol_connector_streamwatch_overflow).
+	// Series are cumulative and never expire, so this bounds memory. Default
+	// 1000. Must be at least 1.
+	MaxSeries int `mapstructure:"max_series"`
+
+	// Exemplars configures the exemplars attached to histogram data points.
+	Exemplars ExemplarsConfig `mapstructure:"exemplars"`
+
+	// StallThreshold is the threshold T used only for attempt spans the
+	// streamwatch processor did not derive (no streamwatch.derivation
+	// attribute) but that still carry their raw chunk timeline: the connector
+	// then derives the figures itself with the same math. Keep it equal to
+	// the processor's stall_threshold. Default 2s. Must be positive.
+	StallThreshold time.Duration `mapstructure:"stall_threshold"`
+
+	// Dimensions are extra span attribute keys added to every metric of the
+	// span they are found on (values recorded as strings; absent keys are
+	// left out). Each adds cardinality, bounded by max_series. Default none.
+	Dimensions []string `mapstructure:"dimensions"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+// ExemplarsConfig configures exemplars.
+type ExemplarsConfig struct {
+	// MaxPerDataPoint is the number of exemplars (trace and span id) each
+	// histogram data point keeps per flush interval; the first ones win and
+	// the set is cleared at every flush. 0 disables exemplars. Default 5.
+	MaxPerDataPoint int `mapstructure:"max_per_data_point"`
+
+	// prevent unkeyed literal initialization
+	_ struct{}
+}
+
+var _ confmap.Validator = (*Config)(nil)
+
+// builtin are the attribute keys the connector sets itself; a dimension
+// may not shadow them.
+var builtin = map[string]bool{
+	string(semconv.GenAIProviderName): true,
+	string(semconv.GenAIRequestModel): true,
+	string(semconv.Route):             true,
+	string(semconv.AttemptOutcome):    true,
+	string(semconv.AttemptTrigger):    true,
+	string(semconv.Outcome):           true,
+	string(semconv.Stalled):           true,
+	semconv.MetricOverflow:            true,
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("interval must be positive, got %s", c.Interval))
+	}
+	if c.MaxSeries < 1 {
+		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))
+	}
+	if c.Exemplars.MaxPerDataPoint < 0 {
+		errs = append(errs, fmt.Errorf("exemplars::max_per_data_point must not be negative, got %d", c.Exemplars.MaxPerDataPoint))
+	}
+	if c.StallThreshold <= 0 {
+		errs = append(errs, fmt.Errorf("stall_threshold must be positive, got %s", c.StallThreshold))
+	}
+	seen := map[string]bool{}
+	for i, d := range c.Dimensions {
+		switch {
+		case d == "":
+			errs = append(errs, fmt.Errorf("dimensions[%d] must not be empty", i))
+		case builtin[d]:
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q is already an attribute of the connector's metrics", i, d))
+		case seen[d]:
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q is listed twice", i, d))
+		}
+		seen[d] = true
+	}
+	return errors.Join(errs...)
+}

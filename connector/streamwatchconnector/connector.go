@@ -1,0 +1,132 @@
+package streamwatchconnector
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/measure"
+)
+
+// streamwatch is the connector. ConsumeTraces may run concurrently with
+// itself and with flush; mu guards the recorder, which holds every series.
+type streamwatch struct {
+	cfg     Config
+	next    consumer.Metrics
+	logger  *zap.Logger
+	tel     *telemetry
+	version string
+
+	mu  sync.Mutex
+	rec *measure.Recorder
+
+	// stop ends the flush loop; done is closed when it has returned.
+	stop chan struct{}
+	done chan struct{}
+}
+
+var _ connector.Traces = (*streamwatch)(nil)
+
+func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*streamwatch, error) {
+	tel, err := newTelemetry(set.TelemetrySettings.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	c := &streamwatch{
+		cfg:     *cfg,
+		next:    next,
+		logger:  set.Logger,
+		tel:     tel,
+		version: set.BuildInfo.Version,
+	}
+	c.cfg.Dimensions = append([]string(nil), cfg.Dimensions...)
+	c.rec = measure.New(measure.Options{
+		Options: aggregate.Options{
+			MaxSeries:    cfg.MaxSeries,
+			MaxExemplars: cfg.Exemplars.MaxPerDataPoint,
+		},
+		StallThresholdUs: cfg.StallThreshold.Microseconds(),
+		Dimensions:       c.cfg.Dimensions,
+	}, tel)
+	return c, nil
+}
+
+// Capabilities implements consumer.Traces: spans are only read.
+func (c *streamwatch) Capabilities() consumer.Capabilities {
+	return consumer.Capabilities{MutatesData: false}
+}
+
+// Start starts the flush loop.
+func (c *streamwatch) Start(context.Context, component.Host) error {
+	c.stop = make(chan struct{})
+	c.done = make(chan struct{})
+	go c.loop()
+	return nil
+}
+
+// Shutdown stops the flush loop and sends the last snapshot, so a collector
+// that stops loses no interval. It is safe to call without Start.
+func (c *streamwatch) Shutdown(ctx context.Context) error {
+	if c.stop == nil {
+		return nil
+	}
+	close(c.stop)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.stop = nil
+	return c.flush(ctx)
+}
+
+func (c *streamwatch) loop() {
+	defer close(c.done)
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if err := c.flush(context.Background()); err != nil {
+				c.logger.Warn("sending streamwatch metrics failed", zap.Error(err))
+			}
+		}
+	}
+}
+
+// ConsumeTraces records the spans of td.
+func (c *streamwatch) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	now := pcommon.NewTimestampFromTime(time.Now())
+	c.mu.Lock()
+	c.rec.Traces(td, now)
+	c.mu.Unlock()
+	return nil
+}
+
+// flush sends a cumulative snapshot of every series downstream. The
+// snapshot is built under the lock and sent outside it, so a slow exporter
+// never blocks ConsumeTraces.
+func (c *streamwatch) flush(ctx context.Context) error {
+	now := pcommon.NewTimestampFromTime(time.Now())
+	c.mu.Lock()
+	if c.rec.Empty() {
+		c.mu.Unlock()
+		return nil
+	}
+	md := pmetric.NewMetrics()
+	c.rec.Emit(md, scopeName, c.version, now)
+	c.rec.TakeOverflowed(c.tel.overflowed)
+	c.mu.Unlock()
+	return c.next.ConsumeMetrics(ctx, md)
+}

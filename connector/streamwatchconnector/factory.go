@@ -1,0 +1,42 @@
+package streamwatchconnector
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/connector"
+	"go.opentelemetry.io/collector/consumer"
+)
+
+// typeStr is the component type.
+const typeStr = "streamwatch"
+
+// stability of the traces → metrics pair.
+const stability = component.StabilityLevelAlpha
+
+// scopeName is the instrumentation scope of the metrics produced and of the
+// connector's own telemetry.
+const scopeName = "github.com/streamwatch/streamwatch/connector/streamwatchconnector"
+
+// NewFactory returns the factory of the streamwatch connector.
+func NewFactory() connector.Factory {
+	return connector.NewFactory(
+		component.MustNewType(typeStr),
+		createDefaultConfig,
+		connector.WithTracesToMetrics(createTracesToMetrics, stability),
+	)
+}
+
+func createDefaultConfig() component.Config {
+	return &Config{
+		Interval:       15 * time.Second,
+		MaxSeries:      1000,
+		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
+		StallThreshold: 2 * time.Second,
+	}
+}
+
+func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {
+	return newConnector(set, cfg.(*Config), next)
+}

@@ -1,0 +1,296 @@
+// Package aggregate holds the cumulative series of the streamwatch connector:
+// explicit-bucket histograms and monotonic sums, keyed by a cheap byte key,
+// capped per metric with one overflow series, with capped exemplars that are
+// cleared at every emission.
+//
+// A Store is not safe for concurrent use; the connector guards it with its
+// own mutex.
+//
+// The canonical use:
+//
+//	st := aggregate.New(descs, aggregate.Options{MaxSeries: 1000, MaxExemplars: 5})
+//	s := st.Series(metric, attrs, now)   // builds attributes only for a new series
+//	s.Observe(v, ex)                     // histograms
+//	s.Add(n)                             // sums
+//	st.Emit(out, now)                    // cumulative snapshot, exemplars reset
+package aggregate
+
+import (
+	"sort"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// Kind is the instrument of a metric.
+type Kind uint8
+
+const (
+	// Histogram is an explicit-bucket histogram of float64 observations.
+	Histogram Kind = iota
+	// Sum is a monotonic int64 counter.
+	Sum
+)
+
+// Desc describes one metric.
+type Desc struct {
+	Name        string
+	Unit        string
+	Description string
+	Kind        Kind
+	// Bounds are the explicit bucket boundaries of a Histogram, ascending.
+	Bounds []float64
+}
+
+// OverflowKey is the attribute that marks the one overflow series of a
+// metric past its series cap, as the OpenTelemetry SDKs name it.
+const OverflowKey = semconv.MetricOverflow
+
+// Options bound the memory of a Store.
+type Options struct {
+	// MaxSeries is the number of series each metric keeps, overflow series
+	// excluded. Further attribute sets go to the overflow series.
+	MaxSeries int
+	// MaxExemplars is the number of exemplars a series keeps between two
+	// emissions; 0 keeps none.
+	MaxExemplars int
+}
+
+// Attr is one string attribute of a series.
+type Attr struct {
+	Key, Value string
+}
+
+// Attrs is the identity of a series: the service (its resource) and the
+// attributes, in a fixed order per metric. Absent attributes are left out.
+type Attrs struct {
+	Service string
+	List    []Attr
+}
+
+// Exemplar is a sampled observation with the span it came from.
+type Exemplar struct {
+	Time    pcommon.Timestamp
+	TraceID pcommon.TraceID
+	SpanID  pcommon.SpanID
+}
+
+// Series is one attribute set of one metric.
+type Series struct {
+	service string
+	attrs   pcommon.Map
+	start   pcommon.Timestamp
+
+	// Histogram state; counts has len(bounds)+1 buckets.
+	counts []uint64
+	count  uint64
+	sum    float64
+	// Sum state.
+	value int64
+
+	exemplars []exemplar
+	maxEx     int
+}
+
+type exemplar struct {
+	value float64
+	Exemplar
+}
+
+type table struct {
+	desc     Desc
+	series   map[string]*Series
+	order    []*Series // creation order, for a stable emission
+	overflow *Series
+	// overflowed counts measurements routed to the overflow series since
+	// the last TakeOverflowed.
+	overflowed int64
+}
+
+// Store is the set of all series of all metrics.
+type Store struct {
+	opts   Options
+	tables []table
+	key    []byte
+}
+
+// New returns an empty Store for the metrics descs, indexed by position.
+func New(descs []Desc, opts Options) *Store {
+	st := &Store{opts: opts, tables: make([]table, len(descs))}
+	for i, d := range descs {
+		st.tables[i] = table{desc: d, series: make(map[string]*Series)}
+	}
+	return st
+}
+
+// Series returns the series of metric m for attrs, creating it at now when
+// it is new. Past the series cap it returns the metric's overflow series.
+// The attribute map is built only when a series is created; finding an
+// existing series does not allocate.
+func (st *Store) Series(m int, a Attrs, now pcommon.Timestamp) *Series {
+	t := &st.tables[m]
+	k := st.key[:0]
+	k = append(k, a.Service...)
+	for _, kv := range a.List {
+		k = append(k, 0)
+		k = append(k, kv.Key...)
+		k = append(k, 1)
+		k = append(k, kv.Value...)
+	}
+	st.key = k
+	if s, ok := t.series[string(k)]; ok {
+		return s
+	}
+	if len(t.series) >= st.opts.MaxSeries {
+		t.overflowed++
+		if t.overflow == nil {
+			t.overflow = st.newSeries(t.desc, "", now)
+			t.overflow.attrs.PutBool(OverflowKey, true)
+		}
+		return t.overflow
+	}
+	s := st.newSeries(t.desc, a.Service, now)
+	s.attrs.EnsureCapacity(len(a.List))
+	for _, kv := range a.List {
+		s.attrs.PutStr(kv.Key, kv.Value)
+	}
+	t.series[string(k)] = s
+	t.order = append(t.order, s)
+	return s
+}
+
+func (st *Store) newSeries(d Desc, service string, now pcommon.Timestamp) *Series {
+	s := &Series{service: service, attrs: pcommon.NewMap(), start: now, maxEx: st.opts.MaxExemplars}
+	if d.Kind == Histogram {
+		s.counts = make([]uint64, len(d.Bounds)+1)
+	}
+	return s
+}
+
+// Observe records v in a histogram series with bounds (those of its Desc)
+// and keeps ex as an exemplar while the series has room for one. Callers
+// pass finite, non-negative values only.
+func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
+	// Buckets are upper-inclusive, (b[i-1], b[i]], as in OTLP.
+	i := sort.SearchFloat64s(bounds, v)
+	s.counts[i]++
+	s.count++
+	s.sum += v
+	if len(s.exemplars) < s.maxEx {
+		s.exemplars = append(s.exemplars, exemplar{value: v, Exemplar: ex})
+	}
+}
+
+// Add adds n to a sum series.
+func (s *Series) Add(n int64) { s.value += n }
+
+// Bounds returns the bucket bounds of metric m.
+func (st *Store) Bounds(m int) []float64 { return st.tables[m].desc.Bounds }
+
+// Len returns the number of series of metric m, overflow series excluded.
+func (st *Store) Len(m int) int { return len(st.tables[m].series) }
+
+// TakeOverflowed returns, per metric, the measurements routed to the
+// overflow series since the last call, and resets them.
+func (st *Store) TakeOverflowed(f func(name string, n int64)) {
+	for i := range st.tables {
+		t := &st.tables[i]
+		if t.overflowed > 0 {
+			f(t.desc.Name, t.overflowed)
+			t.overflowed = 0
+		}
+	}
+}
+
+// Empty reports whether the store holds no series at all.
+func (st *Store) Empty() bool {
+	for i := range st.tables {
+		if len(st.tables[i].series) > 0 || st.tables[i].overflow != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Emit appends a cumulative snapshot of every series to out, one
+// ResourceMetrics per service (resource attribute service.name), under the
+// scope named scope, with time now. Exemplars are moved into the snapshot
+// and cleared, so each appears once.
+func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp) {
+	scopes := map[string]pmetric.ScopeMetrics{}
+	scopeOf := func(service string) pmetric.ScopeMetrics {
+		if sm, ok := scopes[service]; ok {
+			return sm
+		}
+		rm := out.ResourceMetrics().AppendEmpty()
+		if service != "" {
+			rm.Resource().Attributes().PutStr("service.name", service)
+		}
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(scope)
+		sm.Scope().SetVersion(version)
+		scopes[service] = sm
+		return sm
+	}
+	for i := range st.tables {
+		t := &st.tables[i]
+		metrics := map[string]pmetric.Metric{}
+		metricOf := func(service string) pmetric.Metric {
+			if m, ok := metrics[service]; ok {
+				return m
+			}
+			m := scopeOf(service).Metrics().AppendEmpty()
+			m.SetName(t.desc.Name)
+			m.SetUnit(t.desc.Unit)
+			m.SetDescription(t.desc.Description)
+			switch t.desc.Kind {
+			case Histogram:
+				m.SetEmptyHistogram().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			case Sum:
+				sum := m.SetEmptySum()
+				sum.SetIsMonotonic(true)
+				sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			}
+			metrics[service] = m
+			return m
+		}
+		emit := func(s *Series) {
+			m := metricOf(s.service)
+			switch t.desc.Kind {
+			case Histogram:
+				dp := m.Histogram().DataPoints().AppendEmpty()
+				s.attrs.CopyTo(dp.Attributes())
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetCount(s.count)
+				dp.SetSum(s.sum)
+				dp.ExplicitBounds().FromRaw(t.desc.Bounds)
+				dp.BucketCounts().FromRaw(s.counts)
+				exs := dp.Exemplars()
+				exs.EnsureCapacity(len(s.exemplars))
+				for _, e := range s.exemplars {
+					x := exs.AppendEmpty()
+					x.SetDoubleValue(e.value)
+					x.SetTimestamp(e.Time)
+					x.SetTraceID(e.TraceID)
+					x.SetSpanID(e.SpanID)
+				}
+				s.exemplars = s.exemplars[:0]
+			case Sum:
+				dp := m.Sum().DataPoints().AppendEmpty()
+				s.attrs.CopyTo(dp.Attributes())
+				dp.SetStartTimestamp(s.start)
+				dp.SetTimestamp(now)
+				dp.SetIntValue(s.value)
+			}
+		}
+		for _, s := range t.order {
+			emit(s)
+		}
+		if t.overflow != nil {
+			emit(t.overflow)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package measure
+
+import (
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// Indices of the metrics in Descs.
+const (
+	callTTFT = iota
+	timePerOutputChunk
+	callDuration
+	attemptTTFT
+	generation
+	activeGeneration
+	stallDuration
+	streams
+	stalls
+	hedges
+	calls
+	wastedChunks
+)
+
+// Descs are the metrics of DESIGN §5, in the order the connector emits them.
+var Descs = []aggregate.Desc{
+	callTTFT: {
+		Name: semconv.MetricTimeToFirstChunk, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Time from the start of a call to its first content chunk, as the caller saw it.",
+	},
+	timePerOutputChunk: {
+		Name: semconv.MetricTimePerOutputChunk, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Each gap between two consecutive content chunks of a winning attempt (pooled inter-chunk latency).",
+	},
+	callDuration: {
+		Name: semconv.MetricOperationDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Duration of a call, from its start to its end, whatever the outcome.",
+	},
+	attemptTTFT: {
+		Name: semconv.MetricAttemptTimeToFirstChunk, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Time from the launch of an attempt to its first content chunk, per route.",
+	},
+	generation: {
+		Name: semconv.MetricGenerationDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Raw generation time of an attempt: first to last content chunk, silences included.",
+	},
+	activeGeneration: {
+		Name: semconv.MetricActiveGenerationDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.GenAIDurationBuckets,
+		Description: "Active generation time of an attempt: raw generation time minus its stalls.",
+	},
+	stallDuration: {
+		Name: semconv.MetricStallDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.StallDurationBuckets,
+		Description: "Duration of each stall segment (a silence longer than the stall threshold).",
+	},
+	streams: {
+		Name: semconv.MetricStreams, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Attempts that streamed at least one content chunk, by whether they stalled.",
+	},
+	stalls: {
+		Name: semconv.MetricStalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Stall segments of attempts.",
+	},
+	hedges: {
+		Name: semconv.MetricHedges, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Hedge attempts (attempt index above 0), by trigger and outcome.",
+	},
+	calls: {
+		Name: semconv.MetricCalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Calls, by outcome.",
+	},
+	wastedChunks: {
+		Name: semconv.MetricWastedChunks, Unit: semconv.UnitChunk, Kind: aggregate.Sum,
+		Description: "Content chunks received by attempts that did not win (canceled or failed).",
+	},
+}
