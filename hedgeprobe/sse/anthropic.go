@@ -1,0 +1,153 @@
+package sse
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// AnthropicEvent is one item of an Anthropic Messages stream: message_start,
+// content_block_start, content_block_delta, content_block_stop,
+// message_delta, message_stop, ping — or a keepalive comment (IsComment).
+// Fields not listed here are dropped.
+type AnthropicEvent struct {
+	// Type is the event's "type": "message_start", "ping"…; empty for a
+	// comment.
+	Type string `json:"type"`
+	// Message is set on message_start.
+	Message *AnthropicMessage `json:"message,omitempty"`
+	// Index is the content block of content_block_* events.
+	Index int `json:"index"`
+	// ContentBlock is set on content_block_start.
+	ContentBlock *AnthropicContentBlock `json:"content_block,omitempty"`
+	// Delta is set on content_block_delta (Type "text_delta"…) and on
+	// message_delta (StopReason).
+	Delta *AnthropicDelta `json:"delta,omitempty"`
+	// Usage is set on message_delta: the cumulative output tokens.
+	Usage *AnthropicUsage `json:"usage,omitempty"`
+
+	// Received is when the event's bytes arrived (monotonic).
+	Received time.Time `json:"-"`
+	// IsComment reports an SSE comment, carried as an item so that its
+	// arrival is timed.
+	IsComment bool `json:"-"`
+}
+
+// AnthropicMessage is the message object of message_start.
+type AnthropicMessage struct {
+	ID    string         `json:"id"`
+	Type  string         `json:"type"`
+	Role  string         `json:"role"`
+	Model string         `json:"model"`
+	Usage AnthropicUsage `json:"usage"`
+}
+
+// AnthropicContentBlock is the block opened by content_block_start.
+type AnthropicContentBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text,omitempty"`
+	Thinking string          `json:"thinking,omitempty"`
+	ID       string          `json:"id,omitempty"`
+	Name     string          `json:"name,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+}
+
+// AnthropicDelta is the delta of content_block_delta or message_delta.
+type AnthropicDelta struct {
+	// Type is "text_delta", "thinking_delta", "input_json_delta",
+	// "citations_delta" or "signature_delta"; empty on message_delta.
+	Type         string          `json:"type,omitempty"`
+	Text         string          `json:"text,omitempty"`
+	Thinking     string          `json:"thinking,omitempty"`
+	PartialJSON  string          `json:"partial_json,omitempty"`
+	Signature    string          `json:"signature,omitempty"`
+	Citation     json.RawMessage `json:"citation,omitempty"`
+	StopReason   string          `json:"stop_reason,omitempty"`
+	StopSequence string          `json:"stop_sequence,omitempty"`
+}
+
+// AnthropicUsage is the token usage of a message.
+type AnthropicUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+}
+
+// ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events:
+// content_block_delta with a non-empty text_delta, thinking_delta or
+// input_json_delta, or a citations_delta, is Content, and so is a
+// content_block_start that opens a tool_use block with its name (the
+// counterpart of an OpenAI tool-call name fragment) or carries text; ping, a
+// comment and an empty delta are Keepalive; every other event is Control.
+func ClassifyAnthropic(e AnthropicEvent) hedgeprobe.Kind {
+	switch {
+	case e.IsComment || e.Type == "ping" || e.Type == "":
+		return hedgeprobe.Keepalive
+	case e.Type == "content_block_delta":
+		if e.Delta == nil {
+			return hedgeprobe.Keepalive
+		}
+		switch e.Delta.Type {
+		case "text_delta":
+			return contentIf(e.Delta.Text != "")
+		case "thinking_delta":
+			return contentIf(e.Delta.Thinking != "")
+		case "input_json_delta":
+			return contentIf(e.Delta.PartialJSON != "")
+		case "citations_delta":
+			return hedgeprobe.Content
+		}
+		return hedgeprobe.Control
+	case e.Type == "content_block_start" && e.ContentBlock != nil:
+		b := e.ContentBlock
+		if b.Text != "" || b.Thinking != "" || (b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use")) {
+			return hedgeprobe.Content
+		}
+	}
+	return hedgeprobe.Control
+}
+
+func contentIf(ok bool) hedgeprobe.Kind {
+	if ok {
+		return hedgeprobe.Content
+	}
+	return hedgeprobe.Keepalive
+}
+
+// AnthropicTokens is the hedgeprobe.TokenCount of Anthropic events:
+// usage.output_tokens of message_delta (cumulative, so the last one wins).
+func AnthropicTokens(e AnthropicEvent) (int64, bool) {
+	if e.Type != "message_delta" || e.Usage == nil {
+		return 0, false
+	}
+	return e.Usage.OutputTokens, true
+}
+
+// decodeAnthropic turns one SSE event into an AnthropicEvent: message_stop
+// is delivered and ends the stream, "error" is an *UpstreamError.
+func decodeAnthropic(provider string, ev Event) (e AnthropicEvent, emit, end bool, err error) {
+	if ev.Comment {
+		return AnthropicEvent{IsComment: true, Received: ev.Received}, true, false, nil
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if ev.Type == "error" {
+		return e, false, false, payloadError(provider, data)
+	}
+	if len(data) == 0 {
+		return AnthropicEvent{Type: "ping", Received: ev.Received}, ev.Type == "ping", false, nil
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		return e, false, false, &ProtocolError{Provider: provider, Err: err}
+	}
+	if e.Type == "error" {
+		return AnthropicEvent{}, false, false, payloadError(provider, data)
+	}
+	if e.Type == "" {
+		e.Type = ev.Type
+	}
+	e.Received = ev.Received
+	return e, true, e.Type == "message_stop", nil
+}

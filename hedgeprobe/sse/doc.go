@@ -1,0 +1,34 @@
+// Package sse reads server-sent events over net/http for hedgeprobe: a
+// WHATWG event-stream Reader that timestamps each event on arrival, the
+// item types and classifiers of OpenAI-compatible chat completions
+// (ChatChunk, ClassifyOpenAI, OpenAITokens) and Anthropic Messages
+// (AnthropicEvent, ClassifyAnthropic, AnthropicTokens), route helpers that
+// open one HTTP stream per attempt (OpenAIRoute, AnthropicRoute), typed
+// upstream errors that carry transience and Retry-After, a transport for
+// long streams (TCP keepalive, TCP_USER_TIMEOUT), and a Tap that times the
+// keepalives SDK decoders hide.
+//
+// The canonical loop, with hedgeprobe wrapping the raw route:
+//
+//	route := sse.OpenAIRoute("primary", sse.OpenAIRequest{
+//		BaseURL:  "https://api.openai.com/v1",
+//		APIKey:   os.Getenv("OPENAI_API_KEY"),
+//		Model:    "gpt-4o-mini",
+//		Messages: []sse.Message{{Role: "user", Content: "Hello"}},
+//	})
+//	stream := prober.Stream(ctx, route, fallback)
+//	defer stream.Close()
+//	for stream.Next() {
+//		for _, c := range stream.Current().Choices {
+//			fmt.Print(c.Delta.Content)
+//		}
+//	}
+//	if err := stream.Err(); err != nil {
+//		// *sse.UpstreamError, *sse.ConnectionError, a hedgeprobe timeout…
+//	}
+//
+// A stream ends cleanly only at its terminal event: "data: [DONE]" for
+// OpenAI, message_stop for Anthropic. A body that ends before it is a
+// *ConnectionError wrapping io.ErrUnexpectedEOF — a truncated answer is
+// never reported as success.
+package sse

@@ -1,0 +1,218 @@
+package sse
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// UpstreamError is an error the upstream reported: an HTTP status other
+// than 2xx, or an error payload inside a 200 stream (OpenAI's
+// {"error": …} data, Anthropic's "event: error").
+//
+// It implements hedgeprobe.TransientError and hedgeprobe.RetryAfterError:
+// 408, 409, 425, 429, 529 and 5xx are transient, other 4xx are fatal; 429 and
+// 503 carry Retry-After (or retry-after-ms) for pushback. A mid-stream
+// payload is transient unless its type names a request problem
+// (invalid_request_error, authentication_error, permission_error,
+// not_found_error, request_too_large).
+type UpstreamError struct {
+	// Provider is the route's gen_ai.provider.name, such as "openai".
+	Provider string
+	// StatusCode is the HTTP status; 0 for an error payload mid-stream.
+	StatusCode int
+	// MidStream reports an error payload received inside the event stream.
+	MidStream bool
+	// Type, Code and Message come from the error object, when there is one.
+	Type, Code, Message string
+	// RetryAfterHint is the parsed Retry-After header; 0 when absent.
+	RetryAfterHint time.Duration
+	// Body is the raw error body or payload, cut at 4 KiB.
+	Body []byte
+}
+
+// Error returns the provider, status and message.
+func (e *UpstreamError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Provider)
+	if e.MidStream {
+		b.WriteString(": error payload mid-stream")
+	} else {
+		fmt.Fprintf(&b, ": http %d", e.StatusCode)
+		if t := http.StatusText(e.StatusCode); t != "" {
+			b.WriteString(" " + strings.ToLower(t))
+		}
+	}
+	if e.Type != "" {
+		b.WriteString(": " + e.Type)
+	}
+	if e.Code != "" && e.Code != e.Type {
+		b.WriteString(" (" + e.Code + ")")
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.RetryAfterHint > 0 {
+		fmt.Fprintf(&b, " (retry after %s)", e.RetryAfterHint)
+	}
+	return b.String()
+}
+
+// Transient reports whether another attempt may succeed.
+func (e *UpstreamError) Transient() bool {
+	if e.MidStream {
+		switch e.Type {
+		case "invalid_request_error", "authentication_error", "permission_error",
+			"not_found_error", "request_too_large":
+			return false
+		}
+		return true
+	}
+	switch e.StatusCode {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly,
+		http.StatusTooManyRequests, 529:
+		return true
+	}
+	return e.StatusCode >= 500
+}
+
+// RetryAfter is the upstream's Retry-After hint; 0 when it gave none.
+func (e *UpstreamError) RetryAfter() time.Duration { return e.RetryAfterHint }
+
+// ConnectionError is a transport failure: the request could not be sent or
+// answered (dial error, reset, TLS), or the stream broke or ended before its
+// terminal event ([DONE] or message_stop). A stream that ends early is an
+// error, never a clean end: its Err is io.ErrUnexpectedEOF then.
+//
+// It is always transient. It unwraps to the underlying error.
+type ConnectionError struct {
+	// Provider is the route's gen_ai.provider.name.
+	Provider string
+	// Connected reports that response headers had arrived: the stream broke
+	// after Events events.
+	Connected bool
+	// Events is the number of events and comments read before the failure.
+	Events int
+	// Err is the cause: io.ErrUnexpectedEOF when the body ended cleanly but
+	// early, else the transport's error.
+	Err error
+}
+
+// Error says where the connection failed.
+func (e *ConnectionError) Error() string {
+	if !e.Connected {
+		return fmt.Sprintf("%s: request failed: %v", e.Provider, e.Err)
+	}
+	return fmt.Sprintf("%s: stream ended after %d events without its terminal event: %v", e.Provider, e.Events, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ConnectionError) Unwrap() error { return e.Err }
+
+// Transient is true: a new connection may succeed.
+func (e *ConnectionError) Transient() bool { return true }
+
+// ProtocolError is an upstream that does not speak the protocol: a line or
+// event over the size limit, malformed JSON, a 200 response that is not an
+// event stream. It is fatal (not transient) and unwraps to the cause.
+type ProtocolError struct {
+	// Provider is the route's gen_ai.provider.name.
+	Provider string
+	// Err is the cause; errors.Is(err, ErrTooLarge) for an oversized event.
+	Err error
+}
+
+// Error names the provider and the cause.
+func (e *ProtocolError) Error() string { return e.Provider + ": protocol error: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// Transient is false: the same upstream will answer the same way.
+func (e *ProtocolError) Transient() bool { return false }
+
+// ResponseError reads the body of a non-2xx response (at most 64 KiB) and
+// returns it as an *UpstreamError, with the error object's type, code and
+// message (OpenAI and Anthropic shapes) and the Retry-After hint. It does
+// not close the body.
+func ResponseError(provider string, resp *http.Response) *UpstreamError {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &UpstreamError{Provider: provider, StatusCode: resp.StatusCode}
+	e.RetryAfterHint = ParseRetryAfter(resp.Header, time.Now())
+	fillFromPayload(e, body)
+	return e
+}
+
+// payloadError builds the UpstreamError of an error payload mid-stream.
+func payloadError(provider string, data []byte) *UpstreamError {
+	e := &UpstreamError{Provider: provider, MidStream: true}
+	fillFromPayload(e, data)
+	return e
+}
+
+type errorObject struct {
+	Type    string          `json:"type"`
+	Code    json.RawMessage `json:"code"`
+	Message string          `json:"message"`
+}
+
+func fillFromPayload(e *UpstreamError, body []byte) {
+	e.Body = bytes.Clone(body[:min(len(body), 4<<10)])
+	var env struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 {
+		e.Message = strings.TrimSpace(string(e.Body[:min(len(e.Body), 200)]))
+		return
+	}
+	var obj errorObject
+	if json.Unmarshal(env.Error, &obj) != nil {
+		// Some proxies send "error": "text".
+		var s string
+		if json.Unmarshal(env.Error, &s) == nil {
+			e.Message = s
+		}
+		return
+	}
+	e.Type, e.Message = obj.Type, obj.Message
+	if len(obj.Code) > 0 && string(obj.Code) != "null" {
+		var s string
+		if json.Unmarshal(obj.Code, &s) == nil {
+			e.Code = s
+		} else {
+			e.Code = string(obj.Code)
+		}
+	}
+}
+
+// ParseRetryAfter reads the pushback hint of a response: "retry-after-ms"
+// (OpenAI) first, then "Retry-After" as delay-seconds or an HTTP date
+// relative to now. It returns 0 when there is no usable hint.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,193 @@
+package sse
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"strings"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// Message is one chat message of a request.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// OpenAIRequest describes a chat-completions call on an OpenAI-compatible
+// upstream. The route always sends "stream": true and
+// "stream_options": {"include_usage": true}.
+type OpenAIRequest struct {
+	// Provider is the gen_ai.provider.name; default "openai".
+	Provider string
+	// BaseURL is the API root including its version, such as
+	// "https://api.openai.com/v1"; the route posts to
+	// BaseURL + "/chat/completions". Required.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer …" when set.
+	APIKey string
+	// Model is the model asked for. Required.
+	Model string
+	// Messages is the conversation.
+	Messages []Message
+	// Params holds further body fields (temperature, max_tokens, tools…);
+	// they cannot override model, messages, stream or stream_options.
+	Params map[string]any
+	// Header holds extra request headers.
+	Header http.Header
+	// Client sends the request; default DefaultClient(). Its Timeout must
+	// be 0: a stream outlives any whole-request timeout.
+	Client *http.Client
+	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
+	MaxEventSize int
+}
+
+// OpenAIRoute returns the hedgeprobe route named name that streams req.
+// Each attempt is its own HTTP request whose context is the attempt's, so
+// cancelling the attempt aborts the request and its body.
+func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
+	if req.Provider == "" {
+		req.Provider = "openai"
+	}
+	body := maps.Clone(req.Params)
+	if body == nil {
+		body = map[string]any{}
+	}
+	body["model"] = req.Model
+	body["messages"] = req.Messages
+	body["stream"] = true
+	body["stream_options"] = map[string]any{"include_usage": true}
+	url := strings.TrimRight(req.BaseURL, "/") + "/chat/completions"
+	header := req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	if req.APIKey != "" {
+		header.Set("Authorization", "Bearer "+req.APIKey)
+	}
+	return hedgeprobe.Route[ChatChunk]{
+		Name:     name,
+		Provider: req.Provider,
+		Model:    req.Model,
+		Open: func(ctx context.Context) (hedgeprobe.Source[ChatChunk], error) {
+			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, body)
+			if err != nil {
+				return nil, err
+			}
+			return NewOpenAIStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel}), nil
+		},
+	}
+}
+
+// AnthropicRequest describes a Messages call on Anthropic's API (or one
+// compatible with it). The route always sends "stream": true.
+type AnthropicRequest struct {
+	// Provider is the gen_ai.provider.name; default "anthropic".
+	Provider string
+	// BaseURL is the API root without its version, such as
+	// "https://api.anthropic.com"; the route posts to
+	// BaseURL + "/v1/messages". Required.
+	BaseURL string
+	// APIKey is sent as "x-api-key" when set.
+	APIKey string
+	// Version is the "anthropic-version" header; default "2023-06-01".
+	Version string
+	// Model is the model asked for. Required.
+	Model string
+	// System is the system prompt, when set.
+	System string
+	// Messages is the conversation.
+	Messages []Message
+	// MaxTokens is max_tokens; default 1024.
+	MaxTokens int
+	// Params holds further body fields; they cannot override the ones
+	// above.
+	Params map[string]any
+	// Header holds extra request headers.
+	Header http.Header
+	// Client sends the request; default DefaultClient().
+	Client *http.Client
+	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
+	MaxEventSize int
+}
+
+// AnthropicRoute returns the hedgeprobe route named name that streams req,
+// as OpenAIRoute does.
+func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[AnthropicEvent] {
+	if req.Provider == "" {
+		req.Provider = "anthropic"
+	}
+	if req.MaxTokens <= 0 {
+		req.MaxTokens = 1024
+	}
+	if req.Version == "" {
+		req.Version = "2023-06-01"
+	}
+	body := maps.Clone(req.Params)
+	if body == nil {
+		body = map[string]any{}
+	}
+	body["model"] = req.Model
+	body["messages"] = req.Messages
+	body["max_tokens"] = req.MaxTokens
+	body["stream"] = true
+	if req.System != "" {
+		body["system"] = req.System
+	}
+	url := strings.TrimRight(req.BaseURL, "/") + "/v1/messages"
+	header := req.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	if req.APIKey != "" {
+		header.Set("X-Api-Key", req.APIKey)
+	}
+	header.Set("Anthropic-Version", req.Version)
+	return hedgeprobe.Route[AnthropicEvent]{
+		Name:     name,
+		Provider: req.Provider,
+		Model:    req.Model,
+		Open: func(ctx context.Context) (hedgeprobe.Source[AnthropicEvent], error) {
+			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, body)
+			if err != nil {
+				return nil, err
+			}
+			return NewAnthropicStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel}), nil
+		},
+	}
+}
+
+// post sends one streaming request under a context of its own, derived from
+// the attempt's, whose cancel the Stream's Close calls.
+func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, body map[string]any) (*http.Response, context.CancelFunc, error) {
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	if client == nil {
+		client = DefaultClient()
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		if cerr := parent.Err(); cerr != nil {
+			// The attempt's context, not the network, ended it.
+			return nil, nil, cerr
+		}
+		return nil, nil, &ConnectionError{Provider: provider, Err: err}
+	}
+	return resp, cancel, nil
+}

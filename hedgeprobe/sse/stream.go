@@ -1,0 +1,170 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Stream is a typed event stream over an HTTP response: a
+// hedgeprobe.Source of ChatChunk (NewOpenAIStream) or AnthropicEvent
+// (NewAnthropicStream).
+//
+// Next returns false at the stream's terminal event ([DONE], message_stop)
+// with Err nil, and otherwise with the error that ended it: an
+// *UpstreamError for a non-2xx status or an error payload, a
+// *ConnectionError when the connection broke or the body ended before the
+// terminal event (never a clean end), a *ProtocolError for malformed or
+// oversized data, or the context's error when the request's context was
+// cancelled. The stream closes itself when it ends.
+//
+// A Stream is not safe for concurrent use, except that Close may be called
+// while Next blocks: it cancels the request and unblocks Next.
+type Stream[T any] struct {
+	provider string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	body     io.Closer
+	rd       *Reader
+	decode   func(provider string, ev Event) (T, bool, bool, error)
+
+	cur    T
+	err    error
+	done   bool // Next returned false for good
+	ending bool // the terminal item was delivered; the next Next ends
+	events int
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StreamOptions configures NewOpenAIStream and NewAnthropicStream.
+type StreamOptions struct {
+	// Provider names the upstream in errors; default "openai" or
+	// "anthropic".
+	Provider string
+	// MaxEventSize bounds one line and one event's data; default
+	// DefaultMaxEventSize (1 MiB).
+	MaxEventSize int
+	// Cancel, when set, is called by Close (and at the end of the stream)
+	// so that the request's own context is cancelled with it.
+	Cancel context.CancelFunc
+}
+
+// NewOpenAIStream reads an OpenAI-compatible chat-completions event stream
+// from resp. A non-2xx resp yields a stream whose first Next returns false
+// with an *UpstreamError; the body is consumed and closed.
+func NewOpenAIStream(resp *http.Response, o StreamOptions) *Stream[ChatChunk] {
+	if o.Provider == "" {
+		o.Provider = "openai"
+	}
+	return newStream(resp, o, decodeOpenAI)
+}
+
+// NewAnthropicStream reads an Anthropic Messages event stream from resp,
+// as NewOpenAIStream does.
+func NewAnthropicStream(resp *http.Response, o StreamOptions) *Stream[AnthropicEvent] {
+	if o.Provider == "" {
+		o.Provider = "anthropic"
+	}
+	return newStream(resp, o, decodeAnthropic)
+}
+
+func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, Event) (T, bool, bool, error)) *Stream[T] {
+	s := &Stream[T]{provider: o.Provider, cancel: o.Cancel, body: resp.Body, decode: decode, ctx: context.Background()}
+	if resp.Request != nil {
+		s.ctx = resp.Request.Context()
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.err = ResponseError(o.Provider, resp)
+		s.finish()
+		return s
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+		// A 200 JSON body instead of a stream: a proxy's error, or a
+		// server that ignored "stream": true.
+		if e := ResponseError(o.Provider, resp); e.Type != "" || e.Code != "" {
+			e.MidStream = true
+			s.err = e
+		} else {
+			s.err = &ProtocolError{Provider: o.Provider, Err: errors.New("got application/json, want text/event-stream")}
+		}
+		s.finish()
+		return s
+	}
+	s.rd = NewReader(resp.Body, WithMaxEventSize(o.MaxEventSize))
+	return s
+}
+
+// Next advances to the next item.
+func (s *Stream[T]) Next() bool {
+	if s.done {
+		return false
+	}
+	if s.ending || s.closed.Load() {
+		s.finish()
+		return false
+	}
+	for s.rd.Next() {
+		s.events++
+		item, emit, end, err := s.decode(s.provider, s.rd.Event())
+		switch {
+		case err != nil:
+			s.err = err
+			s.finish()
+			return false
+		case end && !emit:
+			s.finish()
+			return false
+		case emit:
+			s.cur, s.ending = item, end
+			return true
+		}
+	}
+	rerr := s.rd.Err()
+	switch {
+	case errors.Is(rerr, ErrTooLarge):
+		s.err = &ProtocolError{Provider: s.provider, Err: rerr}
+	case s.closed.Load():
+		// Closed by the caller: not an upstream failure.
+	case s.ctx.Err() != nil:
+		s.err = s.ctx.Err()
+	case rerr == nil:
+		s.err = &ConnectionError{Provider: s.provider, Connected: true, Events: s.events, Err: io.ErrUnexpectedEOF}
+	default:
+		s.err = &ConnectionError{Provider: s.provider, Connected: true, Events: s.events, Err: rerr}
+	}
+	s.finish()
+	return false
+}
+
+func (s *Stream[T]) finish() {
+	s.done = true
+	_ = s.Close()
+}
+
+// Current returns the current item.
+func (s *Stream[T]) Current() T { return s.cur }
+
+// Err returns the error that ended the stream, nil at its terminal event.
+func (s *Stream[T]) Err() error { return s.err }
+
+// Close cancels the request and closes the body. It is idempotent and may
+// be called while Next blocks.
+func (s *Stream[T]) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if s.body != nil {
+			s.closeErr = s.body.Close()
+		}
+	})
+	return s.closeErr
+}

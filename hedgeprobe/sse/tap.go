@@ -1,0 +1,89 @@
+package sse
+
+import (
+	"context"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+)
+
+// Tap is an http.RoundTripper for SDK clients that watches each
+// text/event-stream response body as the SDK reads it and reports every
+// keepalive — SSE comments and "ping" events, which the SDKs' decoders drop
+// — with its arrival time. It never changes the bytes the SDK reads.
+//
+// Reports go to the function attached to the request's context with
+// WithKeepaliveFunc (per attempt), and to OnKeepalive (per client). Both are
+// called on the goroutine reading the body and must not block.
+//
+// A Tap is safe for concurrent use; its fields must not change after first
+// use.
+type Tap struct {
+	// Base sends the requests; default DefaultClient().Transport.
+	Base http.RoundTripper
+	// OnKeepalive, when set, is called for every keepalive of every
+	// response.
+	OnKeepalive func(req *http.Request, ev Event)
+}
+
+type keepaliveKey struct{}
+
+// WithKeepaliveFunc returns a context whose requests, sent through a Tap,
+// report their keepalives to f.
+func WithKeepaliveFunc(ctx context.Context, f func(Event)) context.Context {
+	return context.WithValue(ctx, keepaliveKey{}, f)
+}
+
+// RoundTrip sends req and wraps an event-stream response body.
+func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = DefaultClient().Transport
+	}
+	resp, err := base.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "text/event-stream" {
+		return resp, nil
+	}
+	f, _ := req.Context().Value(keepaliveKey{}).(func(Event))
+	if f == nil && t.OnKeepalive == nil {
+		return resp, nil
+	}
+	tb := &tapBody{ReadCloser: resp.Body}
+	tb.p.limit = DefaultMaxEventSize
+	tb.emit = func(ev Event) {
+		if !ev.Comment && ev.Type != "ping" {
+			return
+		}
+		if f != nil {
+			f(ev)
+		}
+		if t.OnKeepalive != nil {
+			t.OnKeepalive(req, ev)
+		}
+	}
+	resp.Body = tb
+	return resp, nil
+}
+
+// tapBody parses the bytes the SDK reads, on the SDK's goroutine.
+type tapBody struct {
+	io.ReadCloser
+	p      parser
+	emit   func(Event)
+	broken bool // the parser hit its limit: stop watching, keep reading
+}
+
+func (b *tapBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && !b.broken {
+		if b.p.feed(p[:n], time.Now(), b.emit) != nil {
+			b.broken = true
+		}
+	}
+	return n, err
+}
