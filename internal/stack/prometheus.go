@@ -1,0 +1,67 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// Prometheus is a running Prometheus server scraping one target.
+type Prometheus struct {
+	*Process
+	Addr string
+	API  promv1.API
+}
+
+// StartPrometheus runs the prometheus binary on a free localhost port with
+// its data in dir, scraping target (host:port) every second.
+func StartPrometheus(ctx context.Context, dir, bin, target string) (*Prometheus, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	body := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    static_configs:\n      - targets: [%q]\n", target)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		return nil, err
+	}
+	addr := Addr(port)
+	p, err := Start(ctx, dir, "prometheus", bin, []string{
+		"--config.file=" + cfg,
+		"--storage.tsdb.path=" + filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address=" + addr,
+		"--enable-feature=exemplar-storage",
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.WaitHTTP(ctx, "http://"+addr+"/-/ready", 60*time.Second); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return &Prometheus{Process: p, Addr: addr, API: promv1.NewAPI(client)}, nil
+}
+
+// Query evaluates expr now and returns the result as a vector.
+func (p *Prometheus) Query(ctx context.Context, expr string) (model.Vector, error) {
+	v, _, _, err := p.API.Query(ctx, expr, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", expr, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("query %s: result is %s, not a vector", expr, v.Type())
+	}
+	return vec, nil
+}

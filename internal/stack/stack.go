@@ -1,0 +1,139 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Addr formats 127.0.0.1:port.
+func Addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// Process is a child process whose output goes to a log file.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+}
+
+// Start runs bin with args and extra environment, logging to dir/name.log.
+// The process is killed when ctx ends.
+func Start(ctx context.Context, dir, name, bin string, args []string, env []string) (*Process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so a Ctrl-C on the demo reaches us first and
+	// we stop children in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.Stop()
+		case <-p.done:
+		}
+	}()
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM, waits up to 10 s, then kills. It is idempotent.
+func (p *Process) Stop() error {
+	if p.Exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	return nil
+}
+
+// Log returns the process's output so far, for failure messages.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.LogPath)
+	return string(b)
+}
+
+// WaitHTTP polls url until it answers 200, the process exits, or timeout.
+func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if p.Exited() {
+			return fmt.Errorf("%s exited before %s answered: %v\n%s", p.Name, url, p.err, p.Log())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %s not ready after %s\n%s", p.Name, url, timeout, p.Log())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// ErrNotFound reports a missing binary.
+var ErrNotFound = errors.New("binary not found")
+
+// LookPath finds a binary by explicit path or on PATH.
+func LookPath(pathOrName string) (string, error) {
+	if p, err := exec.LookPath(pathOrName); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: %s", ErrNotFound, pathOrName)
+}
