@@ -206,7 +206,7 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		trigger:  r.label(a, string(semconv.AttemptTrigger)),
 	}
 	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
-	offs, okOffs := r.offsets(a)
+	offs, okOffs := r.offsets(sp)
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
 	// Most attempt metrics carry provider, model, route, attempt outcome
@@ -465,19 +465,20 @@ func (r *Recorder) count(a pcommon.Map, k string) (int64, bool) {
 	return n, true
 }
 
-// offsets reads the compact timeline into scratch; false when absent or
-// malformed (reported).
-func (r *Recorder) offsets(a pcommon.Map) ([]int64, bool) {
-	v, ok := a.Get(string(semconv.ChunkOffsetsUs))
+// offsets reads the timeline into scratch: the compact form, else the
+// event form (streamwatch.chunk events, converted to µs since span start).
+// False when there is neither, or the compact form is malformed (reported).
+func (r *Recorder) offsets(sp ptrace.Span) ([]int64, bool) {
+	r.offs = r.offs[:0]
+	v, ok := sp.Attributes().Get(string(semconv.ChunkOffsetsUs))
 	if !ok {
-		return nil, false
+		return r.chunkEvents(sp)
 	}
 	if v.Type() != pcommon.ValueTypeSlice {
 		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonWrongType)
 		return nil, false
 	}
 	sl := v.Slice()
-	r.offs = r.offs[:0]
 	for i := 0; i < sl.Len(); i++ {
 		e := sl.At(i)
 		if e.Type() != pcommon.ValueTypeInt {
@@ -487,4 +488,23 @@ func (r *Recorder) offsets(a pcommon.Map) ([]int64, bool) {
 		r.offs = append(r.offs, e.Int())
 	}
 	return r.offs, true
+}
+
+// chunkEvents reads the event form of the timeline.
+func (r *Recorder) chunkEvents(sp ptrace.Span) ([]int64, bool) {
+	evs := sp.Events()
+	start := int64(sp.StartTimestamp())
+	found := false
+	for i := 0; i < evs.Len(); i++ {
+		e := evs.At(i)
+		if e.Name() != semconv.EventChunk {
+			continue
+		}
+		found = true
+		// Timestamps are unsigned ns; the difference is taken in int64 so
+		// an event before the span start becomes a negative offset, which
+		// the anomaly checks then catch.
+		r.offs = append(r.offs, (int64(e.Timestamp())-start)/1000)
+	}
+	return r.offs, found
 }

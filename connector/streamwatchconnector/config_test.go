@@ -1,0 +1,100 @@
+package streamwatchconnector
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	tests := []struct {
+		id   component.ID
+		want *Config
+	}{
+		{id: component.NewID(component.MustNewType(typeStr)), want: createDefaultConfig().(*Config)},
+		{id: component.NewIDWithName(component.MustNewType(typeStr), "custom"), want: &Config{
+			Interval:       time.Second,
+			MaxSeries:      50,
+			Exemplars:      ExemplarsConfig{MaxPerDataPoint: 0},
+			StallThreshold: 500 * time.Millisecond,
+			Dimensions:     []string{"deployment.environment.name", "streamwatch.delivery"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := createDefaultConfig()
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, confmap.Validate(cfg))
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := createDefaultConfig()
+	require.NoError(t, componenttest.CheckConfigStruct(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	c := cfg.(*Config)
+	assert.Equal(t, 15*time.Second, c.Interval)
+	assert.Equal(t, 1000, c.MaxSeries)
+	assert.Equal(t, 5, c.Exemplars.MaxPerDataPoint)
+	assert.Equal(t, 2*time.Second, c.StallThreshold)
+	assert.Empty(t, c.Dimensions)
+}
+
+// TestConfigInvalid: every bad case names its YAML key and echoes the value.
+func TestConfigInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  map[string]any
+		want string
+	}{
+		{"zero interval", map[string]any{"interval": "0s"}, "interval must be positive, got 0s"},
+		{"negative interval", map[string]any{"interval": "-5s"}, "interval must be positive, got -5s"},
+		{"zero max_series", map[string]any{"max_series": 0}, "max_series must be at least 1, got 0"},
+		{"negative max_series", map[string]any{"max_series": -3}, "max_series must be at least 1, got -3"},
+		{"negative exemplars", map[string]any{"exemplars": map[string]any{"max_per_data_point": -1}},
+			"exemplars::max_per_data_point must not be negative, got -1"},
+		{"zero stall_threshold", map[string]any{"stall_threshold": "0ms"}, "stall_threshold must be positive, got 0s"},
+		{"empty dimension", map[string]any{"dimensions": []any{"a", ""}}, "dimensions[1] must not be empty"},
+		{"builtin dimension", map[string]any{"dimensions": []any{"streamwatch.route"}},
+			`dimensions[0] "streamwatch.route" is already an attribute of the connector's metrics`},
+		{"overflow dimension", map[string]any{"dimensions": []any{"otel.metric.overflow"}},
+			`dimensions[0] "otel.metric.overflow" is already an attribute of the connector's metrics`},
+		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := createDefaultConfig()
+			require.NoError(t, confmap.NewFromStringMap(tt.raw).Unmarshal(cfg))
+			err := confmap.Validate(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestConfigUnknownKey(t *testing.T) {
+	cfg := createDefaultConfig()
+	err := confmap.NewFromStringMap(map[string]any{"flush_interval": "1s"}).Unmarshal(cfg)
+	require.ErrorContains(t, err, "flush_interval")
+}
+
+func TestConfigSeveralErrors(t *testing.T) {
+	cfg := &Config{Interval: 0, MaxSeries: 0, StallThreshold: time.Second}
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "interval must be positive")
+	assert.Contains(t, err.Error(), "max_series must be at least 1")
+}

@@ -1,0 +1,209 @@
+package streamwatchconnector
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+func hedgedInput(t testing.TB) ptrace.Traces {
+	t.Helper()
+	td, err := golden.ReadTraces(filepath.Join("testdata", "hedged_stall_winner", "input.yaml"))
+	require.NoError(t, err)
+	return td
+}
+
+func create(t testing.TB, cfg *Config, next consumer.Metrics) *streamwatch {
+	t.Helper()
+	f := NewFactory()
+	c, err := f.CreateTracesToMetrics(context.Background(), connectortest.NewNopSettings(f.Type()), cfg, next)
+	require.NoError(t, err)
+	return c.(*streamwatch)
+}
+
+// metricCount returns the count (histogram) or value (sum) of the first
+// data point of the metric name in md, or -1.
+func metricCount(md pmetric.Metrics, name string) int64 {
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				if m.Name() != name {
+					continue
+				}
+				switch m.Type() {
+				case pmetric.MetricTypeHistogram:
+					return int64(m.Histogram().DataPoints().At(0).Count())
+				case pmetric.MetricTypeSum:
+					return m.Sum().DataPoints().At(0).IntValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func TestFactory(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, "streamwatch", f.Type().String())
+	assert.Equal(t, stability, f.TracesToMetricsStability())
+	c := create(t, createDefaultConfig().(*Config), consumertest.NewNop())
+	assert.False(t, c.Capabilities().MutatesData)
+}
+
+// TestLifecycle: create, start, consume, shutdown; the last snapshot is sent
+// at shutdown and no goroutine survives (goleak in TestMain).
+func TestLifecycle(t *testing.T) {
+	sink := &consumertest.MetricsSink{}
+	c := create(t, createDefaultConfig().(*Config), sink)
+	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+	require.NoError(t, c.Shutdown(context.Background()))
+	require.Len(t, sink.AllMetrics(), 1)
+	assert.Equal(t, int64(1), metricCount(sink.AllMetrics()[0], "streamwatch.calls"))
+	require.NoError(t, c.Shutdown(context.Background()), "a second shutdown is harmless")
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	c := create(t, createDefaultConfig().(*Config), consumertest.NewNop())
+	require.NoError(t, c.Shutdown(context.Background()))
+}
+
+// TestFlushInterval checks, in virtual time, that a snapshot goes out
+// exactly every interval, cumulative, and only once something was recorded.
+func TestFlushInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &consumertest.MetricsSink{}
+		cfg := createDefaultConfig().(*Config)
+		c := create(t, cfg, sink)
+		start := time.Now()
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+
+		time.Sleep(cfg.Interval)
+		synctest.Wait()
+		assert.Empty(t, sink.AllMetrics(), "nothing recorded, nothing sent")
+
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+		time.Sleep(cfg.Interval - time.Nanosecond)
+		synctest.Wait()
+		assert.Empty(t, sink.AllMetrics(), "not before the tick")
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		require.Len(t, sink.AllMetrics(), 1)
+		md := sink.AllMetrics()[0]
+		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+		assert.Equal(t, 2*cfg.Interval, dp.Timestamp().AsTime().Sub(start), "sent at the second tick")
+		assert.Equal(t, cfg.Interval, dp.StartTimestamp().AsTime().Sub(start), "series started when first recorded")
+
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+		time.Sleep(cfg.Interval)
+		synctest.Wait()
+		require.Len(t, sink.AllMetrics(), 2)
+		assert.Equal(t, int64(2), metricCount(sink.AllMetrics()[1], "streamwatch.calls"), "cumulative")
+
+		time.Sleep(cfg.Interval)
+		synctest.Wait()
+		require.Len(t, sink.AllMetrics(), 3, "cumulative series are re-sent every interval")
+		assert.Equal(t, int64(2), metricCount(sink.AllMetrics()[2], "streamwatch.calls"))
+		require.NoError(t, c.Shutdown(t.Context()))
+	})
+}
+
+// TestExemplarsClearedPerFlush: an exemplar appears in one snapshot only.
+func TestExemplarsClearedPerFlush(t *testing.T) {
+	sink := &consumertest.MetricsSink{}
+	c := create(t, createDefaultConfig().(*Config), sink)
+	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+	require.NoError(t, c.flush(context.Background()))
+	require.NoError(t, c.flush(context.Background()))
+	require.Len(t, sink.AllMetrics(), 2)
+	exemplars := func(md pmetric.Metrics) int {
+		n := 0
+		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for i := 0; i < ms.Len(); i++ {
+			if ms.At(i).Type() == pmetric.MetricTypeHistogram {
+				dps := ms.At(i).Histogram().DataPoints()
+				for j := 0; j < dps.Len(); j++ {
+					n += dps.At(j).Exemplars().Len()
+				}
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 13, exemplars(sink.AllMetrics()[0]))
+	assert.Equal(t, 0, exemplars(sink.AllMetrics()[1]))
+}
+
+// TestExemplarCap: a 2,000-chunk winner keeps max_per_data_point exemplars.
+func TestExemplarCap(t *testing.T) {
+	sink := &consumertest.MetricsSink{}
+	cfg := createDefaultConfig().(*Config)
+	cfg.Exemplars.MaxPerDataPoint = 3
+	c := create(t, cfg, sink)
+	require.NoError(t, c.ConsumeTraces(context.Background(), benchBatch(1, 2000)))
+	require.NoError(t, c.flush(context.Background()))
+	ms := sink.AllMetrics()[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		if ms.At(i).Name() == "gen_ai.client.operation.time_per_output_chunk" {
+			dp := ms.At(i).Histogram().DataPoints().At(0)
+			assert.Equal(t, uint64(1999), dp.Count())
+			assert.Equal(t, 3, dp.Exemplars().Len())
+			return
+		}
+	}
+	t.Fatal("no time_per_output_chunk")
+}
+
+// TestDownstreamError: a failing exporter is logged; the loop goes on.
+func TestDownstreamError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := createDefaultConfig().(*Config)
+		c := create(t, cfg, consumertest.NewErr(errors.New("exporter down")))
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+		time.Sleep(3 * cfg.Interval)
+		synctest.Wait()
+		require.ErrorContains(t, c.Shutdown(t.Context()), "exporter down", "the final flush reports it")
+	})
+}
+
+// TestConcurrentConsume: ConsumeTraces and flush run concurrently (-race).
+func TestConcurrentConsume(t *testing.T) {
+	sink := &consumertest.MetricsSink{}
+	c := create(t, createDefaultConfig().(*Config), sink)
+	td := hedgedInput(t)
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 50 {
+				assert.NoError(t, c.ConsumeTraces(context.Background(), td))
+			}
+		}()
+	}
+	for range 10 {
+		require.NoError(t, c.flush(context.Background()))
+	}
+	for range 4 {
+		<-done
+	}
+	require.NoError(t, c.flush(context.Background()))
+	last := sink.AllMetrics()[len(sink.AllMetrics())-1]
+	assert.Equal(t, int64(200), metricCount(last, "streamwatch.calls"))
+}
