@@ -1,0 +1,149 @@
+package streamwatchprocessor
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+func newTestProcessor(t testing.TB, mutate func(*Config)) *streamwatch {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	if mutate != nil {
+		mutate(cfg)
+	}
+	p, err := newProcessor(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	return p
+}
+
+func str(t testing.TB, span ptrace.Span, key string) string {
+	v, ok := span.Attributes().Get(key)
+	require.True(t, ok, key)
+	return v.AsString()
+}
+
+// TestMillionOffsets: a span with 1,000,000 offsets is derived in full and
+// its buffers are not kept in the pool.
+func TestMillionOffsets(t *testing.T) {
+	td := ptrace.NewTraces()
+	chunks, kas := syntheticStream(1_000_000, 7)
+	span := appendAttempt(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1, chunks, kas)
+	p := newTestProcessor(t, nil)
+	out, err := p.processTraces(context.Background(), td)
+	require.NoError(t, err)
+	assert.Equal(t, 1, out.SpanCount())
+	assert.Equal(t, semconv.DerivationComplete, str(t, span, string(semconv.Derivation)))
+	n, _ := span.Attributes().Get(string(semconv.StallCount))
+	assert.Equal(t, int64(1999), n.Int())
+	d, _ := span.Attributes().Get(string(semconv.StallSegmentsDropped))
+	assert.Equal(t, int64(1999-64), d.Int())
+	assert.Equal(t, 64, countEvents(span, semconv.EventStall))
+
+	sc := p.scratch.Get().(*scratch)
+	assert.LessOrEqual(t, cap(sc.tl.Chunks), maxPooledOffsets, "a huge buffer went back to the pool")
+}
+
+func countEvents(span ptrace.Span, name string) int {
+	n := 0
+	for _, ev := range span.Events().All() {
+		if ev.Name() == name {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBatchSplit: the output is the same whether spans arrive in one batch
+// or one per batch, stall span ids included.
+func TestBatchSplit(t *testing.T) {
+	const spans = 12
+	p := newTestProcessor(t, func(c *Config) { c.StallSpans = true })
+
+	whole := attemptBatch(spans, 1500)
+	_, err := p.processTraces(context.Background(), whole)
+	require.NoError(t, err)
+
+	split := ptrace.NewTraces()
+	dst := split.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	src := attemptBatch(spans, 1500).ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := range src.Len() {
+		one := ptrace.NewTraces()
+		src.At(i).CopyTo(one.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+		_, err := p.processTraces(context.Background(), one)
+		require.NoError(t, err)
+		one.ResourceSpans().At(0).ScopeSpans().At(0).Spans().MoveAndAppendTo(dst)
+	}
+	require.Greater(t, whole.SpanCount(), spans, "the stream should produce stall spans")
+	require.NoError(t, ptracetest.CompareTraces(whole, split, ptracetest.IgnoreSpansOrder()))
+}
+
+// TestConcurrentPipelines runs one processor from several goroutines; the
+// race detector and a comparison with a serial run check the pooling.
+func TestConcurrentPipelines(t *testing.T) {
+	p := newTestProcessor(t, func(c *Config) { c.StallSpans = true; c.MaxSegments = 3 })
+	want := attemptBatch(20, 1200)
+	_, err := p.processTraces(context.Background(), want)
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for g := range errs {
+		wg.Go(func() {
+			for range 5 {
+				got, err := p.processTraces(context.Background(), attemptBatch(20, 1200))
+				if err == nil {
+					err = ptracetest.CompareTraces(want, got)
+				}
+				if err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// TestAllocsIndependentOfChunks: deriving a span allocates the same whether
+// it has 100 chunks or 20,000 — nothing is allocated per chunk.
+func TestAllocsIndependentOfChunks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counting")
+	}
+	allocs := func(n int) float64 {
+		p := newTestProcessor(t, nil)
+		sc := new(scratch)
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		// 40 ms gaps and exactly two silences, whatever n.
+		chunks := make([]int64, n)
+		for i := 1; i < n; i++ {
+			chunks[i] = chunks[i-1] + 40_000
+			if i == 10 || i == 20 {
+				chunks[i] += 5_000_000
+			}
+		}
+		span := appendAttempt(ss, 1, chunks, []int64{1_000_000, 2_000_000})
+		p.processSpan(span, ss, sc, &counts{}) // warm the buffers
+		return testing.AllocsPerRun(20, func() {
+			// Undo the derivation so that the span is derived again.
+			span.Attributes().Remove(string(semconv.Derivation))
+			span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return ev.Name() == semconv.EventStall })
+			p.processSpan(span, ss, sc, &counts{})
+		})
+	}
+	small, large := allocs(100), allocs(20_000)
+	t.Logf("allocations per span: %v with 100 chunks, %v with 20,000", small, large)
+	assert.Equal(t, small, large)
+}
