@@ -1,6 +1,8 @@
 package streamwatchprocessor
 
 import (
+	"time"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
@@ -91,3 +93,5 @@ func attemptBatch(spans, chunks int) ptrace.Traces {
 	}
 	return td
 }
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
