@@ -32,10 +32,16 @@ const (
 	ReasonNegative  = "negative"
 	ReasonNotFinite = "not_finite"
 	ReasonMissing   = "missing"
+	// ReasonOutOfRange: a duration above MaxSeconds.
+	ReasonOutOfRange = "out_of_range"
 	// ReasonAnomaly: a timeline with a negative gap or a first chunk before
 	// the span start, or a span the processor marked anomaly.
 	ReasonAnomaly = "anomaly"
 )
+
+// MaxSeconds is the longest duration recorded (about 31 years): anything
+// longer is a broken clock or unit, and could overflow a histogram's sum.
+const MaxSeconds = 1e9
 
 // SpanDuration names the span's own duration (end − start) in reports.
 const SpanDuration = "span.duration"
@@ -307,6 +313,10 @@ func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
 			return
 		}
 	}
+	if float64(offs[len(offs)-1]-offs[0])/1e6 > MaxSeconds {
+		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
+		return
+	}
 	s := r.series(timePerOutputChunk, service)
 	bounds := r.store.Bounds(timePerOutputChunk)
 	start := sp.StartTimestamp()
@@ -375,6 +385,10 @@ func (r *Recorder) series(m int, service string) *aggregate.Series {
 }
 
 func (r *Recorder) observe(m int, service string, v float64, ex aggregate.Exemplar) {
+	if v > MaxSeconds {
+		r.p.Invalid(Descs[m].Name, ReasonOutOfRange)
+		return
+	}
 	r.series(m, service).Observe(r.store.Bounds(m), v, ex)
 }
 

@@ -1,0 +1,195 @@
+package streamwatchconnector
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// validAttempt writes a well-formed, processed winning attempt.
+func validAttempt(sp ptrace.Span) {
+	sp.SetName("chat gpt-x")
+	sp.SetTraceID(pcommon.TraceID{1})
+	sp.SetSpanID(pcommon.SpanID{2})
+	sp.SetStartTimestamp(1_000_000_000)
+	sp.SetEndTimestamp(2_000_000_000)
+	a := sp.Attributes()
+	a.PutStr(string(semconv.GenAIProviderName), "openai")
+	a.PutStr(string(semconv.GenAIRequestModel), "gpt-x")
+	a.PutStr(string(semconv.Route), "a")
+	a.PutInt(string(semconv.AttemptIndex), 1)
+	a.PutStr(string(semconv.AttemptTrigger), semconv.TriggerTTFT)
+	a.PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeWinner)
+	a.PutInt(string(semconv.ChunkCount), 3)
+	a.PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(100_000), int64(200_000), int64(300_000)})
+	a.PutDouble(string(semconv.TTFTMs), 100)
+	a.PutDouble(string(semconv.GenerationMs), 200)
+	a.PutDouble(string(semconv.ActiveGenerationMs), 200)
+	a.PutInt(string(semconv.StallCount), 0)
+	a.PutStr(string(semconv.Derivation), semconv.DerivationComplete)
+}
+
+func validCall(sp ptrace.Span) {
+	sp.SetName(semconv.CallSpanName)
+	sp.SetStartTimestamp(1_000_000_000)
+	sp.SetEndTimestamp(2_000_000_000)
+	a := sp.Attributes()
+	a.PutStr(string(semconv.Outcome), semconv.OutcomeOK)
+	a.PutStr(string(semconv.GenAIRequestModel), "gpt-x")
+	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), 0.1)
+}
+
+// TestBadInput: a value that cannot be used is skipped and counted by
+// attribute and reason; the rest of the span still counts; nothing panics.
+func TestBadInput(t *testing.T) {
+	tests := []struct {
+		name   string
+		call   bool
+		mutate func(sp ptrace.Span)
+		// want is the telemetry key "attribute=…,reason=…" expected once.
+		want string
+		// missing is a metric that must not be recorded; kept one that must.
+		missing, kept string
+	}{
+		{"ttft as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.TTFTMs), "100") },
+			"attribute=streamwatch.ttft_ms,reason=wrong_type", semconv.MetricAttemptTimeToFirstChunk, semconv.MetricGenerationDuration},
+		{"negative generation", false, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.GenerationMs), -5) },
+			"attribute=streamwatch.generation_ms,reason=negative", semconv.MetricGenerationDuration, semconv.MetricAttemptTimeToFirstChunk},
+		{"NaN active", false, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.ActiveGenerationMs), math.NaN()) },
+			"attribute=streamwatch.active_generation_ms,reason=not_finite", semconv.MetricActiveGenerationDuration, semconv.MetricGenerationDuration},
+		{"infinite ttft", false, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.TTFTMs), math.Inf(1)) },
+			"attribute=streamwatch.ttft_ms,reason=not_finite", semconv.MetricAttemptTimeToFirstChunk, semconv.MetricStreams},
+		{"stall count as bool", false, func(sp ptrace.Span) { sp.Attributes().PutBool(string(semconv.StallCount), true) },
+			"attribute=streamwatch.stall_count,reason=wrong_type", semconv.MetricStreams, semconv.MetricAttemptTimeToFirstChunk},
+		{"fractional stall count", false, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.StallCount), 1.5) },
+			"attribute=streamwatch.stall_count,reason=wrong_type", semconv.MetricStalls, semconv.MetricGenerationDuration},
+		{"negative chunk count", false, func(sp ptrace.Span) {
+			sp.Attributes().PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeCanceled)
+			sp.Attributes().PutInt(string(semconv.ChunkCount), -3)
+		}, "attribute=streamwatch.chunk.count,reason=negative", semconv.MetricWastedChunks, semconv.MetricHedges},
+		{"index as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.AttemptIndex), "1") },
+			"attribute=streamwatch.attempt.index,reason=wrong_type", semconv.MetricHedges, semconv.MetricGenerationDuration},
+		{"route as int", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Route), 7) },
+			"attribute=streamwatch.route,reason=wrong_type", "", semconv.MetricHedges},
+		{"offsets as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.ChunkOffsetsUs), "1,2,3") },
+			"attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		{"offsets with a string element", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(1), "x"})
+		}, "attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		{"offsets going back", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
+		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		{"offsets before start", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(-100), int64(100)})
+		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
+			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
+		{"stall event with NaN", false, func(sp ptrace.Span) {
+			e := sp.Events().AppendEmpty()
+			e.SetName(semconv.EventStall)
+			e.Attributes().PutDouble(string(semconv.StallDurationMs), math.NaN())
+		}, "attribute=streamwatch.stall.duration_ms,reason=not_finite", semconv.MetricStallDuration, semconv.MetricGenerationDuration},
+		{"stall event without duration", false, func(sp ptrace.Span) { sp.Events().AppendEmpty().SetName(semconv.EventStall) },
+			"attribute=streamwatch.stall.duration_ms,reason=missing", semconv.MetricStallDuration, semconv.MetricGenerationDuration},
+		{"a century of generation", false, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.GenerationMs), 3.2e12) },
+			"attribute=streamwatch.generation.duration,reason=out_of_range", semconv.MetricGenerationDuration, semconv.MetricAttemptTimeToFirstChunk},
+		{"call without outcome", true, func(sp ptrace.Span) { sp.Attributes().Remove(string(semconv.Outcome)) },
+			"attribute=streamwatch.outcome,reason=missing", semconv.MetricCalls, ""},
+		{"call outcome as int", true, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Outcome), 0) },
+			"attribute=streamwatch.outcome,reason=wrong_type", semconv.MetricCalls, ""},
+		{"call ending before it starts", true, func(sp ptrace.Span) { sp.SetEndTimestamp(10) },
+			"attribute=span.duration,reason=negative", semconv.MetricOperationDuration, semconv.MetricCalls},
+		{"call ttft negative", true, func(sp ptrace.Span) { sp.Attributes().PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), -0.1) },
+			"attribute=gen_ai.response.time_to_first_chunk,reason=negative", semconv.MetricTimeToFirstChunk, semconv.MetricCalls},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			td := ptrace.NewTraces()
+			sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+			if tt.call {
+				validCall(sp)
+			} else {
+				validAttempt(sp)
+			}
+			tt.mutate(sp)
+
+			tel := componenttest.NewTelemetry()
+			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+			set := connectortest.NewNopSettings(NewFactory().Type())
+			set.TelemetrySettings = tel.NewTelemetrySettings()
+			sink := &consumertest.MetricsSink{}
+			c, err := newConnector(set, createDefaultConfig().(*Config), sink)
+			require.NoError(t, err)
+			require.NotPanics(t, func() { require.NoError(t, c.ConsumeTraces(context.Background(), td)) })
+			require.NoError(t, c.flush(context.Background()))
+
+			got := telemetryCounts(t, tel)
+			assert.Equal(t, int64(1), got[telemetryInvalid+"{"+tt.want+"}"], "telemetry: %v", got)
+			names := map[string]bool{}
+			for _, md := range sink.AllMetrics() {
+				assertSane(t, md)
+				ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+				for i := 0; i < ms.Len(); i++ {
+					names[ms.At(i).Name()] = true
+				}
+			}
+			if tt.missing != "" {
+				assert.False(t, names[tt.missing], "%s recorded", tt.missing)
+			}
+			if tt.kept != "" {
+				assert.True(t, names[tt.kept], "%s not recorded", tt.kept)
+			}
+		})
+	}
+}
+
+// assertSane checks what no input may break: finite non-negative sums,
+// bucket counts that add up, non-negative counters.
+func assertSane(t testing.TB, md pmetric.Metrics) {
+	t.Helper()
+	rms := md.ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		sms := rms.At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				m := ms.At(k)
+				switch m.Type() {
+				case pmetric.MetricTypeHistogram:
+					dps := m.Histogram().DataPoints()
+					for d := 0; d < dps.Len(); d++ {
+						dp := dps.At(d)
+						if math.IsNaN(dp.Sum()) || math.IsInf(dp.Sum(), 0) || dp.Sum() < 0 {
+							t.Fatalf("%s: sum %v", m.Name(), dp.Sum())
+						}
+						var n uint64
+						for _, c := range dp.BucketCounts().AsRaw() {
+							n += c
+						}
+						if n != dp.Count() || dp.BucketCounts().Len() != dp.ExplicitBounds().Len()+1 {
+							t.Fatalf("%s: buckets %v, count %d", m.Name(), dp.BucketCounts().AsRaw(), dp.Count())
+						}
+					}
+				case pmetric.MetricTypeSum:
+					dps := m.Sum().DataPoints()
+					for d := 0; d < dps.Len(); d++ {
+						if dps.At(d).IntValue() < 0 {
+							t.Fatalf("%s: negative counter %d", m.Name(), dps.At(d).IntValue())
+						}
+					}
+				}
+			}
+		}
+	}
+}
