@@ -1,0 +1,194 @@
+package hedgeprobe
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// attempt is one upstream stream opened for a call.
+//
+// Ownership: the fields above mu are set at launch and then only read.
+// mu guards src and released, shared by the reading goroutine, the
+// goroutine driving the Stream and the stall watchdog. The fields below
+// are owned by the goroutine driving the Stream (the caller of Next or
+// Close); the reading goroutine never touches them.
+type attempt[T any] struct {
+	idx      int
+	route    *Route[T]
+	trigger  Trigger
+	launchAt time.Time
+	launch   time.Duration // since the call started
+	delay    time.Duration // hedge delay in force after this launch
+	ctx      context.Context
+	cancel   context.CancelFunc
+	// handoff is closed by the driver when this attempt commits with
+	// Streaming: its reading goroutine stops and leaves the source to the
+	// caller's Next. nil with Buffered.
+	handoff chan struct{}
+
+	mu       sync.Mutex
+	src      Source[T]
+	released bool
+
+	done       bool // outcome decided; events still in flight are discarded
+	outcome    AttemptOutcome
+	err        error
+	ended      time.Duration
+	buf        []item[T]
+	content    int64
+	first      time.Duration // first content chunk since call start, when content > 0
+	last       time.Duration // latest content chunk since call start
+	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
+	tokens     int64
+	hasTokens  bool
+	rec        *attemptRecorder
+}
+
+type item[T any] struct {
+	v    T
+	kind Kind
+}
+
+type eventType uint8
+
+const (
+	evItem eventType = iota
+	evEnd
+)
+
+// event is what a reading goroutine tells the driver.
+type event[T any] struct {
+	a     *attempt[T]
+	typ   eventType
+	kind  Kind
+	ready bool // Streaming: this content chunk reaches HoldChunks; the reader waits for handoff
+	at    time.Duration
+	v     T
+	err   error
+}
+
+// setSource publishes the opened source; false when the attempt was
+// released meanwhile, and then the caller must close src itself.
+func (a *attempt[T]) setSource(src Source[T]) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.released {
+		return false
+	}
+	a.src = src
+	return true
+}
+
+// source returns the published source.
+func (a *attempt[T]) source() Source[T] {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.src
+}
+
+// release cancels the attempt's context and closes its source, exactly
+// once whoever calls it and however often: the reader at its end, the
+// driver at commit, failure or finish, Close, the stall watchdog.
+func (a *attempt[T]) release() {
+	a.mu.Lock()
+	src := a.src
+	first := !a.released
+	a.released = true
+	a.mu.Unlock()
+	a.cancel()
+	if first && src != nil {
+		_ = src.Close()
+	}
+}
+
+// run is the reading goroutine of attempt a before commit: it opens the
+// source, classifies every item and hands it to the driver. With
+// Streaming it stops at the chunk that can commit the attempt and waits:
+// either the driver commits it (handoff closed: the caller's Next reads the
+// source from now on, so this goroutine must not touch it again) or the
+// attempt is cancelled.
+func (s *Stream[T]) run(a *attempt[T]) {
+	defer s.wg.Done()
+	src, err := openSafe(a)
+	if err != nil {
+		s.send(a, event[T]{a: a, typ: evEnd, err: err})
+		return
+	}
+	if !a.setSource(src) {
+		_ = src.Close()
+		return
+	}
+	var content int64
+	for src.Next() {
+		v := src.Current()
+		k, err := s.classifySafe(v)
+		if err != nil {
+			s.send(a, event[T]{a: a, typ: evEnd, err: err})
+			a.release()
+			return
+		}
+		ready := false
+		if k == Content {
+			content++
+			ready = s.streaming && content >= s.hold
+		}
+		if !s.send(a, event[T]{a: a, typ: evItem, kind: k, ready: ready, at: time.Since(s.start), v: v}) {
+			a.release()
+			return
+		}
+		if ready {
+			select {
+			case <-a.handoff:
+				return
+			case <-a.ctx.Done():
+				a.release()
+				return
+			}
+		}
+	}
+	// Send before release: release cancels a.ctx, which would make send
+	// give up and lose the end.
+	s.send(a, event[T]{a: a, typ: evEnd, err: src.Err()})
+	a.release()
+}
+
+// send delivers ev unless the attempt is cancelled first.
+func (s *Stream[T]) send(a *attempt[T], ev event[T]) bool {
+	select {
+	case s.events <- ev:
+		return true
+	case <-a.ctx.Done():
+		return false
+	}
+}
+
+func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			src, err = nil, fmt.Errorf("%w: route %q: %v", ErrOpenPanic, a.route.Name, r)
+		}
+	}()
+	src, err = a.route.Open(a.ctx)
+	if err != nil {
+		if src != nil {
+			_ = src.Close()
+		}
+		return nil, err
+	}
+	if src == nil {
+		return nil, fmt.Errorf("%w: route %q", ErrNilSource, a.route.Name)
+	}
+	return src, nil
+}
+
+// classifySafe turns a panicking classifier into an error.
+func (s *Stream[T]) classifySafe(v T) (k Kind, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrClassifierPanic, r)
+		}
+	}()
+	return s.classify(v), nil
+}

@@ -1,0 +1,161 @@
+package hedgeprobe
+
+import (
+	"sync"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+)
+
+// delaySlots is the number of steps of the sliding window: the window
+// holds between 3/4 and all of Config.HedgeWindow of samples.
+const delaySlots = 4
+
+// delayBook holds the adaptive hedge delay of every route × model
+// (DESIGN §2 rule 2): a DDSketch of attempt TTFT per slot of a sliding
+// window. It is safe for concurrent use.
+//
+// Censoring: an attempt cancelled before its first content chunk (it lost
+// the race, or the TTFT watchdog ended the call) has a TTFT of at least
+// its elapsed time, which is at least the hedge delay. It is recorded as
+// max(elapsed, HedgeMaxDelay): for an upper quantile only whether a sample
+// lies above the quantile matters, and a censored attempt does. Dropping
+// it (bhope/hedge records winners only) or recording its elapsed time
+// teaches a delay that is too short, which hedges more, which censors
+// more: a feedback loop downwards. Recording it at the ceiling pushes the
+// delay up when hedges get frequent, a loop that settles. Attempts cut by
+// the caller (cancel, Close) or by an error are not recorded: they say
+// nothing about the route's TTFT.
+type delayBook struct {
+	q      float64
+	lo, hi time.Duration
+	slot   time.Duration
+	warmup float64
+	mu     sync.RWMutex
+	m      map[delayKey]*delayEntry
+}
+
+type delayKey struct{ route, model string }
+
+type delayEntry struct {
+	mu       sync.Mutex
+	slots    [delaySlots]*ddsketch.DDSketch
+	cur      int
+	curStart time.Time
+	merged   *ddsketch.DDSketch
+	dirty    bool
+	cached   time.Duration
+}
+
+func newDelayBook(cfg Config) *delayBook {
+	return &delayBook{
+		q:      cfg.HedgeQuantile,
+		lo:     cfg.HedgeMinDelay,
+		hi:     cfg.HedgeMaxDelay,
+		slot:   max(cfg.HedgeWindow/delaySlots, 1),
+		warmup: float64(cfg.HedgeWarmup),
+		m:      make(map[delayKey]*delayEntry),
+	}
+}
+
+func newSketch() *ddsketch.DDSketch {
+	s, err := ddsketch.LogCollapsingLowestDenseDDSketch(0.01, 1024)
+	if err != nil {
+		panic(err) // constant arguments: cannot happen
+	}
+	return s
+}
+
+func (b *delayBook) entry(route, model string, create bool) *delayEntry {
+	k := delayKey{route, model}
+	b.mu.RLock()
+	e := b.m[k]
+	b.mu.RUnlock()
+	if e != nil || !create {
+		return e
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e = b.m[k]; e == nil {
+		e = &delayEntry{merged: newSketch(), cached: b.hi}
+		for i := range e.slots {
+			e.slots[i] = newSketch()
+		}
+		b.m[k] = e
+	}
+	return e
+}
+
+// observe records one TTFT sample of route × model at now.
+func (b *delayBook) observe(route, model string, ttft time.Duration, now time.Time) {
+	e := b.entry(route, model, true)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.rotate(e, now)
+	_ = e.slots[e.cur].Add(max(ttft, 0).Seconds())
+	e.dirty = true
+}
+
+// observeCensored records an attempt known to be slower than elapsed.
+func (b *delayBook) observeCensored(route, model string, elapsed time.Duration, now time.Time) {
+	b.observe(route, model, max(elapsed, b.hi), now)
+}
+
+// delay returns the hedge delay of route × model at now: the quantile of
+// its window clamped to [lo, hi], or hi while the window holds fewer than
+// warmup samples.
+func (b *delayBook) delay(route, model string, now time.Time) time.Duration {
+	e := b.entry(route, model, false)
+	if e == nil {
+		return b.hi
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.rotate(e, now)
+	if !e.dirty {
+		return e.cached
+	}
+	e.dirty = false
+	e.merged.Clear()
+	for _, s := range e.slots {
+		_ = e.merged.MergeWith(s)
+	}
+	e.cached = b.hi
+	if e.merged.GetCount() >= b.warmup && !e.merged.IsEmpty() {
+		if v, err := e.merged.GetValueAtQuantile(b.q); err == nil {
+			e.cached = min(max(time.Duration(v*float64(time.Second)), b.lo), b.hi)
+		}
+	}
+	return e.cached
+}
+
+// rotate advances e's window to now, clearing slots that fell out of it.
+func (b *delayBook) rotate(e *delayEntry, now time.Time) {
+	if e.curStart.IsZero() {
+		e.curStart = now
+		return
+	}
+	gap := now.Sub(e.curStart)
+	if gap < b.slot {
+		return
+	}
+	steps := int(gap / b.slot)
+	if steps >= delaySlots {
+		for _, s := range e.slots {
+			if !s.IsEmpty() {
+				s.Clear()
+				e.dirty = true
+			}
+		}
+		e.curStart = now
+		return
+	}
+	for range steps {
+		e.cur = (e.cur + 1) % delaySlots
+		if !e.slots[e.cur].IsEmpty() {
+			e.slots[e.cur].Clear()
+			e.dirty = true
+		}
+	}
+	e.curStart = e.curStart.Add(time.Duration(steps) * b.slot)
+}

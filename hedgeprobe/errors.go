@@ -1,0 +1,140 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrTimeout matches every TimeoutError.
+	ErrTimeout = errors.New("hedgeprobe: timeout")
+	// ErrTTFTTimeout matches a TimeoutError of kind TimeoutTTFT.
+	ErrTTFTTimeout = errors.New("hedgeprobe: ttft timeout")
+	// ErrStallTimeout matches a TimeoutError of kind TimeoutStall.
+	ErrStallTimeout = errors.New("hedgeprobe: stall timeout")
+	// ErrNoRoutes is the error of a Stream given no route.
+	ErrNoRoutes = errors.New("hedgeprobe: no routes")
+	// ErrInvalidRoute is wrapped by the error of a Stream given a route
+	// without a Name or an Open function.
+	ErrInvalidRoute = errors.New("hedgeprobe: invalid route")
+	// ErrClassifierPanic is wrapped by the error of a call whose
+	// classifier panicked.
+	ErrClassifierPanic = errors.New("hedgeprobe: classifier panicked")
+	// ErrOpenPanic is wrapped by the error of an attempt whose Route.Open
+	// panicked; it is fatal.
+	ErrOpenPanic = errors.New("hedgeprobe: route open panicked")
+	// ErrNilSource is the error of an attempt whose Open returned neither
+	// a Source nor an error; it is fatal.
+	ErrNilSource = errors.New("hedgeprobe: route open returned a nil source")
+)
+
+// TimeoutKind says which watchdog fired.
+type TimeoutKind string
+
+// Values of TimeoutKind.
+const (
+	// TimeoutTTFT: no content chunk by Config.TTFTTimeout.
+	TimeoutTTFT TimeoutKind = "ttft"
+	// TimeoutStall: no content chunk for Config.StallTimeout after one.
+	TimeoutStall TimeoutKind = "stall"
+)
+
+// TimeoutError is the error of a call a watchdog ended (DESIGN §2 rule 7).
+// It reports Timeout() == true and Transient() == true, so the caller's
+// retry or fallback chain takes over, and matches ErrTimeout and
+// ErrTTFTTimeout or ErrStallTimeout with errors.Is.
+type TimeoutError struct {
+	// Kind is which watchdog fired.
+	Kind TimeoutKind
+	// After is the watchdog's configured timeout (the field cannot be named
+	// Timeout: that is the method net.Error callers look for).
+	After time.Duration
+	// Attempt is the index of the attempt the error is about: the
+	// committed one for a stall after commit, the newest live one for a
+	// TTFT timeout.
+	Attempt int
+	// Route and Model name that attempt's route.
+	Route, Model string
+	// ChunksReceived is the number of content chunks that attempt received.
+	ChunksReceived int64
+	// ChunksDelivered is the number of content chunks delivered to the
+	// caller before the error; they stay delivered.
+	ChunksDelivered int64
+	// Truncated is true when content was delivered before the error: the
+	// caller holds a partial answer.
+	Truncated bool
+}
+
+// Error describes the timeout.
+func (e *TimeoutError) Error() string {
+	s := fmt.Sprintf("hedgeprobe: %s timeout after %v on route %q model %q: %d content chunks received, %d delivered",
+		e.Kind, e.After, e.Route, e.Model, e.ChunksReceived, e.ChunksDelivered)
+	if e.Truncated {
+		s += " (truncated)"
+	}
+	return s
+}
+
+// Timeout reports true.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// Transient reports true: a new call may well succeed.
+func (e *TimeoutError) Transient() bool { return true }
+
+// Is matches ErrTimeout and the sentinel of the error's Kind.
+func (e *TimeoutError) Is(target error) bool {
+	switch target {
+	case ErrTimeout:
+		return true
+	case ErrTTFTTimeout:
+		return e.Kind == TimeoutTTFT
+	case ErrStallTimeout:
+		return e.Kind == TimeoutStall
+	}
+	return false
+}
+
+// IsTransient reports whether err may not repeat on another attempt, so a
+// hedge or a retry is worth launching. In order: nil is not; an error
+// implementing TransientError in the chain decides; a RetryAfterError
+// (429, 503) is; context.Canceled is not (the caller gave up);
+// context.DeadlineExceeded, a net.Error, io.ErrUnexpectedEOF, a connection
+// reset, refused or broken pipe are. Anything else is fatal: an upstream
+// adapter marks 429 and 5xx by implementing TransientError.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if te, ok := errors.AsType[TransientError](err); ok {
+		return te.Transient()
+	}
+	if _, ok := errors.AsType[RetryAfterError](err); ok {
+		return true
+	}
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return false
+}
+
+// retryAfter returns the Retry-After hint in err's chain, or 0.
+func retryAfter(err error) time.Duration {
+	if ra, ok := errors.AsType[RetryAfterError](err); ok {
+		return max(ra.RetryAfter(), 0)
+	}
+	return 0
+}

@@ -1,0 +1,73 @@
+package hedgeprobe
+
+import "time"
+
+// Stats describes a call. It is complete once Next has reported false or
+// Close has returned.
+type Stats struct {
+	// Attempts lists the attempts launched, in order; index 0 is the primary.
+	Attempts []AttemptStats
+	// Winner is the index of the committed attempt, -1 when none committed.
+	Winner int
+	// WinnerRoute is the committed attempt's route name.
+	WinnerRoute string
+	// HedgesThrottled counts hedges the budget or pushback refused.
+	HedgesThrottled int
+	// TimeToFirstChunk is the time from the call's start (the first Next)
+	// to the first content chunk Next returned; 0 when there was none.
+	TimeToFirstChunk time.Duration
+	// ChunksDelivered counts content chunks returned by Next.
+	ChunksDelivered int64
+	// ItemsDelivered counts every item returned by Next.
+	ItemsDelivered int64
+	// Outcome is how the call ended; OutcomeRunning while it runs.
+	Outcome Outcome
+}
+
+// AttemptStats describes one attempt.
+type AttemptStats struct {
+	Index                  int
+	Route, Provider, Model string
+	Trigger                Trigger
+	// Outcome is AttemptRunning while the attempt runs.
+	Outcome AttemptOutcome
+	// Err is the error of a failed attempt.
+	Err error
+	// LaunchOffset is the time from the call's start to the launch.
+	LaunchOffset time.Duration
+	// TTFT is the time from the launch to the first content chunk; 0 when
+	// the attempt had none.
+	TTFT time.Duration
+	// ContentChunks counts content chunks received (winner: read so far).
+	ContentChunks int64
+}
+
+// Stats returns the call's figures so far. It must not be called
+// concurrently with Next.
+func (s *Stream[T]) Stats() Stats { return s.stats() }
+
+func (s *Stream[T]) stats() Stats {
+	st := Stats{
+		Winner:           -1,
+		HedgesThrottled:  s.throttled,
+		TimeToFirstChunk: s.ttfc,
+		ChunksDelivered:  s.delivered,
+		ItemsDelivered:   s.items,
+		Outcome:          s.outcome,
+	}
+	if s.winner != nil {
+		st.Winner, st.WinnerRoute = s.winner.idx, s.winner.route.Name
+	}
+	st.Attempts = make([]AttemptStats, len(s.attempts))
+	for i, a := range s.attempts {
+		as := AttemptStats{
+			Index: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
+			Trigger: a.trigger, Outcome: a.outcome, Err: a.err, LaunchOffset: a.launch, ContentChunks: a.content,
+		}
+		if a.content > 0 {
+			as.TTFT = a.first - a.launch
+		}
+		st.Attempts[i] = as
+	}
+	return st
+}

@@ -1,0 +1,755 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type phase uint8
+
+const (
+	phaseNew    phase = iota // Next not called yet: nothing started
+	phasePre                 // attempts racing, nothing committed
+	phaseBuffer              // committed: delivering the winner's buffered items
+	phaseDirect              // committed with Streaming: Next reads the winner's source
+	phaseDone                // ended; Err says how
+)
+
+// awayMark in Stream.waitFrom means the caller is away between Next calls
+// after a content chunk: the stall watchdog does not run.
+const awayMark = math.MaxInt64
+
+// Stream is one hedged, watchdogged call. It is a Source: read it with
+// Next and Current until Next reports false, then check Err. The call
+// starts at the first Next. Close ends it early, is idempotent, may be
+// called from another goroutine to unblock a Next, and happens on its own
+// when Next reports false. Except for Close, a Stream is not safe for
+// concurrent use.
+type Stream[T any] struct {
+	p         *Prober[T]
+	ctx       context.Context
+	routes    []Route[T]
+	classify  Classifier[T]
+	streaming bool
+	hold      int64
+	initErr   error
+
+	// active is 0 when no Next runs, 1 while one does, 2 once Close has
+	// ended the call; whoever moves it to 2 finishes the call.
+	active    atomic.Int32
+	closeReq  atomic.Bool
+	closeOnce sync.Once
+	closing   chan struct{}
+	wg        sync.WaitGroup
+
+	// mu guards attempts appends, closed and cancel against Close.
+	mu       sync.Mutex
+	closed   bool
+	attempts []*attempt[T]
+	cancel   context.CancelFunc
+
+	// Owned by the goroutine driving the Stream.
+	phase       phase
+	cur         T
+	err         error
+	outcome     Outcome
+	start       time.Time
+	callCtx     context.Context
+	events      chan event[T]
+	timer       *time.Timer
+	winner      *attempt[T]
+	winnerEnded bool // the winner committed at its clean end: the call ends with its buffer
+	src         Source[T]
+	bufPos      int
+	ttftSpent   int
+	throttled   int
+	delivered   int64
+	items       int64
+	ttfc        time.Duration
+	lastContent bool
+	rec         *callRecorder
+
+	// Stall watchdog after commit (Streaming). waitFrom is when, in ns
+	// since start, the caller began waiting in Next after its latest
+	// content chunk, or awayMark while it is away. The timer is lazy: it
+	// is never reset per chunk; when it fires it re-arms itself for the
+	// remaining time. Its scheduled time never exceeds the deadline
+	// waitFrom+StallTimeout, because waitFrom only moves forward and is
+	// only set at a Next entry after the timer last re-armed.
+	wd       *time.Timer
+	wdOff    atomic.Bool
+	waitFrom atomic.Int64
+	fired    atomic.Bool
+	firedAt  atomic.Int64
+}
+
+// Stream returns a call over routes: the primary goes to routes[0], each
+// hedge to the next route (round robin). Nothing starts before the first
+// Next. Invalid routes (none, or one without Name or Open) make the first
+// Next report false with the error in Err. ctx bounds the whole call.
+func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s := &Stream[T]{
+		p:         p,
+		ctx:       ctx,
+		routes:    append([]Route[T](nil), routes...),
+		classify:  p.classify,
+		streaming: p.cfg.Delivery == Streaming,
+		hold:      int64(max(p.cfg.HoldChunks, 1)),
+		closing:   make(chan struct{}),
+		ttftSpent: -1,
+	}
+	s.initErr = validateRoutes(routes)
+	return s
+}
+
+// Next advances to the next item of the committed attempt, starting the
+// call on the first use and waiting (racing hedges) until an attempt
+// commits. It reports false at the end of the stream, on error, on
+// timeout and after Close.
+func (s *Stream[T]) Next() bool {
+	if !s.active.CompareAndSwap(0, 1) {
+		return false
+	}
+	var ok bool
+	if s.phase == phaseDirect && !s.closeReq.Load() {
+		ok = s.nextDirect()
+	} else {
+		ok = s.nextSlow()
+	}
+	s.active.Store(0)
+	if s.closeReq.Load() && s.active.CompareAndSwap(0, 2) {
+		s.finish(nil, OutcomeCanceled)
+	}
+	return ok
+}
+
+// Current returns the item Next advanced to.
+func (s *Stream[T]) Current() T { return s.cur }
+
+// Err returns the error that ended the call: nil at a clean end and after
+// the caller's Close, a *TimeoutError from a watchdog, the caller's
+// context error, or the error of the attempt that ended the call.
+func (s *Stream[T]) Err() error { return s.err }
+
+// Close ends the call: every attempt is cancelled and closed, spans end,
+// and Close returns once every goroutine of the call has exited. It is
+// idempotent and always returns nil.
+func (s *Stream[T]) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		atts := s.attempts
+		cancel := s.cancel
+		s.mu.Unlock()
+		s.closeReq.Store(true)
+		close(s.closing)
+		if cancel != nil {
+			cancel()
+		}
+		for _, a := range atts {
+			a.release()
+		}
+	})
+	if s.active.CompareAndSwap(0, 2) {
+		s.finish(nil, OutcomeCanceled)
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// All returns the items as an iterator: single use, it starts the call
+// lazily, yields each item with a nil error, ends after yielding the
+// call's error (with a zero item) if there is one, and closes the Stream
+// when the loop ends.
+func (s *Stream[T]) All() iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		defer s.Close()
+		for s.Next() {
+			if !yield(s.Current(), nil) {
+				return
+			}
+		}
+		if err := s.Err(); err != nil {
+			var zero T
+			yield(zero, err)
+		}
+	}
+}
+
+func (s *Stream[T]) since() time.Duration { return time.Since(s.start) }
+
+// nextDirect is the hot path after a Streaming commit: it reads the
+// winner's source on the caller's goroutine. No channel, no lock, no
+// allocation; the stall watchdog costs a clock read and an atomic store
+// per content chunk, and only when StallTimeout is set.
+func (s *Stream[T]) nextDirect() bool {
+	if s.lastContent {
+		s.waitFrom.Store(int64(time.Since(s.start)))
+		s.lastContent = false
+	}
+	if !s.src.Next() {
+		return s.endDirect()
+	}
+	v := s.src.Current()
+	k, err := s.classifySafe(v)
+	if err != nil {
+		s.finish(err, OutcomeError)
+		return false
+	}
+	if s.fired.Load() {
+		return s.endDirect()
+	}
+	a := s.winner
+	switch k {
+	case Content:
+		a.content++
+		s.delivered++
+		if s.wd != nil {
+			s.waitFrom.Store(awayMark)
+			s.lastContent = true
+		}
+		if a.rec != nil {
+			a.rec.content(time.Now())
+		}
+	case Keepalive:
+		if a.rec != nil {
+			a.rec.keepalive(time.Now())
+		}
+	case Control:
+		if s.p.tokens != nil {
+			s.countTokens(a, v)
+		}
+	}
+	s.cur = v
+	s.items++
+	return true
+}
+
+func (s *Stream[T]) countTokens(a *attempt[T], v T) {
+	if n, ok := s.p.tokens(v); ok {
+		a.tokens, a.hasTokens = n, true
+	}
+}
+
+// endDirect ends the call when the winner's source stopped.
+func (s *Stream[T]) endDirect() bool {
+	a := s.winner
+	switch {
+	case s.fired.Load():
+		err := &TimeoutError{
+			Kind: TimeoutStall, After: s.p.cfg.StallTimeout, Attempt: a.idx,
+			Route: a.route.Name, Model: a.route.Model,
+			ChunksReceived: a.content, ChunksDelivered: s.delivered, Truncated: s.delivered > 0,
+		}
+		s.watchdogFired(TimeoutStall, a, time.Duration(s.firedAt.Load()))
+		s.finish(err, OutcomeStallTimeout)
+	case s.closeReq.Load():
+		s.finish(nil, OutcomeCanceled)
+	case s.ctx.Err() != nil:
+		s.finish(s.ctx.Err(), OutcomeCanceled)
+	case s.src.Err() != nil:
+		s.finish(s.src.Err(), OutcomeError)
+	default:
+		s.finish(nil, OutcomeOK)
+	}
+	return false
+}
+
+// watchdog is the stall watchdog's timer function (see Stream.wd).
+func (s *Stream[T]) watchdog() {
+	if s.wdOff.Load() {
+		return
+	}
+	st := s.p.cfg.StallTimeout
+	from := s.waitFrom.Load()
+	if from == awayMark {
+		s.wd.Reset(st)
+		return
+	}
+	now := time.Since(s.start)
+	if left := time.Duration(from) + st - now; left > 0 {
+		s.wd.Reset(left)
+		return
+	}
+	if s.fired.CompareAndSwap(false, true) {
+		s.firedAt.Store(int64(now))
+		s.winner.release() // unblocks the caller's Next
+	}
+}
+
+func (s *Stream[T]) nextSlow() bool {
+	switch s.phase {
+	case phaseDone:
+		return false
+	case phaseNew:
+		if !s.begin() {
+			return false
+		}
+	}
+	if s.closeReq.Load() {
+		s.finish(nil, OutcomeCanceled)
+		return false
+	}
+	if s.phase == phasePre && !s.await() {
+		return false
+	}
+	switch s.phase {
+	case phaseBuffer:
+		return s.nextBuffered()
+	case phaseDirect:
+		return s.nextDirect()
+	}
+	return false
+}
+
+// begin starts the call: budget refill, call span, primary attempt.
+func (s *Stream[T]) begin() bool {
+	s.start = time.Now()
+	if s.initErr != nil {
+		s.phase = phaseDone
+		s.err, s.outcome = s.initErr, OutcomeError
+		return false
+	}
+	s.p.budget.refill()
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.mu.Lock()
+	s.callCtx, s.cancel = ctx, cancel
+	s.mu.Unlock()
+	s.events = make(chan event[T], 4*s.p.cfg.MaxAttempts)
+	s.rec = s.p.tel.startCall(s)
+	s.phase = phasePre
+	if !s.launch(TriggerPrimary) {
+		s.finish(nil, OutcomeCanceled)
+		return false
+	}
+	return true
+}
+
+// launch starts the next attempt; false when it was throttled or the
+// Stream is closing.
+func (s *Stream[T]) launch(trigger Trigger) bool {
+	n := len(s.attempts)
+	now := time.Now()
+	route := &s.routes[n%len(s.routes)]
+	if trigger != TriggerPrimary {
+		route = nil
+		for i := range s.routes {
+			r := &s.routes[(n+i)%len(s.routes)]
+			if !s.p.pushback.blocked(r.Name, now) {
+				route = r
+				break
+			}
+		}
+		if route == nil {
+			s.throttle(trigger, s.routes[n%len(s.routes)].Name, ThrottlePushback)
+			return false
+		}
+		if !s.p.budget.take() {
+			s.throttle(trigger, route.Name, ThrottleBudget)
+			return false
+		}
+	}
+	a := &attempt[T]{
+		idx: n, route: route, trigger: trigger,
+		launchAt: now, launch: now.Sub(s.start), stallSpent: -1,
+	}
+	if s.p.cfg.HedgeAfter > 0 {
+		a.delay = s.p.cfg.HedgeAfter
+	} else {
+		a.delay = s.p.delays.delay(route.Name, route.Model, now)
+	}
+	a.ctx, a.cancel = context.WithCancel(s.callCtx)
+	if s.streaming {
+		a.handoff = make(chan struct{})
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		a.cancel()
+		return false
+	}
+	s.attempts = append(s.attempts, a)
+	s.wg.Add(1)
+	s.mu.Unlock()
+	if s.rec != nil {
+		a.rec = s.rec.attempt(a.idx, route.Name, route.Provider, route.Model, trigger, a.launch, now)
+	}
+	go s.run(a)
+	if trigger != TriggerPrimary {
+		if s.rec != nil {
+			s.rec.hedge(a.idx, trigger, route.Name, s.attempts[n-1].delay, now)
+		}
+		if f := s.p.opts.onHedge; f != nil {
+			f(HedgeEvent{Attempt: a.idx, Route: route.Name, Provider: route.Provider, Model: route.Model,
+				Trigger: trigger, Delay: s.attempts[n-1].delay, Elapsed: a.launch})
+		}
+	}
+	return true
+}
+
+func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReason) {
+	s.throttled++
+	now := time.Now()
+	if s.rec != nil {
+		s.rec.throttled(len(s.attempts), trigger, route, reason, now)
+	}
+	if f := s.p.opts.onThrottle; f != nil {
+		f(ThrottleEvent{Attempt: len(s.attempts), Route: route, Trigger: trigger, Reason: reason, Elapsed: now.Sub(s.start)})
+	}
+}
+
+// await runs the race until an attempt commits or the call ends.
+func (s *Stream[T]) await() bool {
+	for s.phase == phasePre {
+		var tc <-chan time.Time
+		if d, ok := s.nextDeadline(); ok {
+			wait := max(d-s.since(), 0)
+			if s.timer == nil {
+				s.timer = time.NewTimer(wait)
+			} else {
+				s.timer.Reset(wait)
+			}
+			tc = s.timer.C
+		}
+		select {
+		case ev := <-s.events:
+			s.handle(ev)
+		case <-tc:
+			s.onDeadline()
+		case <-s.ctx.Done():
+			s.finish(s.ctx.Err(), OutcomeCanceled)
+		case <-s.closing:
+			s.finish(nil, OutcomeCanceled)
+		}
+	}
+	return s.phase != phaseDone
+}
+
+// liveContent reports whether a live attempt has produced content.
+func (s *Stream[T]) liveContent() bool {
+	for _, a := range s.attempts {
+		if !a.done && a.content > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// newestLive returns the most recently launched live attempt, or nil.
+func (s *Stream[T]) newestLive() *attempt[T] {
+	for i := len(s.attempts) - 1; i >= 0; i-- {
+		if !s.attempts[i].done {
+			return s.attempts[i]
+		}
+	}
+	return nil
+}
+
+// nextDeadline returns the earliest time, since call start, at which a
+// trigger or watchdog may act before commit.
+func (s *Stream[T]) nextDeadline() (time.Duration, bool) {
+	cfg := &s.p.cfg
+	d, ok := time.Duration(math.MaxInt64), false
+	at := func(t time.Duration) {
+		if t < d {
+			d, ok = t, true
+		}
+	}
+	live := s.liveContent()
+	if cfg.TTFTTimeout > 0 && !live {
+		at(cfg.TTFTTimeout)
+	}
+	canHedge := len(s.attempts) < cfg.MaxAttempts
+	if latest := s.attempts[len(s.attempts)-1]; canHedge && !live && s.ttftSpent != latest.idx {
+		at(latest.launch + latest.delay)
+	}
+	if n := s.newestLive(); canHedge && cfg.StallAfter > 0 && n != nil && n.content > 0 && n.stallSpent != n.last {
+		at(n.last + cfg.StallAfter)
+	}
+	if cfg.StallTimeout > 0 {
+		for _, a := range s.attempts {
+			if !a.done && a.content > 0 {
+				at(a.last + cfg.StallTimeout)
+			}
+		}
+	}
+	return d, ok
+}
+
+// onDeadline acts on every trigger or watchdog whose time has come.
+func (s *Stream[T]) onDeadline() {
+	cfg := &s.p.cfg
+	now := s.since()
+	if cfg.TTFTTimeout > 0 && !s.liveContent() && now >= cfg.TTFTTimeout {
+		a := s.newestLive()
+		if a == nil {
+			a = s.attempts[len(s.attempts)-1]
+		}
+		s.watchdogFired(TimeoutTTFT, a, now)
+		s.finish(&TimeoutError{Kind: TimeoutTTFT, After: cfg.TTFTTimeout, Attempt: a.idx,
+			Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content}, OutcomeTTFTTimeout)
+		return
+	}
+	if cfg.StallTimeout > 0 {
+		for _, a := range s.attempts {
+			if !a.done && a.content > 0 && now >= a.last+cfg.StallTimeout {
+				s.watchdogFired(TimeoutStall, a, now)
+				s.fail(a, &TimeoutError{Kind: TimeoutStall, After: cfg.StallTimeout, Attempt: a.idx,
+					Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content})
+				if s.phase != phasePre {
+					return
+				}
+			}
+		}
+	}
+	canHedge := len(s.attempts) < cfg.MaxAttempts
+	if latest := s.attempts[len(s.attempts)-1]; canHedge && !s.liveContent() && s.ttftSpent != latest.idx && now >= latest.launch+latest.delay {
+		s.ttftSpent = latest.idx
+		s.launch(TriggerTTFT)
+		return
+	}
+	if n := s.newestLive(); canHedge && cfg.StallAfter > 0 && n != nil && n.content > 0 && n.stallSpent != n.last && now >= n.last+cfg.StallAfter {
+		n.stallSpent = n.last
+		s.launch(TriggerStall)
+	}
+}
+
+// handle takes one event from a reading goroutine.
+func (s *Stream[T]) handle(ev event[T]) {
+	a := ev.a
+	if a.done {
+		return // a cancelled or failed attempt: discarded, never revived
+	}
+	if ev.typ == evEnd {
+		if ev.err == nil {
+			s.winnerEnded = true
+			s.commit(a)
+			return
+		}
+		s.fail(a, ev.err)
+		return
+	}
+	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind})
+	switch ev.kind {
+	case Content:
+		a.content++
+		a.last = ev.at
+		if a.content == 1 {
+			a.first = ev.at
+			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
+		}
+		if a.rec != nil {
+			a.rec.content(s.start.Add(ev.at))
+		}
+	case Keepalive:
+		if a.rec != nil {
+			a.rec.keepalive(s.start.Add(ev.at))
+		}
+	case Control:
+		if s.p.tokens != nil {
+			s.countTokens(a, ev.v)
+		}
+	}
+	if ev.ready {
+		s.commit(a)
+	}
+}
+
+// fail ends attempt a with err before commit: a transient error launches
+// the next attempt at once, a fatal one ends the call.
+func (s *Stream[T]) fail(a *attempt[T], err error) {
+	if s.ctx.Err() != nil {
+		s.finish(s.ctx.Err(), OutcomeCanceled)
+		return
+	}
+	now := time.Now()
+	a.done, a.outcome, a.err, a.ended = true, AttemptFailed, err, now.Sub(s.start)
+	a.release()
+	if ra := retryAfter(err); ra > 0 {
+		s.p.pushback.set(a.route.Name, now.Add(ra))
+	}
+	s.attemptDone(a)
+	if !IsTransient(err) {
+		s.finish(err, outcomeOf(err))
+		return
+	}
+	if len(s.attempts) < s.p.cfg.MaxAttempts {
+		s.launch(TriggerError)
+	}
+	if s.newestLive() == nil {
+		s.finish(err, outcomeOf(err))
+	}
+}
+
+func outcomeOf(err error) Outcome {
+	if te, ok := errors.AsType[*TimeoutError](err); ok {
+		if te.Kind == TimeoutTTFT {
+			return OutcomeTTFTTimeout
+		}
+		return OutcomeStallTimeout
+	}
+	return OutcomeError
+}
+
+// commit makes a the winner: every other attempt is cancelled and closed
+// for good, and with Streaming the caller's Next takes over a's source.
+func (s *Stream[T]) commit(a *attempt[T]) {
+	now := time.Now()
+	s.winner = a
+	s.phase = phaseBuffer
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.rec != nil {
+		s.rec.commit(a.idx, now)
+	}
+	if f := s.p.opts.onCommit; f != nil {
+		f(CommitEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model, Elapsed: now.Sub(s.start)})
+	}
+	for _, b := range s.attempts {
+		if b == a || b.done {
+			continue
+		}
+		b.done, b.outcome, b.ended = true, AttemptCanceled, now.Sub(s.start)
+		b.release()
+		if b.content == 0 {
+			s.p.delays.observeCensored(b.route.Name, b.route.Model, now.Sub(b.launchAt), now)
+		}
+		if s.rec != nil {
+			s.rec.canceled(b.idx, now)
+		}
+		s.attemptDone(b)
+	}
+	if !s.winnerEnded {
+		s.src = a.source()
+		close(a.handoff)
+	}
+}
+
+// nextBuffered delivers the winner's buffered items, then switches to
+// reading its source directly (Streaming) or ends the call.
+func (s *Stream[T]) nextBuffered() bool {
+	w := s.winner
+	if s.bufPos < len(w.buf) {
+		it := w.buf[s.bufPos]
+		w.buf[s.bufPos] = item[T]{}
+		s.bufPos++
+		s.cur = it.v
+		s.items++
+		if it.kind == Content {
+			s.delivered++
+			if s.delivered == 1 {
+				s.ttfc = s.since()
+			}
+			s.lastContent = true
+		}
+		return true
+	}
+	w.buf = nil
+	if s.winnerEnded {
+		s.finish(nil, OutcomeOK)
+		return false
+	}
+	s.phase = phaseDirect
+	if st := s.p.cfg.StallTimeout; st > 0 {
+		s.waitFrom.Store(int64(s.since()))
+		s.lastContent = false
+		s.wd = time.AfterFunc(st, s.watchdog)
+	}
+	return s.nextDirect()
+}
+
+func (s *Stream[T]) watchdogFired(kind TimeoutKind, a *attempt[T], at time.Duration) {
+	timeout := s.p.cfg.StallTimeout
+	if kind == TimeoutTTFT {
+		timeout = s.p.cfg.TTFTTimeout
+	}
+	if s.rec != nil {
+		s.rec.watchdog(kind, timeout, a.idx, s.start.Add(at))
+	}
+	if f := s.p.opts.onWatchdog; f != nil {
+		f(WatchdogEvent{Kind: kind, Timeout: timeout, Attempt: a.idx, Route: a.route.Name, Elapsed: at})
+	}
+}
+
+func (s *Stream[T]) attemptDone(a *attempt[T]) {
+	if a.rec != nil {
+		a.rec.end(a.outcome, a.err, a.content, a.tokens, a.hasTokens, s.start.Add(a.ended))
+	}
+	if f := s.p.opts.onAttemptDone; f != nil {
+		var ttft time.Duration
+		if a.content > 0 {
+			ttft = a.first - a.launch
+		}
+		f(AttemptEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
+			Trigger: a.trigger, Outcome: a.outcome, Err: a.err, ContentChunks: a.content, TTFT: ttft,
+			Duration: a.ended - a.launch})
+	}
+}
+
+// finish ends the call with err and outcome: every live attempt gets its
+// outcome and is released, timers stop, spans end, and finish waits for
+// every reading goroutine. Only the goroutine driving the Stream (or
+// Close, once it owns the Stream) calls it.
+func (s *Stream[T]) finish(err error, outcome Outcome) {
+	if s.phase == phaseDone {
+		return
+	}
+	started := s.phase != phaseNew
+	s.phase = phaseDone
+	s.err, s.outcome = err, outcome
+	s.wdOff.Store(true)
+	if s.wd != nil {
+		s.wd.Stop()
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if !started {
+		return
+	}
+	now := time.Now()
+	for _, a := range s.attempts {
+		if a.done {
+			continue
+		}
+		a.done, a.ended = true, now.Sub(s.start)
+		switch {
+		case a == s.winner && outcome == OutcomeOK:
+			a.outcome = AttemptWinner
+		case outcome == OutcomeCanceled:
+			a.outcome = AttemptCanceled
+		case a == s.winner || outcome == OutcomeTTFTTimeout:
+			a.outcome, a.err = AttemptFailed, err
+			if a.content == 0 {
+				s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), now)
+			}
+		default:
+			a.outcome = AttemptCanceled
+		}
+		a.release()
+		if a.outcome == AttemptCanceled && a != s.winner && s.rec != nil {
+			s.rec.canceled(a.idx, now)
+		}
+		s.attemptDone(a)
+	}
+	s.mu.Lock()
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if s.rec != nil {
+		s.rec.end(s.stats(), err, now)
+	}
+	s.wg.Wait()
+}
+
