@@ -1,0 +1,141 @@
+package aggregate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+var descs = []Desc{
+	{Name: "h", Unit: "s", Kind: Histogram, Bounds: []float64{1, 2, 5}},
+	{Name: "c", Unit: "{count}", Kind: Sum},
+}
+
+func attrs(service string, kv ...string) Attrs {
+	a := Attrs{Service: service}
+	for i := 0; i+1 < len(kv); i += 2 {
+		a.List = append(a.List, Attr{Key: kv[i], Value: kv[i+1]})
+	}
+	return a
+}
+
+// TestBucketsUpperInclusive: a value equal to a bound falls in that
+// bound's bucket, (b[i-1], b[i]], as OTLP and Prometheus "le" define it.
+func TestBucketsUpperInclusive(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 10})
+	s := st.Series(0, attrs("svc", "k", "v"), 1)
+	for _, v := range []float64{0, 1, 1.5, 2, 5, 5.0001, 100} {
+		s.Observe(descs[0].Bounds, v, Exemplar{})
+	}
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v", 2)
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, []uint64{2, 2, 1, 2}, dp.BucketCounts().AsRaw())
+	assert.Equal(t, uint64(7), dp.Count())
+	assert.InDelta(t, 114.5001, dp.Sum(), 1e-9)
+}
+
+// TestKeysDistinguishAbsentAndEmpty: {k: ""} and {} are different series,
+// and values cannot collide across keys.
+func TestKeysDistinguishAbsentAndEmpty(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 10})
+	a := st.Series(1, attrs("svc", "k", ""), 1)
+	b := st.Series(1, attrs("svc"), 1)
+	c := st.Series(1, attrs("svc", "k", "ab"), 1)
+	d := st.Series(1, attrs("svc", "k", "a", "b", ""), 1)
+	e := st.Series(1, attrs("other", "k", ""), 1)
+	for _, x := range []*Series{b, c, d, e} {
+		assert.NotSame(t, a, x)
+	}
+	assert.NotSame(t, c, d)
+	assert.Same(t, a, st.Series(1, attrs("svc", "k", ""), 1))
+	assert.Equal(t, 5, st.Len(1))
+}
+
+// TestOverflow: past MaxSeries, one overflow series per metric takes every
+// new attribute set; existing series keep counting; overflow is counted.
+func TestOverflow(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 2})
+	st.Series(1, attrs("s", "k", "1"), 1).Add(1)
+	st.Series(1, attrs("s", "k", "2"), 1).Add(1)
+	st.Series(1, attrs("s", "k", "3"), 1).Add(1)
+	st.Series(1, attrs("s", "k", "4"), 1).Add(1)
+	st.Series(1, attrs("s", "k", "1"), 1).Add(1)
+	st.Series(0, attrs("s", "k", "1"), 1).Observe(descs[0].Bounds, 1, Exemplar{})
+	got := map[string]int64{}
+	st.TakeOverflowed(func(name string, n int64) { got[name] = n })
+	assert.Equal(t, map[string]int64{"c": 2}, got)
+	st.TakeOverflowed(func(name string, n int64) { t.Fatalf("not reset: %s %d", name, n) })
+
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v", 2)
+	// The overflow series spans every service, so it sits in a resource
+	// of its own, without service.name.
+	require.Equal(t, 2, md.ResourceMetrics().Len())
+	dps := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(1).Sum().DataPoints()
+	require.Equal(t, 2, dps.Len())
+	assert.Equal(t, int64(2), dps.At(0).IntValue())
+	assert.Equal(t, int64(1), dps.At(1).IntValue())
+	rest := md.ResourceMetrics().At(1)
+	assert.Equal(t, 0, rest.Resource().Attributes().Len())
+	over := rest.ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0)
+	assert.Equal(t, int64(2), over.IntValue())
+	assert.Equal(t, map[string]any{OverflowKey: true}, over.Attributes().AsRaw())
+}
+
+// TestExistingSeriesNoAlloc: finding a known series and recording into it
+// allocates nothing.
+func TestExistingSeriesNoAlloc(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 10, MaxExemplars: 2})
+	a := attrs("svc", "gen_ai.provider.name", "openai", "streamwatch.route", "a")
+	st.Series(0, a, 1)
+	st.Series(1, a, 1)
+	// Fill the exemplar buffer so that steady state is measured.
+	s := st.Series(0, a, 1)
+	s.Observe(descs[0].Bounds, 1, Exemplar{})
+	s.Observe(descs[0].Bounds, 1, Exemplar{})
+	allocs := testing.AllocsPerRun(1000, func() {
+		st.Series(0, a, 1).Observe(descs[0].Bounds, 0.5, Exemplar{Time: 3})
+		st.Series(1, a, 1).Add(1)
+	})
+	assert.Zero(t, allocs)
+}
+
+// TestEmitPerService: one ResourceMetrics per service, cumulative start
+// times kept, exemplars emitted once.
+func TestEmitPerService(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 10, MaxExemplars: 1})
+	tid := pcommon.TraceID{1}
+	st.Series(0, attrs("a"), 10).Observe(descs[0].Bounds, 1, Exemplar{Time: 11, TraceID: tid, SpanID: pcommon.SpanID{2}})
+	st.Series(0, attrs("a"), 10).Observe(descs[0].Bounds, 3, Exemplar{Time: 12, TraceID: tid})
+	st.Series(1, attrs("b"), 20).Add(4)
+
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v1", 30)
+	require.Equal(t, 2, md.ResourceMetrics().Len())
+	ra := md.ResourceMetrics().At(0)
+	assert.Equal(t, map[string]any{"service.name": "a"}, ra.Resource().Attributes().AsRaw())
+	assert.Equal(t, "scope", ra.ScopeMetrics().At(0).Scope().Name())
+	h := ra.ScopeMetrics().At(0).Metrics().At(0)
+	assert.Equal(t, pmetric.AggregationTemporalityCumulative, h.Histogram().AggregationTemporality())
+	dp := h.Histogram().DataPoints().At(0)
+	assert.Equal(t, pcommon.Timestamp(10), dp.StartTimestamp())
+	assert.Equal(t, pcommon.Timestamp(30), dp.Timestamp())
+	require.Equal(t, 1, dp.Exemplars().Len(), "capped at MaxExemplars")
+	assert.Equal(t, 1.0, dp.Exemplars().At(0).DoubleValue())
+	assert.Equal(t, tid, dp.Exemplars().At(0).TraceID())
+
+	rb := md.ResourceMetrics().At(1)
+	sum := rb.ScopeMetrics().At(0).Metrics().At(0).Sum()
+	assert.True(t, sum.IsMonotonic())
+	assert.Equal(t, pmetric.AggregationTemporalityCumulative, sum.AggregationTemporality())
+
+	md2 := pmetric.NewMetrics()
+	st.Emit(md2, "scope", "v1", 40)
+	dp2 := md2.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, uint64(2), dp2.Count(), "cumulative")
+	assert.Equal(t, 0, dp2.Exemplars().Len(), "exemplars cleared per emission")
+}
