@@ -1,0 +1,99 @@
+// Command fakellm is a scripted LLM upstream for tests, demos and
+// benchmarks: an OpenAI-compatible POST /v1/chat/completions and an
+// Anthropic POST /v1/messages whose timing and faults follow the profiles of
+// a YAML file, chosen per request with the X-Fakellm-Profile header.
+//
+// Usage:
+//
+//	fakellm [-addr 127.0.0.1:8089] [-profiles testdata/fakellm/profiles.yaml]
+//	        [-default steady] [-scale 1] [-seed 1]
+//
+// The first line on stdout is "fakellm listening on http://ADDR", so that a
+// script started with -addr 127.0.0.1:0 can find the port. One log line per
+// request goes to stderr. SIGINT or SIGTERM ends open streams and exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/streamwatch/streamwatch/internal/fakellm"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fakellm:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends. Its first line on stdout names the address.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8089", "listen address; 127.0.0.1:0 picks a free port")
+	profiles := fs.String("profiles", "testdata/fakellm/profiles.yaml", "profiles YAML file")
+	def := fs.String("default", "", "profile of requests without an "+fakellm.ProfileHeader+" header (default: the file's)")
+	scale := fs.Float64("scale", 1, "time scale of every scripted duration (0.01 = 100x faster)")
+	seed := fs.Uint64("seed", 1, "seed of the random draws")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *scale <= 0 {
+		return fmt.Errorf("-scale: %v must be > 0", *scale)
+	}
+	cfg, err := fakellm.LoadFile(*profiles)
+	if err != nil {
+		return err
+	}
+	if *def != "" {
+		cfg.Default = *def
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := fakellm.New(fakellm.Options{Config: cfg, Scale: *scale, Seed: *seed, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Streams end when this context does: Shutdown alone would wait
+		// for every scripted silence to pass.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	fmt.Fprintf(stdout, "fakellm listening on http://%s\n", ln.Addr())
+	logger.Info("ready", "profiles", *profiles, "default", cfg.Default, "names", cfg.Names(), "scale", *scale, "seed", *seed)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

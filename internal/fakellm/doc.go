@@ -1,0 +1,20 @@
+// Package fakellm is the scripted upstream behind cmd/fakellm: an
+// OpenAI-compatible POST /v1/chat/completions and an Anthropic POST
+// /v1/messages, streaming or not, whose timing and faults follow named
+// profiles from a YAML file (testdata/fakellm/profiles.yaml): a TTFT
+// distribution, the inter-chunk time, the chunk count, silences with or
+// without keepalives, a mid-stream error payload, a disconnect without the
+// terminal event, an HTTP status with Retry-After.
+//
+// A request picks its profile with the X-Fakellm-Profile header (else the
+// file's default). Options.Scale multiplies every scripted duration, so a
+// test runs a 30 s silence in 30 ms at 0.001; Options.Seed makes the random
+// draws repeat.
+//
+// Tests start it in-process:
+//
+//	cfg, _ := fakellm.LoadFile("testdata/fakellm/profiles.yaml")
+//	srv, _ := fakellm.New(fakellm.Options{Config: cfg, Scale: 0.01})
+//	ts := httptest.NewServer(srv)
+//	defer ts.Close()
+package fakellm

@@ -1,0 +1,172 @@
+package fakellm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// flushRecorder records what each Flush sends and when (virtual time).
+type flushRecorder struct {
+	h      http.Header
+	start  time.Time
+	buf    bytes.Buffer
+	status int
+	sends  []string // "offset what"
+}
+
+func (w *flushRecorder) Header() http.Header         { return w.h }
+func (w *flushRecorder) Write(p []byte) (int, error) { return w.buf.Write(p) }
+func (w *flushRecorder) WriteHeader(code int)        { w.status = code }
+func (w *flushRecorder) Flush() {
+	what := strings.TrimSpace(w.buf.String())
+	switch {
+	case strings.HasPrefix(what, ":"):
+		what = "comment"
+	case strings.HasPrefix(what, "event: ping"):
+		what = "ping"
+	case strings.Contains(what, `"text_delta"`):
+		what = "content"
+	case strings.HasPrefix(what, "event: "):
+		what = strings.TrimPrefix(strings.SplitN(what, "\n", 2)[0], "event: ")
+	case strings.Contains(what, `"role":"assistant"`):
+		what = "role"
+	case strings.Contains(what, `"content":"`):
+		what = "content"
+	case strings.Contains(what, `"finish_reason":"stop"`):
+		what = "finish"
+	case strings.Contains(what, `"usage"`):
+		what = "usage"
+	case what == "data: [DONE]":
+		what = "done"
+	}
+	w.sends = append(w.sends, fmt.Sprintf("%s %s", time.Since(w.start), what))
+	w.buf.Reset()
+}
+
+// serve runs one request through s inside the caller's bubble.
+func serve(t *testing.T, s *Server, path, profile, body string) *flushRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set(ProfileHeader, profile)
+	w := &flushRecorder{h: http.Header{}, start: time.Now()}
+	func() {
+		defer func() {
+			if p := recover(); p != nil && p != http.ErrAbortHandler {
+				panic(p)
+			} else if p != nil {
+				w.sends = append(w.sends, fmt.Sprintf("%s abort", time.Since(w.start)))
+			}
+		}()
+		s.ServeHTTP(w, req)
+	}()
+	return w
+}
+
+const timingProfiles = `default: stall
+profiles:
+  stall:
+    ttft: 300ms
+    interval: 25ms
+    chunks: 7
+    silences:
+      - {after_chunk: 5, duration: 3500ms, keepalive: {every: 1s}}
+  slow-first:
+    ttft: 2500ms
+    ttft_keepalive: {every: 1s}
+    interval: 10ms
+    chunks: 2
+    usage: false
+  drop:
+    ttft: 100ms
+    interval: 10ms
+    chunks: 5
+    disconnect: {after_chunk: 2}
+`
+
+// TestTimingExact checks each scripted send at its exact virtual offset. A
+// silence after chunk n adds to the interval before chunk n+1.
+func TestTimingExact(t *testing.T) {
+	cfg, err := Parse([]byte(timingProfiles))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, profile, body string
+		scale                     float64
+		want                      []string
+	}{
+		{"openai stall with comment keepalives", "/v1/chat/completions", "stall",
+			`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
+				"0s role", "300ms content", "325ms content", "350ms content", "375ms content", "400ms content",
+				"1.4s comment", "2.4s comment", "3.4s comment",
+				"3.925s content", "3.95s content", "3.95s finish", "3.95s usage", "3.95s done"}},
+		{"anthropic stall with pings", "/v1/messages", "stall", `{"model":"m","stream":true}`, 1, []string{
+			"0s message_start", "0s content_block_start",
+			"300ms content", "325ms content", "350ms content", "375ms content", "400ms content",
+			"1.4s ping", "2.4s ping", "3.4s ping",
+			"3.925s content", "3.95s content",
+			"3.95s content_block_stop", "3.95s message_delta", "3.95s message_stop"}},
+		{"scale 0.01", "/v1/chat/completions", "stall", `{"stream":true}`, 0.01, []string{
+			"0s role", "3ms content", "3.25ms content", "3.5ms content", "3.75ms content", "4ms content",
+			"14ms comment", "24ms comment", "34ms comment",
+			"39.25ms content", "39.5ms content", "39.5ms finish", "39.5ms done"}},
+		{"ttft keepalives, usage off", "/v1/chat/completions", "slow-first",
+			`{"stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
+				"0s role", "1s comment", "2s comment", "2.5s content", "2.51s content", "2.51s finish", "2.51s done"}},
+		{"disconnect cuts the body", "/v1/chat/completions", "drop", `{"stream":true}`, 1, []string{
+			"0s role", "100ms content", "110ms content", "110ms abort"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := New(Options{Config: cfg, Scale: tc.scale})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := serve(t, s, tc.path, tc.profile, tc.body)
+				if got := strings.Join(w.sends, "\n"); got != strings.Join(tc.want, "\n") {
+					t.Fatalf("sends:\n%s\nwant:\n%s", got, strings.Join(tc.want, "\n"))
+				}
+			})
+		})
+	}
+}
+
+// TestCancelStopsHandler checks that a handler waiting in a silence
+// returns as soon as its request's context ends.
+func TestCancelStopsHandler(t *testing.T) {
+	cfg, err := Parse([]byte(timingProfiles))
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := New(Options{Config: cfg})
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+		ctx, cancel := contextWithCancel(t)
+		req = req.WithContext(ctx)
+		w := &flushRecorder{h: http.Header{}, start: time.Now()}
+		done := make(chan struct{})
+		go func() { s.ServeHTTP(w, req); close(done) }()
+		time.Sleep(time.Second) // inside the 3.5 s silence
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("handler still running after cancel")
+		}
+		if elapsed := time.Since(w.start); elapsed != time.Second {
+			t.Fatalf("handler ran %s", elapsed)
+		}
+	})
+}
+
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithCancel(t.Context())
+}
