@@ -183,8 +183,12 @@ func TestNonStreaming(t *testing.T) {
 	defer resp.Body.Close()
 	var cc struct {
 		Object  string
-		Choices []struct{ Message struct{ Role, Content string } }
-		Usage   struct{ CompletionTokens int `json:"completion_tokens"` }
+		Choices []struct {
+			Message struct{ Role, Content string }
+		}
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&cc); err != nil {
 		t.Fatal(err)
@@ -197,7 +201,9 @@ func TestNonStreaming(t *testing.T) {
 	var msg struct {
 		Type    string
 		Content []struct{ Type, Text string }
-		Usage   struct{ OutputTokens int `json:"output_tokens"` }
+		Usage   struct {
+			OutputTokens int `json:"output_tokens"`
+		}
 	}
 	if err := json.NewDecoder(resp2.Body).Decode(&msg); err != nil {
 		t.Fatal(err)
