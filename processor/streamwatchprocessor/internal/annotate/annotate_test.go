@@ -1,0 +1,59 @@
+package annotate
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+func TestStallSpanID(t *testing.T) {
+	parent := pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
+	seen := map[pcommon.SpanID]bool{parent: true}
+	for i := range 1000 {
+		id := StallSpanID(parent, i)
+		assert.False(t, id.IsEmpty())
+		assert.False(t, seen[id], "segment %d collides", i)
+		seen[id] = true
+		assert.Equal(t, id, StallSpanID(parent, i), "not deterministic")
+	}
+	assert.NotEqual(t, StallSpanID(parent, 0), StallSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 9}, 0))
+	assert.False(t, StallSpanID(pcommon.SpanID{}, 0).IsEmpty())
+}
+
+func TestFiguresOnAnomalyWritesNoFigure(t *testing.T) {
+	span := ptrace.NewSpan()
+	r := breakdown.Derive(breakdown.Timeline{ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: 1000}, nil)
+	Figures(span, &r, 1000, "")
+	assert.Equal(t, map[string]any{
+		string(semconv.StallThresholdMs):  1.0,
+		string(semconv.Derivation):        semconv.DerivationAnomaly,
+		string(semconv.DerivationProblem): breakdown.ProblemNegativeGap.String(),
+	}, span.Attributes().AsRaw())
+}
+
+func TestStallSpans(t *testing.T) {
+	spans := ptrace.NewSpanSlice()
+	parent := spans.AppendEmpty()
+	parent.SetTraceID(pcommon.TraceID{9})
+	parent.SetSpanID(pcommon.SpanID{7})
+	parent.SetStartTimestamp(1_000_000_000)
+	StallSpans(parent, []breakdown.Segment{{StartUs: 2000, DurationUs: 5000, AfterChunk: 4, Keepalives: 1}}, spans)
+	require.Equal(t, 2, spans.Len())
+	s := spans.At(1)
+	assert.Equal(t, semconv.StallSpanName, s.Name())
+	assert.Equal(t, parent.TraceID(), s.TraceID())
+	assert.Equal(t, parent.SpanID(), s.ParentSpanID())
+	assert.Equal(t, pcommon.Timestamp(1_002_000_000), s.StartTimestamp())
+	assert.Equal(t, pcommon.Timestamp(1_007_000_000), s.EndTimestamp())
+	assert.Equal(t, map[string]any{
+		string(semconv.StallDurationMs): 5.0,
+		string(semconv.StallAfterChunk): int64(4),
+		string(semconv.StallKeepalives): int64(1),
+	}, s.Attributes().AsRaw())
+}
