@@ -20,9 +20,9 @@ func TestEventOffsetUs(t *testing.T) {
 		ok   bool
 	}{
 		{start, 0, true},
-		{start + 1_999, 1, true},        // truncated toward zero after the start
-		{start - 1, -1, true},           // rounded away from zero before it: stays an anomaly
-		{start - 1_001, -2, true},       //
+		{start + 1_999, 1, true},  // truncated toward zero after the start
+		{start - 1, -1, true},     // rounded away from zero before it: stays an anomaly
+		{start - 1_001, -2, true}, //
 		{start + MaxOffsetUs*1000, MaxOffsetUs, true},
 		{start + MaxOffsetUs*1000 + 1, 0, false},
 		{0, 0, false},
