@@ -32,10 +32,14 @@ type step struct {
 	end   bool  // ends the stream cleanly (default after the last step)
 }
 
-func content(after time.Duration, text string) step { return step{after: after, kind: Content, text: text} }
-func keepalive(after time.Duration) step            { return step{after: after, kind: Keepalive} }
-func control(after time.Duration, text string) step { return step{after: after, kind: Control, text: text} }
-func fail(after time.Duration, err error) step       { return step{after: after, err: err} }
+func content(after time.Duration, text string) step {
+	return step{after: after, kind: Content, text: text}
+}
+func keepalive(after time.Duration) step { return step{after: after, kind: Keepalive} }
+func control(after time.Duration, text string) step {
+	return step{after: after, kind: Control, text: text}
+}
+func fail(after time.Duration, err error) step { return step{after: after, err: err} }
 
 // hang is a step that waits an hour: effectively forever in a test.
 func hang() step { return step{after: time.Hour, end: true} }

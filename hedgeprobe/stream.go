@@ -752,4 +752,3 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 	}
 	s.wg.Wait()
 }
-

@@ -1,0 +1,129 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Bad input gives a clear error from the constructor, never a panic.
+func TestBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		msg  string
+	}{
+		{"negative MaxAttempts", Config{MaxAttempts: -1}, "MaxAttempts = -1"},
+		{"negative HedgeAfter", Config{HedgeAfter: -time.Second}, "HedgeAfter = -1s"},
+		{"negative StallAfter", Config{StallAfter: -1}, "StallAfter = -1ns"},
+		{"negative TTFTTimeout", Config{TTFTTimeout: -time.Second}, "TTFTTimeout = -1s"},
+		{"negative StallTimeout", Config{StallTimeout: -time.Second}, "StallTimeout = -1s"},
+		{"negative HedgeMinDelay", Config{HedgeMinDelay: -time.Second}, "HedgeMinDelay = -1s"},
+		{"quantile 1", Config{HedgeQuantile: 1}, "HedgeQuantile = 1"},
+		{"quantile 1.5", Config{HedgeQuantile: 1.5}, "HedgeQuantile = 1.5"},
+		{"quantile negative", Config{HedgeQuantile: -0.5}, "HedgeQuantile = -0.5"},
+		{"min above max", Config{HedgeMinDelay: 2 * time.Second, HedgeMaxDelay: time.Second}, "HedgeMinDelay = 2s is above HedgeMaxDelay = 1s"},
+		{"negative budget", Config{HedgeBudget: -0.1}, "HedgeBudget = -0.1"},
+		{"negative HoldChunks", Config{HoldChunks: -2}, "HoldChunks = -2"},
+		{"unknown Delivery", Config{Delivery: 7}, "Delivery = 7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.cfg, classifyChunk)
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("err = %v, want %q", err, c.msg)
+			}
+		})
+	}
+	if _, err := New[chunk](Config{}, nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("nil classifier: %v", err)
+	}
+	if _, err := New(Config{}, classifyChunk, WithTokenCount(func(string) (int64, bool) { return 0, false })); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("token count of the wrong type: %v", err)
+	}
+	var d Delivery
+	if err := d.UnmarshalText([]byte("Buffered")); err != nil || d != Buffered {
+		t.Fatal(d, err)
+	}
+	if err := d.UnmarshalText([]byte("eager")); err == nil {
+		t.Fatal("bad delivery parsed")
+	}
+}
+
+// Bad routes: none, nil Open, no Name → the Stream's Err, nothing started.
+func TestBadRoutes(t *testing.T) {
+	p := mustNew(t, Config{})
+	ok := newUpstream("a").route()
+	for _, c := range []struct {
+		name   string
+		routes []Route[chunk]
+		want   error
+		msg    string
+	}{
+		{"none", nil, ErrNoRoutes, "no routes"},
+		{"nil open", []Route[chunk]{ok, {Name: "b"}}, ErrInvalidRoute, `routes[1] ("b") has a nil Open`},
+		{"no name", []Route[chunk]{{Open: ok.Open}}, ErrInvalidRoute, "routes[0] has no Name"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := p.Stream(t.Context(), c.routes...)
+			if s.Next() || !errors.Is(s.Err(), c.want) || !strings.Contains(s.Err().Error(), c.msg) {
+				t.Fatalf("err = %v", s.Err())
+			}
+			if s.Stats().Outcome != OutcomeError || s.Close() != nil {
+				t.Fatal("outcome")
+			}
+		})
+	}
+}
+
+// A classifier that panics fails the call with an error, before or after
+// commit, and leaks nothing.
+func TestClassifierPanics(t *testing.T) {
+	for _, at := range []int{0, 3} {
+		t.Run("", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := 0
+				classify := func(c chunk) Kind {
+					if n++; n > at {
+						panic("bad chunk")
+					}
+					return c.Kind
+				}
+				a := newUpstream("a", texts("a", 10, time.Millisecond, time.Millisecond))
+				b := newUpstream("b", texts("b", 10, time.Millisecond, time.Millisecond))
+				p, err := New(Config{HedgeAfter: time.Second}, classify)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if !errors.Is(g.err, ErrClassifierPanic) || s.Stats().Outcome != OutcomeError {
+					t.Fatalf("err = %v", g.err)
+				}
+				if len(g.texts) != at || b.opened() != 0 || a.closes()[0] != 1 {
+					t.Fatalf("delivered %d, hedge opened %d", len(g.texts), b.opened())
+				}
+			})
+		})
+	}
+}
+
+// A panicking Open and a nil Source are fatal attempt errors.
+func TestBadOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{})
+		r := Route[chunk]{Name: "p"}
+		r.Open = func(context.Context) (Source[chunk], error) { panic("boom") }
+		s := p.Stream(t.Context(), r)
+		if s.Next() || !errors.Is(s.Err(), ErrOpenPanic) {
+			t.Fatalf("err = %v", s.Err())
+		}
+		r.Open = func(context.Context) (Source[chunk], error) { return nil, nil }
+		s = p.Stream(t.Context(), r)
+		if s.Next() || !errors.Is(s.Err(), ErrNilSource) {
+			t.Fatalf("err = %v", s.Err())
+		}
+	})
+}

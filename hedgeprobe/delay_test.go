@@ -1,0 +1,134 @@
+package hedgeprobe
+
+import (
+	"context"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// samples returns the number of samples of route × model in the window
+// and the largest, in seconds.
+func (b *delayBook) samples(route, model string) (n, maxSeconds float64) {
+	e := b.entry(route, model, false)
+	if e == nil {
+		return 0, 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	m := newSketch()
+	for _, s := range e.slots {
+		_ = m.MergeWith(s)
+	}
+	if m.IsEmpty() {
+		return 0, 0
+	}
+	mx, _ := m.GetMaxValue()
+	return m.GetCount(), mx
+}
+
+func near(got, want time.Duration, rel float64) bool {
+	return math.Abs(float64(got-want)) <= rel*float64(want)
+}
+
+// The adaptive delay is the quantile of the window, clamped, with
+// warm-up, and forgets samples older than the window.
+func TestAdaptiveDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeQuantile: 0.9, HedgeMinDelay: 50 * time.Millisecond, HedgeMaxDelay: 5 * time.Second, HedgeWarmup: 10, HedgeWindow: 4 * time.Minute})
+		d := p.delays
+		if got := p.HedgeDelay("r", "m"); got != 5*time.Second {
+			t.Fatalf("no samples: %v", got)
+		}
+		for i := 1; i <= 9; i++ {
+			d.observe("r", "m", time.Duration(i)*100*time.Millisecond, time.Now())
+		}
+		if got := p.HedgeDelay("r", "m"); got != 5*time.Second {
+			t.Fatalf("warm-up: %v", got)
+		}
+		d.observe("r", "m", time.Second, time.Now())
+		// 10 samples 0.1 … 1.0 s: the 0.9 quantile (rank 8.1) is 0.9 s, ±1 %.
+		if got := p.HedgeDelay("r", "m"); !near(got, 900*time.Millisecond, 0.01) {
+			t.Fatalf("p90 = %v", got)
+		}
+		if got := p.HedgeDelay("r", "other-model"); got != 5*time.Second {
+			t.Fatalf("per route × model: %v", got)
+		}
+		for range 100 {
+			d.observe("fast", "m", time.Millisecond, time.Now())
+			d.observe("slow", "m", time.Minute, time.Now())
+		}
+		if lo, hi := p.HedgeDelay("fast", "m"), p.HedgeDelay("slow", "m"); lo != 50*time.Millisecond || hi != 5*time.Second {
+			t.Fatalf("clamp: %v %v", lo, hi)
+		}
+		// Slots of a minute: after 3 minutes the samples are still in the
+		// window, after 4 they are gone and warm-up applies again.
+		time.Sleep(3 * time.Minute)
+		if got := p.HedgeDelay("r", "m"); !near(got, 900*time.Millisecond, 0.01) {
+			t.Fatalf("after 3m: %v", got)
+		}
+		time.Sleep(time.Minute)
+		if got := p.HedgeDelay("r", "m"); got != 5*time.Second {
+			t.Fatalf("after 4m: %v", got)
+		}
+		if p.HedgeDelay("r", "m") != mustNew(t, Config{HedgeAfter: 7 * time.Second}).HedgeDelay("r", "m")-2*time.Second {
+			t.Fatal("HedgeAfter wins over adaptive")
+		}
+	})
+}
+
+// The learned delay drives the TTFT trigger of later calls.
+func TestAdaptiveDelayInCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast := newUpstream("a", texts("a", 1, 200*time.Millisecond, 0))
+		p := mustNew(t, Config{HedgeMaxDelay: 3 * time.Second, HedgeWarmup: 20})
+		for range 20 {
+			drain(p.Stream(t.Context(), fast.route()), time.Now())
+		}
+		want := p.HedgeDelay("a", "model-a")
+		if !near(want, 200*time.Millisecond, 0.01) {
+			t.Fatalf("learned %v", want)
+		}
+		slow := newUpstream("a", []step{hang()}, texts("a", 1, 200*time.Millisecond, 0))
+		s := p.Stream(t.Context(), slow.route())
+		drain(s, time.Now())
+		wantDur(t, "hedge launch", s.Stats().Attempts[1].LaunchOffset, want)
+	})
+}
+
+// Censoring: an attempt cancelled before its first chunk because it lost
+// counts as max(elapsed, HedgeMaxDelay); one cut by the caller or by an
+// error is not recorded.
+func TestAdaptiveDelayCensoring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeMaxDelay: 4 * time.Second, HedgeBurst: 10})
+		a := newUpstream("a", []step{hang()})
+		b := newUpstream("b", texts("b", 1, 100*time.Millisecond, 0))
+		drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		n, mx := p.delays.samples("a", "model-a")
+		if n != 1 || !near(time.Duration(mx*float64(time.Second)), 4*time.Second, 0.01) {
+			t.Fatalf("loser recorded n=%v max=%vs, want 1 sample of 4s", n, mx)
+		}
+		if n, mx := p.delays.samples("b", "model-b"); n != 1 || !near(time.Duration(mx*float64(time.Second)), 100*time.Millisecond, 0.01) {
+			t.Fatalf("winner recorded n=%v max=%vs", n, mx)
+		}
+		// The caller cancels: nothing recorded.
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+		drain(p.Stream(ctx, a.route()), time.Now())
+		// An error: nothing recorded.
+		e := newUpstream("a", []step{fail(time.Millisecond, &statusErr{code: 400})})
+		drain(p.Stream(t.Context(), e.route()), time.Now())
+		if n, _ := p.delays.samples("a", "model-a"); n != 1 {
+			t.Fatalf("caller cancel or error recorded: n=%v", n)
+		}
+		// A TTFT timeout censors every attempt without content.
+		q := mustNew(t, Config{HedgeAfter: time.Second, HedgeMaxDelay: 4 * time.Second, TTFTTimeout: 6 * time.Second})
+		drain(q.Stream(t.Context(), a.route()), time.Now())
+		n, mx = q.delays.samples("a", "model-a")
+		if n != 2 || !near(time.Duration(mx*float64(time.Second)), 6*time.Second, 0.01) {
+			t.Fatalf("ttft timeout recorded n=%v max=%vs", n, mx)
+		}
+	})
+}

@@ -1,0 +1,266 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// One test per rule of DESIGN §2. The hedge cases of issue 3 live in
+// hedge_test.go, the watchdog parity cases in parity_test.go.
+
+// Rule 1: the primary goes to the first route, each hedge to the next
+// (round robin, reusing the only route when there is one); MaxAttempts
+// defaults to 2 and is clamped to 5.
+func TestRule1Attempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ups := []*upstream{newUpstream("a", []step{hang()}), newUpstream("b", []step{hang()}), newUpstream("c", []step{hang()})}
+		routes := []Route[chunk]{ups[0].route(), ups[1].route(), ups[2].route()}
+		p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 4, TTFTTimeout: 10 * time.Second, HedgeBurst: 10})
+		s := p.Stream(t.Context(), routes...)
+		drain(s, time.Now())
+		var got []string
+		for _, a := range s.Stats().Attempts {
+			got = append(got, a.Route+"/"+string(a.Trigger))
+		}
+		if fmt.Sprint(got) != "[a/primary b/ttft c/ttft a/ttft]" {
+			t.Fatalf("attempts = %v", got)
+		}
+		if p.Config().MaxAttempts != 4 || mustNew(t, Config{}).Config().MaxAttempts != 2 || mustNew(t, Config{MaxAttempts: 50}).Config().MaxAttempts != 5 {
+			t.Fatal("MaxAttempts default or clamp")
+		}
+	})
+}
+
+// Rule 2: the three triggers act only while nothing is committed, and the
+// TTFT trigger uses the adaptive delay when HedgeAfter is zero: during
+// warm-up that is HedgeMaxDelay.
+func TestRule2TriggersAdaptiveWarmup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{hang()})
+		b := newUpstream("b", texts("b", 1, time.Millisecond, 0))
+		p := mustNew(t, Config{HedgeMinDelay: 100 * time.Millisecond, HedgeMaxDelay: 3 * time.Second})
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		wantTexts(t, g, "b0")
+		wantDur(t, "hedge launch", s.Stats().Attempts[1].LaunchOffset, 3*time.Second)
+	})
+}
+
+// Rule 3: hedges stay a bounded fraction of calls: over 1,000 calls
+// against a primary that is always late, at most burst + budget × calls.
+func TestRule3BudgetBoundsLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", texts("a", 1, 2*time.Second, 0))
+		b := newUpstream("b", texts("b", 1, 2*time.Second, 0))
+		p := mustNew(t, Config{HedgeAfter: time.Second})
+		var hedges, throttled int
+		for range 1000 {
+			s := p.Stream(t.Context(), a.route(), b.route())
+			drain(s, time.Now())
+			hedges += len(s.Stats().Attempts) - 1
+			throttled += s.Stats().HedgesThrottled
+		}
+		if limit := DefaultHedgeBurst + DefaultHedgeBudget*1000; float64(hedges) > limit {
+			t.Fatalf("%d hedges in 1000 calls, limit %v", hedges, limit)
+		}
+		if hedges+throttled != 1000 {
+			t.Fatalf("hedges %d + throttled %d != 1000", hedges, throttled)
+		}
+	})
+}
+
+// Rule 4: the winner's items reach the caller in order, exactly once,
+// never interleaved with another attempt's, even when both stream at once.
+func TestRule4CommitExactlyOnceInOrder(t *testing.T) {
+	for _, d := range []Delivery{Streaming, Buffered} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", texts("a", 50, 1500*time.Millisecond, 7*time.Millisecond))
+				b := newUpstream("b", texts("b", 50, 400*time.Millisecond, 5*time.Millisecond))
+				p := mustNew(t, Config{HedgeAfter: time.Second, Delivery: d, HoldChunks: 3})
+				g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+				if g.err != nil {
+					t.Fatal(g.err)
+				}
+				want := make([]string, 50)
+				for i := range want {
+					want[i] = fmt.Sprintf("b%d", i) // b: launched at 1 s, 3rd chunk at 1.41 s, ends at 1.645 s; a: 1.514 s, 1.843 s
+				}
+				wantTexts(t, g, want...)
+				if len(g.from) != 1 {
+					t.Fatalf("interleaved: %v", g.from)
+				}
+			})
+		})
+	}
+}
+
+// Rule 5: losers are cancelled and closed at commit, are never revived,
+// their late items are discarded, and they report canceled.
+func TestRule5Losers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", texts("a", 3, 1100*time.Millisecond, time.Millisecond))
+		b := newUpstream("b", texts("b", 3, 1500*time.Millisecond, time.Millisecond))
+		var done []AttemptEvent
+		p := mustNew(t, Config{HedgeAfter: time.Second}, OnAttemptDone(func(e AttemptEvent) { done = append(done, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if !s.Next() {
+			t.Fatal(s.Err())
+		}
+		// The loser was closed at commit, before the caller read on.
+		synctest.Wait()
+		if c := b.closes(); c[0] != 1 {
+			t.Fatalf("loser closes at commit = %v", c)
+		}
+		if len(done) != 1 || done[0].Attempt != 1 || done[0].Outcome != AttemptCanceled || done[0].Err != nil {
+			t.Fatalf("done = %+v", done)
+		}
+		time.Sleep(time.Second) // past the loser's scripted chunks
+		g := drain(s, time.Now())
+		wantTexts(t, g, "a1", "a2")
+		if b.closes()[0] != 1 || b.opened() != 1 || len(s.Stats().Attempts) != 2 {
+			t.Fatal("loser revived or closed twice")
+		}
+	})
+}
+
+// Rule 6: before commit, StallTimeout fails a silent attempt as a
+// transient error (so the next attempt launches); after commit see
+// parity_test.go and TestHedgeNeverAfterCommit.
+func TestRule6StallTimeoutBeforeCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", append(texts("a", 2, 100*time.Millisecond, 100*time.Millisecond), hang()))
+		b := newUpstream("b", texts("b", 2, 100*time.Millisecond, 100*time.Millisecond))
+		var wd []WatchdogEvent
+		p := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 5 * time.Second, Delivery: Buffered},
+			OnWatchdog(func(e WatchdogEvent) { wd = append(wd, e) }))
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		wantTexts(t, g, "b0", "b1")
+		st := s.Stats()
+		if st.Attempts[0].Outcome != AttemptFailed || !errors.Is(st.Attempts[0].Err, ErrStallTimeout) ||
+			st.Attempts[1].Trigger != TriggerError || st.Attempts[1].LaunchOffset != 5200*time.Millisecond {
+			t.Fatalf("attempts = %+v", st.Attempts)
+		}
+		if len(wd) != 1 || wd[0].Kind != TimeoutStall || wd[0].Elapsed != 5200*time.Millisecond {
+			t.Fatalf("watchdog = %+v", wd)
+		}
+	})
+}
+
+// Rule 7: the typed error, its sentinels, and IsTransient.
+func TestRule7Errors(t *testing.T) {
+	te := &TimeoutError{Kind: TimeoutTTFT, After: time.Second, Route: "r", Model: "m"}
+	wrapped := fmt.Errorf("call: %w", te)
+	if !errors.Is(wrapped, ErrTTFTTimeout) || !errors.Is(wrapped, ErrTimeout) || errors.Is(wrapped, ErrStallTimeout) || !te.Timeout() {
+		t.Fatal("sentinels")
+	}
+	var ne interface{ Timeout() bool }
+	if !errors.As(wrapped, &ne) || !ne.Timeout() {
+		t.Fatal("Timeout() not found by errors.As")
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{te, true},
+		{wrapped, true},
+		{&statusErr{code: 429}, true},
+		{&statusErr{code: 503}, true},
+		{&statusErr{code: 400}, false},
+		{&statusErr{code: 401}, false},
+		{&statusErr{code: 404}, false},
+		{context.Canceled, false},
+		{context.DeadlineExceeded, true},
+		{io.ErrUnexpectedEOF, true},
+		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
+		{fmt.Errorf("x: %w", syscall.EPIPE), true},
+		{errors.New("bad request"), false},
+		{ErrClassifierPanic, false},
+	} {
+		if got := IsTransient(c.err); got != c.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// Rule 8: cancelling the caller's context after commit ends the call and
+// every attempt; All closes the Stream when the loop breaks.
+func TestRule8CallerCancelAfterCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", texts("a", 100, time.Second, time.Second))
+		ctx, cancel := context.WithCancel(t.Context())
+		p := mustNew(t, Config{MaxAttempts: 1, StallTimeout: time.Minute})
+		time.AfterFunc(5500*time.Millisecond, cancel)
+		start := time.Now()
+		s := p.Stream(ctx, a.route())
+		g := drain(s, start)
+		wantTexts(t, g, "a0", "a1", "a2", "a3", "a4")
+		if !errors.Is(g.err, context.Canceled) || s.Stats().Outcome != OutcomeCanceled || s.Stats().Attempts[0].Outcome != AttemptCanceled {
+			t.Fatalf("err %v stats %+v", g.err, s.Stats())
+		}
+		wantDur(t, "end", time.Since(start), 5500*time.Millisecond)
+
+		b := newUpstream("b", texts("b", 100, time.Second, time.Second))
+		s = p.Stream(t.Context(), b.route())
+		n := 0
+		for c, err := range s.All() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n++; n == 3 || c.Text == "" {
+				break
+			}
+		}
+		if c := b.closes(); c[0] != 1 || s.Stats().Outcome != OutcomeCanceled {
+			t.Fatalf("All did not close: %v %v", c, s.Stats().Outcome)
+		}
+	})
+}
+
+// Rule 9: configuration from the environment.
+func TestRule9Env(t *testing.T) {
+	t.Setenv(EnvHedgeAfter, "1.5")
+	t.Setenv(EnvStallAfter, "20")
+	t.Setenv(EnvTTFTTimeout, "250ms")
+	t.Setenv(EnvStallTimeout, " ")
+	c := Config{StallTimeout: time.Minute, TTFTTimeout: time.Hour}
+	if err := c.ApplyEnv(); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{HedgeAfter: 1500 * time.Millisecond, StallAfter: 20 * time.Second, TTFTTimeout: 250 * time.Millisecond, StallTimeout: time.Minute}
+	if c != want {
+		t.Fatalf("config = %+v, want %+v", c, want)
+	}
+	for _, bad := range []string{"-1", "soon", "NaN", "1e300"} {
+		t.Setenv(EnvStallTimeout, bad)
+		before := c
+		err := c.ApplyEnv()
+		if !errors.Is(err, ErrInvalidConfig) || c != before {
+			t.Fatalf("%q: err %v, config %+v", bad, err, c)
+		}
+		if !contains(err.Error(), EnvStallTimeout) {
+			t.Fatalf("error does not name the variable: %v", err)
+		}
+	}
+	t.Setenv(EnvStallTimeout, "0")
+	c, err := ConfigFromEnv()
+	if err != nil || c.StallTimeout != 0 || c.HedgeAfter != 1500*time.Millisecond {
+		t.Fatalf("ConfigFromEnv = %+v, %v", c, err)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)) }
