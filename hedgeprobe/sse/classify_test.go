@@ -1,0 +1,104 @@
+package sse
+
+import (
+	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+func TestClassifyOpenAI(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data string // "" with comment true is a comment
+		want hedgeprobe.Kind
+	}{
+		{"comment", "", hedgeprobe.Keepalive},
+		{"role only", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, hedgeprobe.Control},
+		{"role with null content", `{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}`, hedgeprobe.Control},
+		{"finish only", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, hedgeprobe.Control},
+		{"usage only", `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7,"total_tokens":10}}`, hedgeprobe.Control},
+		{"empty delta", `{"choices":[{"index":0,"delta":{}}]}`, hedgeprobe.Keepalive},
+		{"empty content", `{"choices":[{"index":0,"delta":{"content":""}}]}`, hedgeprobe.Keepalive},
+		{"no choices", `{"id":"x","choices":[]}`, hedgeprobe.Keepalive},
+		{"empty object", `{}`, hedgeprobe.Keepalive},
+		{"content", `{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`, hedgeprobe.Content},
+		{"whitespace content", `{"choices":[{"index":0,"delta":{"content":" "}}]}`, hedgeprobe.Content},
+		{"role and content", `{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}`, hedgeprobe.Content},
+		{"reasoning_content", `{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}`, hedgeprobe.Content},
+		{"reasoning", `{"choices":[{"index":0,"delta":{"reasoning":"think"}}]}`, hedgeprobe.Content},
+		{"refusal", `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, hedgeprobe.Content},
+		{"tool call name", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":""}}]}}]}`, hedgeprobe.Content},
+		{"tool call arguments", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}`, hedgeprobe.Content},
+		{"tool call id only", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{}}]}}]}`, hedgeprobe.Control},
+		{"legacy function call", `{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{}"}}}]}`, hedgeprobe.Content},
+		{"content in second choice", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`, hedgeprobe.Content},
+		{"finish with usage", `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":1}}`, hedgeprobe.Control},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := Event{Type: "message", Data: []byte(tc.data), Comment: tc.data == ""}
+			c, emit, end, err := decodeOpenAI("openai", ev)
+			if err != nil || !emit || end {
+				t.Fatalf("decode: emit %v end %v err %v", emit, end, err)
+			}
+			if got := ClassifyOpenAI(c); got != tc.want {
+				t.Fatalf("ClassifyOpenAI = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenAITokens(t *testing.T) {
+	c, _, _, _ := decodeOpenAI("openai", Event{Data: []byte(`{"choices":[],"usage":{"completion_tokens":42}}`)})
+	if n, ok := OpenAITokens(c); !ok || n != 42 {
+		t.Fatalf("tokens %d %v", n, ok)
+	}
+	c, _, _, _ = decodeOpenAI("openai", Event{Data: []byte(`{"choices":[{"delta":{"content":"x"}}]}`)})
+	if _, ok := OpenAITokens(c); ok {
+		t.Fatal("tokens on a content chunk")
+	}
+}
+
+func TestClassifyAnthropic(t *testing.T) {
+	for _, tc := range []struct {
+		name, event, data string
+		want              hedgeprobe.Kind
+	}{
+		{"comment", "", "", hedgeprobe.Keepalive},
+		{"ping", "ping", `{"type": "ping"}`, hedgeprobe.Keepalive},
+		{"message_start", "message_start", `{"type":"message_start","message":{"id":"m","role":"assistant","model":"c","usage":{"input_tokens":5,"output_tokens":1}}}`, hedgeprobe.Control},
+		{"text block start", "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, hedgeprobe.Control},
+		{"tool_use block start", "content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"get_weather","input":{}}}`, hedgeprobe.Content},
+		{"text delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, hedgeprobe.Content},
+		{"empty text delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}`, hedgeprobe.Keepalive},
+		{"thinking delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}`, hedgeprobe.Content},
+		{"citations delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x"}}}`, hedgeprobe.Content},
+		{"input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`, hedgeprobe.Content},
+		{"empty input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, hedgeprobe.Keepalive},
+		{"signature delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}`, hedgeprobe.Control},
+		{"block stop", "content_block_stop", `{"type":"content_block_stop","index":0}`, hedgeprobe.Control},
+		{"message_delta", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, hedgeprobe.Control},
+		{"message_stop", "message_stop", `{"type":"message_stop"}`, hedgeprobe.Control},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := Event{Type: tc.event, Data: []byte(tc.data), Comment: tc.event == ""}
+			e, emit, _, err := decodeAnthropic("anthropic", ev)
+			if err != nil || !emit {
+				t.Fatalf("decode: emit %v err %v", emit, err)
+			}
+			if got := ClassifyAnthropic(e); got != tc.want {
+				t.Fatalf("ClassifyAnthropic = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnthropicTokens(t *testing.T) {
+	e, _, _, _ := decodeAnthropic("anthropic", Event{Type: "message_delta", Data: []byte(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`)})
+	if n, ok := AnthropicTokens(e); !ok || n != 15 {
+		t.Fatalf("tokens %d %v", n, ok)
+	}
+	e, _, _, _ = decodeAnthropic("anthropic", Event{Type: "message_start", Data: []byte(`{"type":"message_start","message":{"usage":{"output_tokens":1}}}`)})
+	if _, ok := AnthropicTokens(e); ok {
+		t.Fatal("tokens on message_start")
+	}
+}

@@ -1,0 +1,114 @@
+package sse
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// captured is one request an upstream saw.
+type captured struct {
+	path   string
+	header http.Header
+	body   map[string]any
+}
+
+func capture(t *testing.T, reply string) (*httptest.Server, chan captured) {
+	t.Helper()
+	ch := make(chan captured, 4)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		ch <- captured{path: r.URL.Path, header: r.Header.Clone(), body: body}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, reply)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, ch
+}
+
+func TestOpenAIRouteRequest(t *testing.T) {
+	ts, ch := capture(t, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n")
+	route := OpenAIRoute("primary", OpenAIRequest{
+		BaseURL:  ts.URL + "/v1/",
+		APIKey:   "sk-test",
+		Model:    "gpt-x",
+		Messages: []Message{{Role: "user", Content: "hi"}},
+		Params:   map[string]any{"temperature": 0.5, "stream": false},
+		Header:   http.Header{"X-Fakellm-Profile": {"steady"}},
+	})
+	if route.Name != "primary" || route.Provider != "openai" || route.Model != "gpt-x" {
+		t.Fatalf("route %+v", route)
+	}
+	src, err := route.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for src.Next() {
+		n++
+	}
+	if src.Err() != nil || n != 1 {
+		t.Fatalf("items %d err %v", n, src.Err())
+	}
+	got := <-ch
+	if got.path != "/v1/chat/completions" || got.header.Get("Authorization") != "Bearer sk-test" ||
+		got.header.Get("Accept") != "text/event-stream" || got.header.Get("X-Fakellm-Profile") != "steady" {
+		t.Fatalf("request %s %v", got.path, got.header)
+	}
+	if got.body["model"] != "gpt-x" || got.body["stream"] != true || got.body["temperature"] != 0.5 {
+		t.Fatalf("body %v", got.body)
+	}
+	if so, _ := got.body["stream_options"].(map[string]any); so["include_usage"] != true {
+		t.Fatalf("stream_options %v", got.body["stream_options"])
+	}
+	if msgs, _ := got.body["messages"].([]any); len(msgs) != 1 {
+		t.Fatalf("messages %v", got.body["messages"])
+	}
+}
+
+func TestAnthropicRouteRequest(t *testing.T) {
+	ts, ch := capture(t, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	route := AnthropicRoute("claude", AnthropicRequest{
+		BaseURL:  ts.URL,
+		APIKey:   "ak",
+		Model:    "claude-x",
+		System:   "be brief",
+		Messages: []Message{{Role: "user", Content: "hi"}},
+	})
+	src, err := route.Open(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src.Next() {
+	}
+	if src.Err() != nil {
+		t.Fatal(src.Err())
+	}
+	got := <-ch
+	if got.path != "/v1/messages" || got.header.Get("X-Api-Key") != "ak" || got.header.Get("Anthropic-Version") != "2023-06-01" {
+		t.Fatalf("request %s %v", got.path, got.header)
+	}
+	if got.body["max_tokens"] != float64(1024) || got.body["system"] != "be brief" || got.body["stream"] != true {
+		t.Fatalf("body %v", got.body)
+	}
+}
+
+func TestRouteConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	route := OpenAIRoute("r", OpenAIRequest{BaseURL: "http://" + addr + "/v1", Model: "m"})
+	_, err = route.Open(t.Context())
+	var ce *ConnectionError
+	if !errors.As(err, &ce) || ce.Connected || !ce.Transient() {
+		t.Fatalf("err %v (%T)", err, err)
+	}
+}

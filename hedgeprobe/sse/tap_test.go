@@ -1,0 +1,105 @@
+package sse
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"testing/synctest"
+	"time"
+)
+
+// fixedTransport answers every request with body, split into one Read per
+// segment.
+type fixedTransport struct {
+	contentType string
+	segs        []string
+	delay       time.Duration
+}
+
+func (f fixedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		for _, s := range f.segs {
+			time.Sleep(f.delay)
+			if _, err := io.WriteString(pw, s); err != nil {
+				return
+			}
+		}
+		_ = pw.Close()
+	}()
+	h := http.Header{"Content-Type": {f.contentType}}
+	return &http.Response{StatusCode: 200, Header: h, Body: pr, Request: req}, nil
+}
+
+const tapInput = ": OPENROUTER PROCESSING\n\ndata: {\"a\":1}\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n: keepalive\r\n\r\ndata: [DONE]\n\n"
+
+func TestTapReportsKeepalives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var perClient, perRequest []string
+		start := time.Now()
+		tap := &Tap{
+			Base: fixedTransport{contentType: "text/event-stream; charset=utf-8", segs: strings.SplitAfter(tapInput, "\n\n"), delay: time.Second},
+			OnKeepalive: func(req *http.Request, ev Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				perClient = append(perClient, req.URL.Path+" "+ev.Received.Sub(start).String()+" "+ev.Type+"#"+string(ev.Data))
+			},
+		}
+		ctx := WithKeepaliveFunc(t.Context(), func(ev Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			perRequest = append(perRequest, ev.Received.Sub(start).String())
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x.test/v1/chat/completions", nil)
+		resp, err := (&http.Client{Transport: tap}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The SDK reads the body its own way; the bytes are untouched.
+		got, err := io.ReadAll(iotest.OneByteReader(resp.Body))
+		_ = resp.Body.Close()
+		if err != nil || string(got) != tapInput {
+			t.Fatalf("body changed: %q, %v", got, err)
+		}
+		want := []string{
+			"/v1/chat/completions 1s #OPENROUTER PROCESSING",
+			"/v1/chat/completions 3s ping#{\"type\": \"ping\"}",
+			"/v1/chat/completions 4s #keepalive",
+		}
+		if strings.Join(perClient, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("per client:\n%s", strings.Join(perClient, "\n"))
+		}
+		if strings.Join(perRequest, ",") != "1s,3s,4s" {
+			t.Fatalf("per request: %v", perRequest)
+		}
+	})
+}
+
+func TestTapLeavesOtherBodiesAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		called := false
+		tap := &Tap{
+			Base:        fixedTransport{contentType: "application/json", segs: []string{": not sse\n\n"}},
+			OnKeepalive: func(*http.Request, Event) { called = true },
+		}
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://x.test/", nil)
+		resp, err := tap.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if called || !bytes.Equal(b, []byte(": not sse\n\n")) {
+			t.Fatalf("called %v body %q", called, b)
+		}
+		if _, ok := resp.Body.(*tapBody); ok {
+			t.Fatal("json body wrapped")
+		}
+	})
+}
