@@ -186,7 +186,15 @@ func (r *Result) ActiveTPS() (float64, bool) {
 // CallTTFTUs is launch offset + TTFT, what the caller waited; absent when
 // TTFT is absent or there is no launch offset.
 func (r *Result) CallTTFTUs() (int64, bool) {
-	return r.launchOffsetUs + r.ttftUs, r.timeline() && r.hasLaunchOffset
+	if !r.timeline() || !r.hasLaunchOffset {
+		return 0, false
+	}
+	sum := r.launchOffsetUs + r.ttftUs
+	if (r.launchOffsetUs > 0 && sum < r.ttftUs) || (r.launchOffsetUs < 0 && sum > r.ttftUs) {
+		// An overflowing launch offset is garbage from the producer.
+		return 0, false
+	}
+	return sum, true
 }
 
 // Derive computes the figures of tl. Stall segments are appended to
@@ -225,12 +233,15 @@ func Derive(tl Timeline, segs []Segment) Result {
 	prev := offs[0]
 	for i := 1; i < len(offs); i++ {
 		t := offs[i]
-		g := t - prev
-		if g < 0 {
+		// Compare before subtracting: with prev ≥ 0 and t ≥ prev the
+		// gap cannot overflow, and the gaps sum to t_{n−1} − t_0, so
+		// neither can the stall sum.
+		if t < prev {
 			r.Status, r.Problem = Anomaly, ProblemNegativeGap
 			r.StallCount, r.SegmentsDropped, r.Segments = 0, 0, segs[:0]
 			return r
 		}
+		g := t - prev
 		if g > T {
 			stall += g
 			if inRun {

@@ -1,6 +1,7 @@
 package breakdown
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -121,6 +122,19 @@ func TestDerive(t *testing.T) {
 			name: "clock going backwards",
 			tl:   Timeline{ChunkOffsetsUs: at(100, 5000, 90), ThresholdUs: T, ExpectedChunks: -1},
 			want: want{status: Anomaly, problem: ProblemNegativeGap},
+		},
+		{
+			// A gap that would overflow int64 if computed first is still
+			// seen as negative.
+			name: "negative gap that overflows",
+			tl:   Timeline{ChunkOffsetsUs: []int64{5, math.MinInt64}, ThresholdUs: T, ExpectedChunks: -1},
+			want: want{status: Anomaly, problem: ProblemNegativeGap},
+		},
+		{
+			// A launch offset near MaxInt64 would wrap: call TTFT absent.
+			name: "launch offset overflow",
+			tl:   Timeline{ChunkOffsetsUs: at(1), ThresholdUs: T, ExpectedChunks: -1, LaunchOffsetUs: math.MaxInt64, HasLaunchOffset: true},
+			want: want{ttft: i64(1 * ms), e2e: i64(1 * ms), gen: i64(0), stall: i64(0), stallCount: ip(0)},
 		},
 		{
 			name: "first chunk before span start",
