@@ -54,3 +54,28 @@ func decode(b []byte) []int64 {
 	}
 	return out
 }
+
+// FuzzDeriveWide uses full int64 offsets, so values near the limits (which
+// would overflow a naive gap or sum) are explored too.
+func FuzzDeriveWide(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 5, 0x80, 0, 0, 0, 0, 0, 0, 0}, int64(2000), int64(1))
+	f.Fuzz(func(t *testing.T, chunks []byte, threshold, launch int64) {
+		var offs []int64
+		for len(chunks) >= 8 {
+			offs = append(offs, int64(binary.BigEndian.Uint64(chunks)))
+			chunks = chunks[8:]
+		}
+		r := Derive(Timeline{ChunkOffsetsUs: offs, ThresholdUs: threshold, ExpectedChunks: -1, LaunchOffsetUs: launch, HasLaunchOffset: true}, nil)
+		if gen, ok := r.GenerationUs(); ok {
+			stall, _ := r.StallUs()
+			if gen < 0 || stall < 0 || stall > gen {
+				t.Fatalf("generation %d, stall %d", gen, stall)
+			}
+		}
+		if c, ok := r.CallTTFTUs(); ok {
+			if (launch >= 0) != (c >= r.ttftUs) {
+				t.Fatalf("call ttft %d wrapped (launch %d, ttft %d)", c, launch, r.ttftUs)
+			}
+		}
+	})
+}
