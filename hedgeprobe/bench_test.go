@@ -1,0 +1,105 @@
+package hedgeprobe
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// endless is an in-memory Source that never ends and never blocks: the
+// cheapest possible upstream, so the benchmarks measure the probe.
+type endless struct {
+	n   int
+	cur chunk
+}
+
+func (e *endless) Next() bool {
+	e.n++
+	e.cur = chunk{Kind: Content, Text: "token"}
+	if e.n%16 == 0 {
+		e.cur.Kind = Keepalive
+	}
+	return true
+}
+func (e *endless) Current() chunk { return e.cur }
+func (e *endless) Err() error     { return nil }
+func (e *endless) Close() error   { return nil }
+
+func endlessRoute() Route[chunk] {
+	return Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(context.Context) (Source[chunk], error) {
+		return &endless{}, nil
+	}}
+}
+
+// sink keeps results alive.
+var sink Kind
+
+// Baseline: the Source read directly, with the classifier call a caller
+// would make anyway.
+func BenchmarkChunkDirectSource(b *testing.B) {
+	b.ReportAllocs()
+	var src Source[chunk] = &endless{}
+	for b.Loop() {
+		if !src.Next() {
+			b.Fatal("end")
+		}
+		sink = classifyChunk(src.Current())
+	}
+}
+
+func benchCommitted(b *testing.B, cfg Config, opts ...Option) {
+	p := mustNew(b, cfg, opts...)
+	s := p.Stream(context.Background(), endlessRoute())
+	defer s.Close()
+	if !s.Next() {
+		b.Fatal(s.Err())
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !s.Next() {
+			b.Fatal(s.Err())
+		}
+		sink = classifyChunk(s.Current())
+	}
+}
+
+// A committed stream read through Stream, no watchdog.
+func BenchmarkChunkStream(b *testing.B) { benchCommitted(b, Config{MaxAttempts: 1}) }
+
+// A committed stream with the stall watchdog armed.
+func BenchmarkChunkStreamWatchdog(b *testing.B) {
+	benchCommitted(b, Config{MaxAttempts: 1, StallTimeout: time.Minute, TTFTTimeout: time.Minute})
+}
+
+// Per-call set-up and tear-down of a single-route call whose upstream
+// answers one chunk at once.
+func BenchmarkCallSingleRoute(b *testing.B) {
+	p := mustNew(b, Config{HedgeAfter: time.Second, StallTimeout: time.Minute})
+	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context) (Source[chunk], error) {
+		return &scripted{ctx: ctx, steps: []step{{kind: Content, text: "x"}}, closed: make(chan struct{})}, nil
+	}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s := p.Stream(ctx, one)
+		for s.Next() {
+		}
+		if s.Err() != nil {
+			b.Fatal(s.Err())
+		}
+	}
+}
+
+// The adaptive delay look-up of a warmed route × model.
+func BenchmarkHedgeDelayLookup(b *testing.B) {
+	p := mustNew(b, Config{})
+	for i := range 1000 {
+		p.delays.observe("mem", "m", time.Duration(i)*time.Millisecond, time.Now())
+	}
+	b.ReportAllocs()
+	var d time.Duration
+	for b.Loop() {
+		d += p.HedgeDelay("mem", "m")
+	}
+	_ = d
+}

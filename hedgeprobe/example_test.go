@@ -1,0 +1,73 @@
+package hedgeprobe_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// lines is a toy upstream: one item per word, each after a delay.
+type lines struct {
+	ctx   context.Context
+	words []string
+	delay time.Duration
+	cur   string
+}
+
+func (l *lines) Next() bool {
+	if len(l.words) == 0 {
+		return false
+	}
+	select {
+	case <-time.After(l.delay):
+	case <-l.ctx.Done():
+		return false
+	}
+	l.cur, l.words = l.words[0], l.words[1:]
+	return true
+}
+func (l *lines) Current() string { return l.cur }
+func (l *lines) Err() error      { return l.ctx.Err() }
+func (l *lines) Close() error    { return nil }
+
+func route(name string, first time.Duration) hedgeprobe.Route[string] {
+	return hedgeprobe.Route[string]{
+		Name: name, Provider: "example", Model: "m",
+		Open: func(ctx context.Context) (hedgeprobe.Source[string], error) {
+			return &lines{ctx: ctx, words: strings.Fields("hello from " + name), delay: first}, nil
+		},
+	}
+}
+
+// A primary that is slow to its first chunk is hedged after 20 ms on the
+// second route, which answers first and wins; the primary is cancelled.
+func Example() {
+	classify := func(s string) hedgeprobe.Kind {
+		if s == "" {
+			return hedgeprobe.Keepalive
+		}
+		return hedgeprobe.Content
+	}
+	p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: 20 * time.Millisecond, StallTimeout: time.Second}, classify)
+	if err != nil {
+		panic(err)
+	}
+	s := p.Stream(context.Background(), route("slow", time.Second), route("fast", time.Millisecond))
+	defer s.Close()
+	for s.Next() {
+		fmt.Println(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		fmt.Println("error:", err, hedgeprobe.IsTransient(err))
+	}
+	st := s.Stats()
+	fmt.Println(st.Outcome, st.WinnerRoute, st.Attempts[0].Outcome, st.Attempts[1].Trigger)
+	// Output:
+	// hello
+	// from
+	// fast
+	// ok fast canceled ttft
+}
