@@ -28,9 +28,10 @@ type attempt[T any] struct {
 	// caller's Next. nil with Buffered.
 	handoff chan struct{}
 
-	mu       sync.Mutex
-	src      Source[T]
-	released bool
+	mu        sync.Mutex
+	src       Source[T]
+	released  bool
+	closeOnce sync.Once
 
 	done       bool // outcome decided; events still in flight are discarded
 	outcome    AttemptOutcome
@@ -90,16 +91,17 @@ func (a *attempt[T]) source() Source[T] {
 
 // release cancels the attempt's context and closes its source, exactly
 // once whoever calls it and however often: the reader at its end, the
-// driver at commit, failure or finish, Close, the stall watchdog.
+// driver at commit, failure or finish, Close, the stall watchdog. A call
+// that races the first one waits until the source is closed, so when
+// finish returns every source of the call is closed.
 func (a *attempt[T]) release() {
 	a.mu.Lock()
-	src := a.src
-	first := !a.released
 	a.released = true
+	src := a.src
 	a.mu.Unlock()
 	a.cancel()
-	if first && src != nil {
-		_ = src.Close()
+	if src != nil {
+		a.closeOnce.Do(func() { _ = src.Close() })
 	}
 }
 

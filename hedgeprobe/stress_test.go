@@ -2,9 +2,9 @@ package hedgeprobe
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
