@@ -137,7 +137,7 @@ func Panels() []Panel {
 			}},
 		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
 			Queries: []Query{
-				{quantile("0.95", callDuration, aOutcome), "{{" + aOutcome + "}}"},
+				{quantile("0.95", callDuration, outcome), "{{" + outcome + "}}"},
 			}},
 	}
 }
