@@ -16,6 +16,7 @@ type Prober[T any] struct {
 	classify Classifier[T]
 	opts     options
 	tokens   TokenCount[T]
+	model    func(T) (string, bool)
 	delays   *delayBook
 	budget   budget
 	pushback pushback
@@ -193,6 +194,13 @@ func New[T any](cfg Config, classify Classifier[T], opts ...Option) (*Prober[T],
 			return nil, fmt.Errorf("%w: WithTokenCount of type %T, want %T", ErrInvalidConfig, p.opts.tokenCount, TokenCount[T](nil))
 		}
 		p.tokens = tc
+	}
+	if p.opts.responseModel != nil {
+		f, ok := p.opts.responseModel.(func(T) (string, bool))
+		if !ok {
+			return nil, fmt.Errorf("%w: WithResponseModel of type %T, want %T", ErrInvalidConfig, p.opts.responseModel, f)
+		}
+		p.model = f
 	}
 	p.delays = newDelayBook(p.cfg)
 	p.budget.init(p.cfg.HedgeBudget, p.cfg.HedgeBurst)

@@ -208,6 +208,9 @@ func (s *Stream[T]) nextDirect() bool {
 		return s.endDirect()
 	}
 	a := s.winner
+	if a.rec != nil {
+		s.record(a, k, v, time.Now())
+	}
 	switch k {
 	case Content:
 		a.content++
@@ -215,13 +218,6 @@ func (s *Stream[T]) nextDirect() bool {
 		if s.wd != nil {
 			s.waitFrom.Store(awayMark)
 			s.lastContent = true
-		}
-		if a.rec != nil {
-			a.rec.content(time.Now())
-		}
-	case Keepalive:
-		if a.rec != nil {
-			a.rec.keepalive(time.Now())
 		}
 	case Control:
 		if s.p.tokens != nil {
@@ -231,6 +227,21 @@ func (s *Stream[T]) nextDirect() bool {
 	s.cur = v
 	s.items++
 	return true
+}
+
+// record puts an item's arrival on the attempt's span.
+func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) {
+	switch k {
+	case Content:
+		a.rec.content(at)
+	case Keepalive:
+		a.rec.keepalive(at)
+	}
+	if s.p.model != nil && a.rec.model == "" {
+		if m, ok := s.p.model(v); ok {
+			a.rec.model = m
+		}
+	}
 }
 
 func (s *Stream[T]) countTokens(a *attempt[T], v T) {
@@ -319,12 +330,13 @@ func (s *Stream[T]) begin() bool {
 		return false
 	}
 	s.p.budget.refill()
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, rec := s.p.tel.startCall(s.ctx, s.start, s.routes[0].Model, s.p.cfg.Delivery)
+	ctx, cancel := context.WithCancel(ctx)
 	s.mu.Lock()
 	s.callCtx, s.cancel = ctx, cancel
 	s.mu.Unlock()
+	s.rec = rec
 	s.events = make(chan event[T], 4*s.p.cfg.MaxAttempts)
-	s.rec = s.p.tel.startCall(s)
 	s.phase = phasePre
 	if !s.launch(TriggerPrimary) {
 		s.finish(nil, OutcomeCanceled)
@@ -366,7 +378,11 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 	} else {
 		a.delay = s.p.delays.delay(route.Name, route.Model, now)
 	}
-	a.ctx, a.cancel = context.WithCancel(s.callCtx)
+	ctx := s.callCtx
+	if s.rec != nil {
+		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model}, trigger, a.launch, now)
+	}
+	a.ctx, a.cancel = context.WithCancel(ctx)
 	if s.streaming {
 		a.handoff = make(chan struct{})
 	}
@@ -374,14 +390,14 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 	if s.closed {
 		s.mu.Unlock()
 		a.cancel()
+		if a.rec != nil {
+			a.rec.end(AttemptCanceled, nil, 0, 0, false, now)
+		}
 		return false
 	}
 	s.attempts = append(s.attempts, a)
 	s.wg.Add(1)
 	s.mu.Unlock()
-	if s.rec != nil {
-		a.rec = s.rec.attempt(a.idx, route.Name, route.Provider, route.Model, trigger, a.launch, now)
-	}
 	go s.run(a)
 	if trigger != TriggerPrimary {
 		if s.rec != nil {
@@ -538,6 +554,9 @@ func (s *Stream[T]) handle(ev event[T]) {
 		return
 	}
 	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind})
+	if a.rec != nil {
+		s.record(a, ev.kind, ev.v, s.start.Add(ev.at))
+	}
 	switch ev.kind {
 	case Content:
 		a.content++
@@ -545,13 +564,6 @@ func (s *Stream[T]) handle(ev event[T]) {
 		if a.content == 1 {
 			a.first = ev.at
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
-		}
-		if a.rec != nil {
-			a.rec.content(s.start.Add(ev.at))
-		}
-	case Keepalive:
-		if a.rec != nil {
-			a.rec.keepalive(s.start.Add(ev.at))
 		}
 	case Control:
 		if s.p.tokens != nil {

@@ -1,35 +1,319 @@
 package hedgeprobe
 
-import "time"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
 
-// traceOptions are the telemetry options of a Prober.
-type traceOptions struct{}
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	otelsemconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
 
-// tracing creates spans for a Prober; nil means telemetry is off.
-type tracing struct{}
+	"github.com/streamwatch/streamwatch/semconv"
+)
 
-func newTracing(traceOptions) *tracing { return nil }
+// InstrumentationName is the name of hedgeprobe's tracer.
+const InstrumentationName = "github.com/streamwatch/streamwatch/hedgeprobe"
 
-// callRecorder records one call on its span; nil when not recording.
-type callRecorder struct{}
+// DefaultKeepaliveOffsets is the default cap of keepalive offsets kept per
+// attempt span.
+const DefaultKeepaliveOffsets = 1000
 
-// attemptRecorder records one attempt on its span; nil when not recording.
-type attemptRecorder struct{}
-
-func (t *tracing) startCall(any) *callRecorder { return nil }
-
-func (r *callRecorder) attempt(idx int, route, provider, model string, trig Trigger, offset time.Duration, at time.Time) *attemptRecorder {
-	return nil
+// WithTracerProvider sets the TracerProvider of the call and attempt
+// spans. The default is the global one (otel.GetTracerProvider) at New.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tp = tp }
 }
+
+// WithOperationName sets gen_ai.operation.name, which also names attempt
+// spans ("{operation} {model}"). Default "chat".
+func WithOperationName(name string) Option {
+	return func(o *options) { o.operation = name }
+}
+
+// WithChunkEvents also records one streamwatch.chunk span event per content
+// chunk (and streamwatch.keepalive per keepalive), timestamped at arrival,
+// beside the compact timeline. For debugging short streams: an SDK keeps
+// 128 events per span by default and drops the oldest, and an event costs
+// about a microsecond.
+func WithChunkEvents(on bool) Option {
+	return func(o *options) { o.chunkEvents = on }
+}
+
+// WithKeepaliveOffsets caps streamwatch.keepalive.offsets_us at n entries
+// per attempt span; later keepalives are counted in
+// streamwatch.keepalive.dropped. 0 records no keepalive offsets. Default
+// DefaultKeepaliveOffsets.
+func WithKeepaliveOffsets(n int) Option {
+	return func(o *options) { o.keepaliveCap, o.keepaliveCapSet = max(n, 0), true }
+}
+
+// WithResponseModel tells the Prober how to read the model that answered
+// from an item, for gen_ai.response.model on attempt spans. It is asked
+// about each item of an attempt until it reports ok. Its T must be the
+// Prober's, or New fails.
+func WithResponseModel[T any](f func(T) (model string, ok bool)) Option {
+	return func(o *options) { o.responseModel = f }
+}
+
+// Neither prompt nor completion text is ever recorded: hedgeprobe never
+// looks inside an item except through the classifier, TokenCount and the
+// response-model function, and records only their results.
+
+type traceOptions struct {
+	tp              trace.TracerProvider
+	operation       string
+	chunkEvents     bool
+	keepaliveCap    int
+	keepaliveCapSet bool
+	responseModel   any
+}
+
+// tracing creates the spans of a Prober's calls.
+type tracing struct {
+	tracer      trace.Tracer
+	operation   string
+	opAttr      attribute.KeyValue
+	chunkEvents bool
+	kaCap       int
+}
+
+func newTracing(o traceOptions) *tracing {
+	tp := o.tp
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	t := &tracing{
+		tracer:      tp.Tracer(InstrumentationName, trace.WithSchemaURL(otelsemconv.SchemaURL)),
+		operation:   o.operation,
+		chunkEvents: o.chunkEvents,
+		kaCap:       DefaultKeepaliveOffsets,
+	}
+	if t.operation == "" {
+		t.operation = "chat"
+	}
+	if o.keepaliveCapSet {
+		t.kaCap = o.keepaliveCap
+	}
+	t.opAttr = semconv.GenAIOperationName.String(t.operation)
+	return t
+}
+
+// callRecorder records one call on its span. It is nil when the call span
+// is not recording: then nothing is recorded and nothing allocated per
+// chunk. Only the goroutine driving the Stream uses it.
+type callRecorder struct {
+	t    *tracing
+	span trace.Span
+}
+
+// startCall starts the call span at start and returns the context the
+// attempts derive from (it carries the span even when it is not
+// recording, so the trace context still propagates upstream).
+func (t *tracing) startCall(ctx context.Context, start time.Time, model string, d Delivery) (context.Context, *callRecorder) {
+	ctx, span := t.tracer.Start(ctx, semconv.CallSpanName,
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithTimestamp(start),
+		trace.WithAttributes(t.opAttr, semconv.GenAIRequestModel.String(model), semconv.Delivery.String(d.String())))
+	if !span.IsRecording() {
+		return ctx, nil
+	}
+	return ctx, &callRecorder{t: t, span: span}
+}
+
+// attemptRecorder records one attempt on its own span: the compact
+// timeline in microseconds since the span's start, which is the attempt's
+// launch time taken here with the monotonic clock, so every offset is an
+// exact monotonic difference.
+type attemptRecorder struct {
+	t         *tracing
+	span      trace.Span
+	start     time.Time
+	offsets   []int64
+	kaOffsets []int64
+	kaDropped int
+	model     string // gen_ai.response.model, once known
+}
+
+func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, at time.Time) (context.Context, *attemptRecorder) {
+	ctx, span := r.t.tracer.Start(ctx, r.t.operation+" "+route.model,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithTimestamp(at),
+		trace.WithAttributes(
+			r.t.opAttr,
+			semconv.GenAIProviderName.String(route.provider),
+			semconv.GenAIRequestModel.String(route.model),
+			semconv.GenAIRequestStream.Bool(true),
+			semconv.Route.String(route.name),
+			semconv.AttemptIndex.Int(idx),
+			semconv.AttemptTrigger.String(string(trig)),
+			semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds())/1000),
+		))
+	return ctx, &attemptRecorder{t: r.t, span: span, start: at, offsets: make([]int64, 0, 64)}
+}
+
+// routeNames are the strings of a Route, without its type parameter.
+type routeNames struct{ name, provider, model string }
+
 func (r *callRecorder) hedge(idx int, trig Trigger, route string, delay time.Duration, at time.Time) {
+	r.span.AddEvent(semconv.EventHedge, trace.WithTimestamp(at), trace.WithAttributes(
+		semconv.EventAttemptIndex.Int(idx), semconv.EventTrigger.String(string(trig)),
+		semconv.EventRoute.String(route), semconv.EventDelayMs.Float64(ms(delay))))
 }
+
 func (r *callRecorder) throttled(idx int, trig Trigger, route string, reason ThrottleReason, at time.Time) {
+	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(at), trace.WithAttributes(
+		semconv.EventAttemptIndex.Int(idx), semconv.EventTrigger.String(string(trig)),
+		semconv.EventRoute.String(route), semconv.EventThrottleReason.String(string(reason))))
 }
-func (r *callRecorder) commit(idx int, at time.Time)                                            {}
-func (r *callRecorder) canceled(idx int, at time.Time)                                          {}
-func (r *callRecorder) watchdog(kind TimeoutKind, timeout time.Duration, idx int, at time.Time) {}
-func (r *callRecorder) end(st Stats, err error, at time.Time)                                   {}
-func (a *attemptRecorder) content(at time.Time)                                                 {}
-func (a *attemptRecorder) keepalive(at time.Time)                                               {}
+
+func (r *callRecorder) commit(idx int, at time.Time) {
+	r.span.AddEvent(semconv.EventCommit, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
+}
+
+func (r *callRecorder) canceled(idx int, at time.Time) {
+	r.span.AddEvent(semconv.EventAttemptCanceled, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
+}
+
+func (r *callRecorder) watchdog(kind TimeoutKind, timeout time.Duration, idx int, at time.Time) {
+	r.span.AddEvent(semconv.EventWatchdog, trace.WithTimestamp(at), trace.WithAttributes(
+		semconv.EventWatchdogKind.String(string(kind)), semconv.EventTimeoutMs.Float64(ms(timeout)),
+		semconv.EventAttemptIndex.Int(idx)))
+}
+
+// end ends the call span with the call's figures.
+func (r *callRecorder) end(st Stats, err error, at time.Time) {
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs,
+		semconv.Attempts.Int(len(st.Attempts)),
+		semconv.Outcome.String(string(st.Outcome)),
+		semconv.Truncated.Bool(st.Outcome != OutcomeOK && st.ChunksDelivered > 0),
+		semconv.HedgesThrottled.Int(st.HedgesThrottled))
+	if st.Winner >= 0 {
+		attrs = append(attrs, semconv.WinnerIndex.Int(st.Winner), semconv.WinnerRoute.String(st.WinnerRoute))
+	}
+	if st.ChunksDelivered > 0 {
+		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(st.TimeToFirstChunk.Seconds()))
+	}
+	if st.Outcome != OutcomeOK {
+		et := errorType(err)
+		if err == nil || st.Outcome == OutcomeCanceled && et == "canceled" {
+			et = string(st.Outcome)
+		}
+		attrs = append(attrs, semconv.ErrorType.String(et))
+		desc := string(st.Outcome)
+		if err != nil {
+			desc = err.Error()
+		}
+		r.span.SetStatus(codes.Error, desc)
+	}
+	r.span.SetAttributes(attrs...)
+	r.span.End(trace.WithTimestamp(at))
+}
+
+// content records a content chunk that arrived at at.
+func (a *attemptRecorder) content(at time.Time) {
+	if len(a.offsets) == cap(a.offsets) {
+		// Double by hand: append grows large slices by 1.25×, which
+		// costs about 40 B per chunk in copies; doubling costs at most 16.
+		grown := make([]int64, len(a.offsets), 2*cap(a.offsets))
+		copy(grown, a.offsets)
+		a.offsets = grown
+	}
+	a.offsets = append(a.offsets, at.Sub(a.start).Microseconds())
+	if a.t.chunkEvents {
+		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(at))
+	}
+}
+
+// keepalive records a keepalive that arrived at at, up to the cap.
+func (a *attemptRecorder) keepalive(at time.Time) {
+	if len(a.kaOffsets) < a.t.kaCap {
+		a.kaOffsets = append(a.kaOffsets, at.Sub(a.start).Microseconds())
+	} else {
+		a.kaDropped++
+	}
+	if a.t.chunkEvents {
+		a.span.AddEvent(semconv.EventKeepalive, trace.WithTimestamp(at))
+	}
+}
+
+// end ends the attempt span.
 func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, tokens int64, hasTokens bool, at time.Time) {
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs,
+		semconv.AttemptOutcome.String(string(o)),
+		semconv.ChunkCount.Int64(chunks),
+		semconv.ChunkOffsetsUs.Int64Slice(a.offsets))
+	if len(a.kaOffsets) > 0 {
+		attrs = append(attrs, semconv.KeepaliveOffsetsUs.Int64Slice(a.kaOffsets))
+	}
+	if a.kaDropped > 0 {
+		attrs = append(attrs, semconv.KeepalivesDropped.Int(a.kaDropped))
+	}
+	if hasTokens {
+		attrs = append(attrs, semconv.GenAIUsageOutputTokens.Int64(tokens))
+	}
+	if a.model != "" {
+		attrs = append(attrs, semconv.GenAIResponseModel.String(a.model))
+	}
+	if o == AttemptFailed {
+		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))
+		desc := "failed"
+		if err != nil {
+			desc = err.Error()
+		}
+		a.span.SetStatus(codes.Error, desc)
+	}
+	a.span.SetAttributes(attrs...)
+	a.span.End(trace.WithTimestamp(at))
+	a.offsets, a.kaOffsets = nil, nil
 }
+
+// errorType returns a low-cardinality error.type for err: the watchdog
+// kind, "canceled", "deadline_exceeded", "classifier_panic", the value of
+// an ErrorType() string method anywhere in the chain (adapters can report
+// "429" or "rate_limit"), else the Go type of the outermost error that is
+// not a plain fmt.Errorf wrapper.
+func errorType(err error) string {
+	if err == nil {
+		return "_OTHER"
+	}
+	if te, ok := errors.AsType[*TimeoutError](err); ok {
+		return string(te.Kind) + "_timeout"
+	}
+	if et, ok := errors.AsType[errorTyper](err); ok {
+		if s := et.ErrorType(); s != "" {
+			return s
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, ErrClassifierPanic):
+		return "classifier_panic"
+	case errors.Is(err, ErrOpenPanic):
+		return "open_panic"
+	}
+	for {
+		t := fmt.Sprintf("%T", err)
+		u := errors.Unwrap(err)
+		if t != "*fmt.wrapError" || u == nil {
+			return t
+		}
+		err = u
+	}
+}
+
+// errorTyper is an error that names its own error.type.
+type errorTyper interface {
+	error
+	ErrorType() string
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
