@@ -34,7 +34,13 @@ type UpstreamError struct {
 	RetryAfterHint time.Duration
 	// Body is the raw error body or payload, cut at 4 KiB.
 	Body []byte
+	// Cause is the SDK's own error when an adapter built this one (an
+	// *openai.Error, say), so errors.As still finds it; nil otherwise.
+	Cause error
 }
+
+// Unwrap returns Cause.
+func (e *UpstreamError) Unwrap() error { return e.Cause }
 
 // Error returns the provider, status and message.
 func (e *UpstreamError) Error() string {
@@ -135,6 +141,32 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 
 // Transient is false: the same upstream will answer the same way.
 func (e *ProtocolError) Transient() bool { return false }
+
+// HTTPError builds the *UpstreamError of an SDK error that carries an HTTP
+// status and, when known, the response headers (for Retry-After) and the
+// error object's fields. A 2xx status means an error payload inside a
+// stream. cause is kept for errors.As.
+func HTTPError(provider string, status int, header http.Header, typ, code, message string, cause error) *UpstreamError {
+	e := &UpstreamError{
+		Provider: provider, StatusCode: status, Type: typ, Code: code, Message: message, Cause: cause,
+	}
+	if status >= 200 && status <= 299 {
+		e.StatusCode, e.MidStream = 0, true
+	}
+	if header != nil {
+		e.RetryAfterHint = ParseRetryAfter(header, time.Now())
+	}
+	return e
+}
+
+// PayloadError builds the *UpstreamError of an error payload received
+// mid-stream, from its JSON ({"error": {…}} or Anthropic's
+// {"type":"error","error":{…}}). cause is kept for errors.As.
+func PayloadError(provider string, data []byte, cause error) *UpstreamError {
+	e := payloadError(provider, data)
+	e.Cause = cause
+	return e
+}
 
 // ResponseError reads the body of a non-2xx response (at most 64 KiB) and
 // returns it as an *UpstreamError, with the error object's type, code and

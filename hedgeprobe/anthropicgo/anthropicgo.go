@@ -1,0 +1,171 @@
+package anthropicgo
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// Event is the item type of an anthropic-sdk-go Messages stream.
+type Event = anthropic.MessageStreamEventUnion
+
+// Classify is the hedgeprobe.Classifier of anthropic-sdk-go events, with
+// the rules of sse.ClassifyAnthropic: content_block_delta with a non-empty
+// text_delta, thinking_delta or input_json_delta, or a citations_delta, is
+// Content, and so is a content_block_start opening a named tool_use block
+// or carrying text; an empty delta or an event without a type (a tapped
+// keepalive; the SDK itself drops ping) is Keepalive; every other event is
+// Control.
+func Classify(e Event) hedgeprobe.Kind {
+	switch e.Type {
+	case "", "ping":
+		return hedgeprobe.Keepalive
+	case "content_block_delta":
+		d := &e.Delta
+		switch d.Type {
+		case "text_delta":
+			return contentIf(d.Text != "")
+		case "thinking_delta":
+			return contentIf(d.Thinking != "")
+		case "input_json_delta":
+			return contentIf(d.PartialJSON != "")
+		case "citations_delta":
+			return hedgeprobe.Content
+		}
+		return hedgeprobe.Control
+	case "content_block_start":
+		b := &e.ContentBlock
+		if b.Text != "" || b.Thinking != "" || (b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use")) {
+			return hedgeprobe.Content
+		}
+	}
+	return hedgeprobe.Control
+}
+
+func contentIf(ok bool) hedgeprobe.Kind {
+	if ok {
+		return hedgeprobe.Content
+	}
+	return hedgeprobe.Keepalive
+}
+
+// Tokens is the hedgeprobe.TokenCount of anthropic-sdk-go events:
+// usage.output_tokens of message_delta.
+func Tokens(e Event) (int64, bool) {
+	if e.Type != "message_delta" || !e.JSON.Usage.Valid() {
+		return 0, false
+	}
+	return e.Usage.OutputTokens, true
+}
+
+// RouteOptions configures Route.
+type RouteOptions struct {
+	// Provider is the gen_ai.provider.name; default "anthropic".
+	Provider string
+	// RequestOptions are passed to every NewStreaming call, after the
+	// client's own.
+	RequestOptions []option.RequestOption
+	// TapKeepalives yields an empty event (Keepalive) for each ping or
+	// comment the client's sse.Tap saw, so hedgeprobe times the pings the
+	// SDK drops. It needs the client built with
+	// option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}).
+	TapKeepalives bool
+}
+
+// Route returns a hedgeprobe route named name that streams params with
+// client. Each attempt calls client.Messages.NewStreaming with the
+// attempt's context; its stream (a hedgeprobe.Source as it is) is wrapped
+// only to type its errors for hedging (MapError) and to turn a stream that
+// ends without message_stop into an error (the SDK reports a body cut
+// short as a clean end).
+//
+// Build client with option.WithMaxRetries(0): under hedging a retry is
+// another attempt, which hedgeprobe launches and budgets itself.
+func Route(name string, client anthropic.Client, params anthropic.MessageNewParams, o RouteOptions) hedgeprobe.Route[Event] {
+	if o.Provider == "" {
+		o.Provider = "anthropic"
+	}
+	open := func(ctx context.Context) (hedgeprobe.Source[Event], error) {
+		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
+		return &source{Stream: s, provider: o.Provider, ctx: ctx}, nil
+	}
+	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
+	if o.TapKeepalives {
+		r.Open = func(ctx context.Context) (hedgeprobe.Source[Event], error) {
+			return sse.Keepalives(ctx, open, func(sse.Event) Event { return Event{} })
+		}
+	}
+	return r
+}
+
+// source is the SDK stream with typed errors and the message_stop check.
+type source struct {
+	*ssestream.Stream[Event]
+	provider string
+	ctx      context.Context
+	stopped  bool
+	items    int
+	err      error
+	ended    bool
+}
+
+func (s *source) Next() bool {
+	if s.ended {
+		return false
+	}
+	if !s.Stream.Next() {
+		s.ended = true
+		err := s.Stream.Err()
+		switch {
+		case err == nil && s.stopped:
+		case err == nil:
+			s.err = &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
+		default:
+			s.err = MapError(s.ctx, s.provider, err)
+			var ce *sse.ConnectionError
+			if errors.As(s.err, &ce) {
+				ce.Connected, ce.Events = s.items > 0, s.items
+			}
+		}
+		_ = s.Stream.Close()
+		return false
+	}
+	s.items++
+	if s.Stream.Current().Type == "message_stop" {
+		s.stopped = true
+	}
+	return true
+}
+
+func (s *source) Err() error { return s.err }
+
+// MapError types an anthropic-sdk-go error for hedging: an
+// *anthropic.Error becomes an *sse.UpstreamError (status, type, message,
+// Retry-After; an "event: error" mid-stream has MidStream set), the
+// context's own error stays as it is, and anything else is an
+// *sse.ConnectionError. The result unwraps to err.
+func MapError(ctx context.Context, provider string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) {
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		return sse.HTTPError(provider, apiErr.StatusCode, h, string(apiErr.Type()), "", apiErr.Message, err)
+	}
+	return &sse.ConnectionError{Provider: provider, Err: err}
+}

@@ -1,0 +1,36 @@
+// Package anthropicgo adapts github.com/anthropics/anthropic-sdk-go/v2 to
+// hedgeprobe.
+//
+// The SDK's ssestream.Stream is a hedgeprobe.Source as it is; this package
+// adds the classifier of its event union (Classify), the token count
+// (Tokens) and a Route that opens one NewStreaming call per attempt and
+// types its errors for hedging (MapError).
+//
+//	client := anthropic.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
+//	params := anthropic.MessageNewParams{
+//		Model:     anthropic.ModelClaudeSonnet4_5,
+//		MaxTokens: 1024,
+//		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello"))},
+//	}
+//	p, _ := hedgeprobe.New(cfg, anthropicgo.Classify, hedgeprobe.WithTokenCount(anthropicgo.Tokens))
+//	stream := p.Stream(ctx,
+//		anthropicgo.Route("anthropic", client, params, anthropicgo.RouteOptions{}),
+//		anthropicgo.Route("backup", backup, params, anthropicgo.RouteOptions{}))
+//	defer stream.Close()
+//	for stream.Next() { // the usual anthropic-sdk-go loop
+//		event := stream.Current()
+//		if event.Type == "content_block_delta" {
+//			fmt.Print(event.Delta.Text)
+//		}
+//	}
+//	if err := stream.Err(); err != nil { … }
+//
+// Set the SDK's own retries to 0 (option.WithMaxRetries(0)) under
+// hedging: a retry inside the SDK is an unbudgeted, untraced attempt that
+// hides the failure hedgeprobe would have hedged.
+//
+// The SDK drops "event: ping". To time pings, build the client with
+// option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set
+// RouteOptions.TapKeepalives: each ping then comes out as an event with an
+// empty Type, which Classify calls Keepalive.
+package anthropicgo

@@ -1,0 +1,32 @@
+// Package goopenai adapts github.com/sashabaranov/go-openai to hedgeprobe.
+//
+// go-openai streams with Recv and io.EOF; Source turns a
+// *openai.ChatCompletionStream into a hedgeprobe.Source, Route opens one
+// per attempt, Classify and Tokens read its chunks, and Receiver turns the
+// hedged stream back into the Recv shape, so the caller's loop does not
+// change:
+//
+//	client := openai.NewClient(key)
+//	req := openai.ChatCompletionRequest{
+//		Model:    openai.GPT4oMini,
+//		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
+//	}
+//	p, _ := hedgeprobe.New(cfg, goopenai.Classify, hedgeprobe.WithTokenCount(goopenai.Tokens))
+//	stream := goopenai.NewReceiver(p.Stream(ctx,
+//		goopenai.Route("openai", client, req, goopenai.RouteOptions{}),
+//		goopenai.Route("backup", backup, req, goopenai.RouteOptions{})))
+//	defer stream.Close()
+//	for { // the usual go-openai loop
+//		resp, err := stream.Recv()
+//		if errors.Is(err, io.EOF) {
+//			break
+//		}
+//		if err != nil { … }
+//		if len(resp.Choices) > 0 { // the usage chunk has none
+//			fmt.Print(resp.Choices[0].Delta.Content)
+//		}
+//	}
+//
+// go-openai has no retries of its own to turn off. Its errors carry no
+// response headers, so Retry-After does not reach hedgeprobe's pushback.
+package goopenai

@@ -1,0 +1,237 @@
+package goopenai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// Chunk is the item type of a go-openai chat-completions stream.
+type Chunk = openai.ChatCompletionStreamResponse
+
+// Classify is the hedgeprobe.Classifier of go-openai chunks, with the
+// rules of sse.ClassifyOpenAI: non-empty content, reasoning_content,
+// refusal, or a tool-call (or function-call) name or arguments fragment is
+// Content; a role, a finish reason or usage is Control; anything else — an
+// empty chunk, such as a tapped keepalive — is Keepalive.
+func Classify(c Chunk) hedgeprobe.Kind {
+	kind := hedgeprobe.Keepalive
+	if c.Usage != nil {
+		kind = hedgeprobe.Control
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		d := &ch.Delta
+		if d.Content != "" || d.ReasoningContent != "" || d.Refusal != "" {
+			return hedgeprobe.Content
+		}
+		for _, tc := range d.ToolCalls {
+			if tc.Function.Name != "" || tc.Function.Arguments != "" {
+				return hedgeprobe.Content
+			}
+		}
+		if d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "") {
+			return hedgeprobe.Content
+		}
+		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
+			kind = hedgeprobe.Control
+		}
+	}
+	return kind
+}
+
+// Tokens is the hedgeprobe.TokenCount of go-openai chunks:
+// usage.completion_tokens of the usage chunk.
+func Tokens(c Chunk) (int64, bool) {
+	if c.Usage == nil {
+		return 0, false
+	}
+	return int64(c.Usage.CompletionTokens), true
+}
+
+// Source wraps a go-openai stream as a hedgeprobe.Source: Next calls Recv,
+// io.EOF after a finish_reason is the clean end, and errors are typed for
+// hedging (MapError). go-openai reports a body cut before [DONE] as io.EOF;
+// without a finish_reason Source reports it as an *sse.ConnectionError
+// wrapping io.ErrUnexpectedEOF. Close closes the stream and calls cancel
+// (when not nil), which must cancel the stream's request context, so that a
+// Recv blocked on a silent upstream returns.
+//
+// A Source is not safe for concurrent use, except that Close may be called
+// while Next blocks.
+type Source struct {
+	stream   *openai.ChatCompletionStream
+	ctx      context.Context
+	cancel   context.CancelFunc
+	provider string
+
+	cur      Chunk
+	err      error
+	done     bool
+	finished bool
+	items    int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewSource wraps stream, opened with ctx.
+func NewSource(ctx context.Context, provider string, stream *openai.ChatCompletionStream, cancel context.CancelFunc) *Source {
+	if provider == "" {
+		provider = "openai"
+	}
+	return &Source{stream: stream, ctx: ctx, cancel: cancel, provider: provider}
+}
+
+// Next receives the next chunk.
+func (s *Source) Next() bool {
+	if s.done {
+		return false
+	}
+	c, err := s.stream.Recv()
+	if err != nil {
+		s.done = true
+		switch {
+		case errors.Is(err, io.EOF) && s.finished:
+		case errors.Is(err, io.EOF):
+			s.err = &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
+		default:
+			s.err = MapError(s.ctx, s.provider, err)
+			var ce *sse.ConnectionError
+			if errors.As(s.err, &ce) {
+				ce.Connected, ce.Events = true, s.items
+			}
+		}
+		_ = s.Close()
+		return false
+	}
+	s.items++
+	for _, ch := range c.Choices {
+		if ch.FinishReason != "" {
+			s.finished = true
+		}
+	}
+	s.cur = c
+	return true
+}
+
+// Current returns the current chunk.
+func (s *Source) Current() Chunk { return s.cur }
+
+// Err returns the error that ended the stream; nil after [DONE].
+func (s *Source) Err() error { return s.err }
+
+// Close cancels the request and closes the stream; it is idempotent.
+func (s *Source) Close() error {
+	s.closeOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.closeErr = s.stream.Close()
+	})
+	return s.closeErr
+}
+
+// RouteOptions configures Route.
+type RouteOptions struct {
+	// Provider is the gen_ai.provider.name; default "openai".
+	Provider string
+	// TapKeepalives yields an empty chunk (Keepalive) for each comment the
+	// client's sse.Tap saw, so hedgeprobe times keepalives go-openai drops.
+	// It needs the client's HTTPClient built with &sse.Tap{} as transport.
+	TapKeepalives bool
+}
+
+// Route returns a hedgeprobe route named name that streams req with
+// client: each attempt calls CreateChatCompletionStream under its own
+// context and wraps the stream in a Source. It sets
+// stream_options.include_usage unless req sets StreamOptions.
+//
+// go-openai has no retries of its own; its errors carry no headers, so a
+// 429 from it reaches hedgeprobe without its Retry-After.
+func Route(name string, client *openai.Client, req openai.ChatCompletionRequest, o RouteOptions) hedgeprobe.Route[Chunk] {
+	if o.Provider == "" {
+		o.Provider = "openai"
+	}
+	if req.StreamOptions == nil {
+		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	open := func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+		ctx, cancel := context.WithCancel(ctx)
+		stream, err := client.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			cancel()
+			return nil, MapError(ctx, o.Provider, err)
+		}
+		return NewSource(ctx, o.Provider, stream, cancel), nil
+	}
+	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open}
+	if o.TapKeepalives {
+		r.Open = func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+			return sse.Keepalives(ctx, open, func(sse.Event) Chunk { return Chunk{} })
+		}
+	}
+	return r
+}
+
+// MapError types a go-openai error for hedging: an *openai.APIError or
+// *openai.RequestError with an HTTP status becomes an *sse.UpstreamError,
+// an error payload mid-stream (status 0) an *sse.UpstreamError with
+// MidStream set, the context's own error stays as it is, and anything else
+// is an *sse.ConnectionError. The result unwraps to err.
+func MapError(ctx context.Context, provider string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var apiErr *openai.APIError
+	if errors.As(err, &apiErr) {
+		status := apiErr.HTTPStatusCode
+		if status == 0 {
+			status = 200 // an error payload inside the stream
+		}
+		code := ""
+		if apiErr.Code != nil {
+			code = fmt.Sprint(apiErr.Code)
+		}
+		return sse.HTTPError(provider, status, nil, apiErr.Type, code, apiErr.Message, err)
+	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
+		return sse.HTTPError(provider, reqErr.HTTPStatusCode, nil, "", "", string(reqErr.Body), err)
+	}
+	return &sse.ConnectionError{Provider: provider, Err: err}
+}
+
+// Receiver gives a hedgeprobe stream of go-openai chunks the shape of
+// *openai.ChatCompletionStream, so the caller's Recv loop stays as it was:
+// Recv returns io.EOF at the clean end and the stream's error otherwise.
+type Receiver struct {
+	src hedgeprobe.Source[Chunk]
+}
+
+// NewReceiver wraps src, typically a *hedgeprobe.Stream.
+func NewReceiver(src hedgeprobe.Source[Chunk]) *Receiver { return &Receiver{src: src} }
+
+// Recv returns the next chunk, or io.EOF at the clean end.
+func (r *Receiver) Recv() (Chunk, error) {
+	if r.src.Next() {
+		return r.src.Current(), nil
+	}
+	if err := r.src.Err(); err != nil {
+		return Chunk{}, err
+	}
+	return Chunk{}, io.EOF
+}
+
+// Close closes the stream.
+func (r *Receiver) Close() error { return r.src.Close() }

@@ -1,0 +1,185 @@
+package openaigo
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// Chunk is the item type of an openai-go chat-completions stream.
+type Chunk = openai.ChatCompletionChunk
+
+// Classify is the hedgeprobe.Classifier of openai-go chunks, with the rules
+// of sse.ClassifyOpenAI: non-empty content, reasoning_content / reasoning
+// (read from the delta's extra fields), refusal, or a tool-call (or
+// function-call) name or arguments fragment is Content; a role, a finish
+// reason or usage is Control; anything else — an empty chunk, such as a
+// tapped keepalive — is Keepalive.
+func Classify(c Chunk) hedgeprobe.Kind {
+	kind := hedgeprobe.Keepalive
+	if c.JSON.Usage.Valid() {
+		kind = hedgeprobe.Control
+	}
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		d := &ch.Delta
+		if d.Content != "" || d.Refusal != "" || extraText(d.JSON.ExtraFields["reasoning_content"].Raw()) || extraText(d.JSON.ExtraFields["reasoning"].Raw()) {
+			return hedgeprobe.Content
+		}
+		for _, tc := range d.ToolCalls {
+			if tc.Function.Name != "" || tc.Function.Arguments != "" {
+				return hedgeprobe.Content
+			}
+		}
+		if d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
+			return hedgeprobe.Content
+		}
+		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
+			kind = hedgeprobe.Control
+		}
+	}
+	return kind
+}
+
+// extraText reports whether raw JSON is a non-empty string.
+func extraText(raw string) bool {
+	return len(raw) > 2 && raw[0] == '"'
+}
+
+// Tokens is the hedgeprobe.TokenCount of openai-go chunks:
+// usage.completion_tokens of the usage chunk (the request needs
+// stream_options.include_usage).
+func Tokens(c Chunk) (int64, bool) {
+	if !c.JSON.Usage.Valid() {
+		return 0, false
+	}
+	return c.Usage.CompletionTokens, true
+}
+
+// RouteOptions configures Route.
+type RouteOptions struct {
+	// Provider is the gen_ai.provider.name; default "openai".
+	Provider string
+	// RequestOptions are passed to every NewStreaming call, after the
+	// client's own (option.WithHeader, option.WithBaseURL…).
+	RequestOptions []option.RequestOption
+	// TapKeepalives yields an empty chunk (Keepalive) for each comment the
+	// client's sse.Tap saw, so hedgeprobe times keepalives the SDK drops.
+	// It needs the client built with
+	// option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}).
+	TapKeepalives bool
+}
+
+// Route returns a hedgeprobe route named name that streams params with
+// client. Each attempt calls client.Chat.Completions.NewStreaming with the
+// attempt's context; its stream (an ssestream.Stream, a hedgeprobe.Source
+// as it is) is wrapped only to type its errors for hedging — HTTP errors
+// and error payloads become *sse.UpstreamError (with Retry-After), broken
+// connections *sse.ConnectionError, each unwrapping to the SDK's error —
+// and to turn a stream that ends without a finish_reason into an error
+// (openai-go reports a body cut before [DONE] as a clean end).
+//
+// Build client with option.WithMaxRetries(0): under hedging a retry is
+// another attempt, which hedgeprobe launches and budgets itself.
+func Route(name string, client openai.Client, params openai.ChatCompletionNewParams, o RouteOptions) hedgeprobe.Route[Chunk] {
+	if o.Provider == "" {
+		o.Provider = "openai"
+	}
+	if !params.StreamOptions.IncludeUsage.Valid() {
+		params.StreamOptions.IncludeUsage = openai.Bool(true)
+	}
+	open := func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+		s := client.Chat.Completions.NewStreaming(ctx, params, o.RequestOptions...)
+		return &source{Stream: s, provider: o.Provider, ctx: ctx}, nil
+	}
+	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
+	if o.TapKeepalives {
+		r.Open = func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+			return sse.Keepalives(ctx, open, func(sse.Event) Chunk { return Chunk{} })
+		}
+	}
+	return r
+}
+
+// source is the SDK stream with typed errors and the finish check.
+type source struct {
+	*ssestream.Stream[Chunk]
+	provider string
+	ctx      context.Context
+	finished bool // a choice carried a finish_reason
+	items    int
+	err      error
+	ended    bool
+}
+
+func (s *source) Next() bool {
+	if !s.Stream.Next() {
+		if !s.ended {
+			s.ended = true
+			s.err = s.mapErr(s.Stream.Err())
+		}
+		return false
+	}
+	s.items++
+	for _, ch := range s.Stream.Current().Choices {
+		if ch.FinishReason != "" {
+			s.finished = true
+		}
+	}
+	return true
+}
+
+func (s *source) Err() error { return s.err }
+
+func (s *source) mapErr(err error) error {
+	if err == nil {
+		if s.finished {
+			return nil
+		}
+		return &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
+	}
+	err = MapError(s.ctx, s.provider, err)
+	var ce *sse.ConnectionError
+	if errors.As(err, &ce) {
+		ce.Connected, ce.Events = s.items > 0, s.items
+	}
+	return err
+}
+
+// MapError types an openai-go error for hedging: an *openai.Error becomes
+// an *sse.UpstreamError (status, type, code, message, Retry-After), an
+// error payload mid-stream an *sse.UpstreamError with MidStream set, the
+// context's own error stays as it is, and anything else is an
+// *sse.ConnectionError. The result unwraps to err.
+func MapError(ctx context.Context, provider string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		return err
+	}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		return sse.HTTPError(provider, apiErr.StatusCode, h, apiErr.Type, apiErr.Code, apiErr.Message, err)
+	}
+	var se *ssestream.StreamError
+	if errors.As(err, &se) {
+		return sse.PayloadError(provider, se.Event.Data, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &sse.ConnectionError{Provider: provider, Err: err}
+}

@@ -1,0 +1,147 @@
+package sse
+
+import (
+	"context"
+	"sync"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// Keepalives opens a stream with open under a context that a Tap reports
+// to (WithKeepaliveFunc), and returns a Source that yields the stream's
+// items and, between them, an item made by mk for each keepalive the Tap
+// saw on the stream's request — so that hedgeprobe times the comments and
+// pings an SDK decoder drops. mk must return an item the route's classifier
+// calls Keepalive (an empty chunk).
+//
+// The SDK's Next runs on a goroutine of its own; Close cancels the
+// context, closes the stream and waits for that goroutine. Keepalives that
+// arrive faster than the caller reads are dropped past a buffer of 64.
+// Without a Tap in the SDK client's transport, the Source yields the
+// stream's items only.
+func Keepalives[T any](ctx context.Context, open func(context.Context) (hedgeprobe.Source[T], error), mk func(Event) T) (hedgeprobe.Source[T], error) {
+	ctx, cancel := context.WithCancel(ctx)
+	k := &keepaliveSource[T]{
+		kas:    make(chan Event, 64),
+		items:  make(chan pumped[T]),
+		want:   make(chan struct{}),
+		stop:   make(chan struct{}),
+		cancel: cancel,
+		mk:     mk,
+	}
+	src, err := open(WithKeepaliveFunc(ctx, func(ev Event) {
+		select {
+		case k.kas <- ev:
+		default:
+		}
+	}))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	k.src = src
+	k.wg.Add(1)
+	go k.pump()
+	return k, nil
+}
+
+type pumped[T any] struct {
+	v  T
+	ok bool
+}
+
+// keepaliveSource hands Next calls to the pump goroutine, which alone
+// touches src (except Close, which the Source contract allows).
+type keepaliveSource[T any] struct {
+	src    hedgeprobe.Source[T]
+	kas    chan Event
+	items  chan pumped[T]
+	want   chan struct{}
+	stop   chan struct{}
+	cancel context.CancelFunc
+	mk     func(Event) T
+	wg     sync.WaitGroup
+
+	pending bool // a want was sent and its item not yet received
+	done    bool
+	cur     T
+	err     error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func (k *keepaliveSource[T]) pump() {
+	defer k.wg.Done()
+	for {
+		select {
+		case <-k.want:
+		case <-k.stop:
+			return
+		}
+		ok := k.src.Next()
+		var p pumped[T]
+		if ok {
+			p = pumped[T]{v: k.src.Current(), ok: true}
+		}
+		select {
+		case k.items <- p:
+		case <-k.stop:
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// Next yields the next stream item or tapped keepalive.
+func (k *keepaliveSource[T]) Next() bool {
+	if k.done {
+		return false
+	}
+	if !k.pending {
+		select {
+		case k.want <- struct{}{}:
+			k.pending = true
+		case <-k.stop:
+			k.done = true
+			return false
+		}
+	}
+	select {
+	case ev := <-k.kas:
+		k.cur = k.mk(ev)
+		return true
+	case p := <-k.items:
+		k.pending = false
+		if !p.ok {
+			// The pump has returned: src is no longer read.
+			k.done = true
+			k.err = k.src.Err()
+			return false
+		}
+		k.cur = p.v
+		return true
+	case <-k.stop:
+		k.done = true
+		return false
+	}
+}
+
+// Current returns the current item.
+func (k *keepaliveSource[T]) Current() T { return k.cur }
+
+// Err returns the stream's error once Next has returned false.
+func (k *keepaliveSource[T]) Err() error { return k.err }
+
+// Close cancels the request, closes the stream and waits for the pump.
+func (k *keepaliveSource[T]) Close() error {
+	k.closeOnce.Do(func() {
+		close(k.stop)
+		k.cancel()
+		k.closeErr = k.src.Close()
+		k.wg.Wait()
+	})
+	return k.closeErr
+}
