@@ -6,8 +6,9 @@
 // without keepalives, a mid-stream error payload, a disconnect without the
 // terminal event, an HTTP status with Retry-After.
 //
-// A request picks its profile with the X-Fakellm-Profile header (else the
-// file's default). Options.Scale multiplies every scripted duration, so a
+// A request picks its profile with the X-Fakellm-Profile header, or with a
+// path prefix /p/NAME (a base URL of http://host/p/NAME/v1), else the
+// file's default. Options.Scale multiplies every scripted duration, so a
 // test runs a 30 s silence in 30 ms at 0.001; Options.Seed makes the random
 // draws repeat.
 //

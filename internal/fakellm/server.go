@@ -15,7 +15,9 @@ import (
 	"time"
 )
 
-// ProfileHeader selects the profile of one request.
+// ProfileHeader selects the profile of one request. A path prefix
+// /p/NAME (a base URL of http://host/p/NAME/v1) selects profile NAME and
+// wins over the header.
 const ProfileHeader = "X-Fakellm-Profile"
 
 // SeedHeader, when set to an unsigned integer, seeds the request's random
@@ -66,8 +68,15 @@ func New(o Options) (*Server, error) {
 
 // ServeHTTP routes the two endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path, profile := r.URL.Path, r.Header.Get(ProfileHeader)
+	if rest, ok := strings.CutPrefix(path, "/p/"); ok {
+		// A base URL of http://host/p/NAME/v1 picks profile NAME, for
+		// clients that cannot set a header per route.
+		name, tail, _ := strings.Cut(rest, "/")
+		profile, path = name, "/"+tail
+	}
 	var d dialect
-	switch strings.TrimSuffix(r.URL.Path, "/") {
+	switch strings.TrimSuffix(path, "/") {
 	case "/v1/chat/completions", "/chat/completions":
 		d = openaiDialect{}
 	case "/v1/messages":
@@ -82,7 +91,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &record{profile: r.Header.Get(ProfileHeader), status: http.StatusOK}
+	rec := &record{profile: profile, status: http.StatusOK}
 	if rec.profile == "" {
 		rec.profile = s.cfg.Default
 	}

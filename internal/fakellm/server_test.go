@@ -233,6 +233,12 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
+	// The path prefix picks the profile too.
+	resp := post(t, ts.URL+"/p/ratelimit/v1/chat/completions", "steady", `{"stream":true}`)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("/p/ratelimit: status %d", resp.StatusCode)
+	}
 	resp, err := http.Get(ts.URL + "/v1/messages")
 	if err != nil {
 		t.Fatal(err)
