@@ -1,0 +1,188 @@
+package sse_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
+)
+
+// The end-to-end tests run hedgeprobe over the raw-SSE routes against
+// fakellm on 127.0.0.1, in real time at a time scale of 0.01: the
+// profiles' 300 ms TTFT is 3 ms, their 30 s silence 300 ms with a
+// keepalive every 10 ms.
+const scale = 0.01
+
+func client(t *testing.T) *http.Client {
+	tr := sse.NewTransport(sse.TransportOptions{})
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func openaiRoute(t *testing.T, base, profile string) hedgeprobe.Route[sse.ChatChunk] {
+	return sse.OpenAIRoute(profile, sse.OpenAIRequest{
+		BaseURL:  base + "/p/" + profile + "/v1",
+		APIKey:   "test",
+		Model:    "fake-model",
+		Messages: []sse.Message{{Role: "user", Content: "hi"}},
+		Client:   client(t),
+	})
+}
+
+type result struct {
+	content, keepalive int
+	err                error
+	stats              hedgeprobe.Stats
+}
+
+func run[T any](t *testing.T, p *hedgeprobe.Prober[T], classify hedgeprobe.Classifier[T], routes ...hedgeprobe.Route[T]) result {
+	t.Helper()
+	s := p.Stream(t.Context(), routes...)
+	defer s.Close()
+	var r result
+	for s.Next() {
+		switch classify(s.Current()) {
+		case hedgeprobe.Content:
+			r.content++
+		case hedgeprobe.Keepalive:
+			r.keepalive++
+		}
+	}
+	r.err = s.Err()
+	_ = s.Close()
+	r.stats = s.Stats()
+	return r
+}
+
+func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[sse.ChatChunk] {
+	t.Helper()
+	p, err := hedgeprobe.New(cfg, sse.ClassifyOpenAI, hedgeprobe.WithTokenCount(sse.OpenAITokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestE2EKeepalivesDoNotResetStallWatchdog: the stall profile sends a
+// keepalive every 10 ms through a 300 ms silence after chunk 5; with a
+// 100 ms stall timeout the call must fail there, keepalives notwithstanding.
+func TestE2EKeepalivesDoNotResetStallWatchdog(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"))
+	var te *hedgeprobe.TimeoutError
+	if !errors.As(r.err, &te) || te.Kind != hedgeprobe.TimeoutStall || !te.Truncated || te.ChunksDelivered != 5 {
+		t.Fatalf("err = %v (%#v)", r.err, r.err)
+	}
+	if r.content != 5 || r.keepalive < 3 {
+		t.Fatalf("content %d keepalives %d: want 5 and several", r.content, r.keepalive)
+	}
+	if d := time.Since(start); d > 280*time.Millisecond {
+		t.Fatalf("call took %s: the watchdog waited for the silence to end", d)
+	}
+}
+
+// TestE2EErrorPayloadEndsCall: an error payload after chunk 3 ends the
+// committed call with the typed error.
+func TestE2EErrorPayloadEndsCall(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{})
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "error-mid"), openaiRoute(t, ts.URL, "steady"))
+	var ue *sse.UpstreamError
+	if !errors.As(r.err, &ue) || !ue.MidStream || ue.Message != "fakellm: scripted mid-stream error" {
+		t.Fatalf("err = %v", r.err)
+	}
+	if r.content != 3 || r.stats.Outcome == hedgeprobe.OutcomeOK {
+		t.Fatalf("content %d outcome %v", r.content, r.stats.Outcome)
+	}
+}
+
+// TestE2EDisconnectIsAnError: a body cut after chunk 3, or ended cleanly
+// without [DONE], is an error, never a success.
+func TestE2EDisconnectIsAnError(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	for _, profile := range []string{"disconnect", "disconnect-clean"} {
+		t.Run(profile, func(t *testing.T) {
+			p := newProber(t, hedgeprobe.Config{MaxAttempts: 1})
+			r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, profile))
+			var ce *sse.ConnectionError
+			if !errors.As(r.err, &ce) || !ce.Transient() || !hedgeprobe.IsTransient(r.err) {
+				t.Fatalf("err = %v (%T)", r.err, r.err)
+			}
+			if profile == "disconnect-clean" && !errors.Is(r.err, io.ErrUnexpectedEOF) {
+				t.Fatalf("err = %v, want io.ErrUnexpectedEOF", r.err)
+			}
+			if r.content != 3 || r.stats.Outcome == hedgeprobe.OutcomeOK {
+				t.Fatalf("content %d outcome %v", r.content, r.stats.Outcome)
+			}
+		})
+	}
+}
+
+// TestE2EHedgeFromStallToSteady: holding 10 chunks before commit, the
+// stall trigger fires in the primary's silence and the steady hedge wins.
+func TestE2EHedgeFromStallToSteady(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	start := time.Now()
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), openaiRoute(t, ts.URL, "steady"))
+	if r.err != nil || r.content != 40 || r.stats.Winner != 1 || r.stats.WinnerRoute != "steady" || len(r.stats.Attempts) != 2 {
+		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("call took %s: the hedge did not cut the silence", d)
+	}
+}
+
+// TestE2EHedgeOnRateLimit: a 429 is transient, so the hedge launches at
+// once, not after HedgeAfter, and wins.
+func TestE2EHedgeOnRateLimit(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{HedgeAfter: 10 * time.Second})
+	start := time.Now()
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "ratelimit"), openaiRoute(t, ts.URL, "steady"))
+	if r.err != nil || r.content != 40 || r.stats.Winner != 1 {
+		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("call took %s: the hedge waited for HedgeAfter", d)
+	}
+}
+
+// TestE2EBadRequestIsFatal: a 400 ends the call without a hedge.
+func TestE2EBadRequestIsFatal(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{})
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "bad-request"), openaiRoute(t, ts.URL, "steady"))
+	var ue *sse.UpstreamError
+	if !errors.As(r.err, &ue) || ue.StatusCode != 400 || len(r.stats.Attempts) != 1 {
+		t.Fatalf("err %v attempts %d", r.err, len(r.stats.Attempts))
+	}
+}
+
+// TestE2EAnthropicRoute streams the Anthropic endpoint through hedgeprobe,
+// pings included, and reads the output tokens.
+func TestE2EAnthropicRoute(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	route := func(profile string) hedgeprobe.Route[sse.AnthropicEvent] {
+		return sse.AnthropicRoute(profile, sse.AnthropicRequest{
+			BaseURL: ts.URL + "/p/" + profile, APIKey: "k", Model: "claude-fake",
+			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),
+		})
+	}
+	p, err := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second},
+		sse.ClassifyAnthropic, hedgeprobe.WithTokenCount(sse.AnthropicTokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, p, sse.ClassifyAnthropic, route("stall"), route("steady"))
+	if r.err != nil || r.content != 40 || r.stats.WinnerRoute != "steady" {
+		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
+	}
+}
