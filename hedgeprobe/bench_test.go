@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // endless is an in-memory Source that never ends and never blocks: the
@@ -102,4 +106,66 @@ func BenchmarkHedgeDelayLookup(b *testing.B) {
 		d += p.HedgeDelay("mem", "m")
 	}
 	_ = d
+}
+
+// chunksPerCall is the stream length of the telemetry benchmarks: each
+// op is one chunk, and a new call starts every chunksPerCall chunks, so
+// the call's set-up and span end (with its chunksPerCall offsets) are in
+// the per-chunk figure, amortized.
+const chunksPerCall = 10000
+
+func benchChunksPerCall(b *testing.B, opts ...Option) {
+	p := mustNew(b, Config{MaxAttempts: 1, StallTimeout: time.Minute}, opts...)
+	ctx := context.Background()
+	var s *Stream[chunk]
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if i%chunksPerCall == 0 {
+			if s != nil {
+				s.Close()
+			}
+			s = p.Stream(ctx, endlessRoute())
+		}
+		i++
+		if !s.Next() {
+			b.Fatal(s.Err())
+		}
+	}
+	s.Close()
+}
+
+func recordingProvider(b *testing.B) trace.TracerProvider {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp
+}
+
+// Baseline of the two below: no telemetry (the global no-op provider).
+func BenchmarkChunkNoTelemetry(b *testing.B) { benchChunksPerCall(b) }
+
+// A sampled-out call: the call span does not record.
+func BenchmarkChunkNotRecording(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
+	benchChunksPerCall(b, WithTracerProvider(tp))
+}
+
+// A recording call span and attempt span with the compact timeline.
+func BenchmarkChunkRecordingSpan(b *testing.B) {
+	benchChunksPerCall(b, WithTracerProvider(recordingProvider(b)))
+}
+
+// Per-call cost of the spans: a single-route one-chunk call, recording.
+func BenchmarkCallSingleRouteRecording(b *testing.B) {
+	p := mustNew(b, Config{HedgeAfter: time.Second, StallTimeout: time.Minute}, WithTracerProvider(recordingProvider(b)))
+	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context) (Source[chunk], error) {
+		return &scripted{ctx: ctx, steps: []step{{kind: Content, text: "x"}}, closed: make(chan struct{})}, nil
+	}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s := p.Stream(ctx, one)
+		for s.Next() {
+		}
+	}
 }

@@ -1,0 +1,136 @@
+package hedgeprobe
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// otlpReceiver is an in-memory OTLP/HTTP receiver: an http.RoundTripper
+// that decodes each export request with the collector's unmarshaller.
+type otlpReceiver struct {
+	mu     sync.Mutex
+	traces []ptrace.Traces
+}
+
+func (r *otlpReceiver) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	ex := ptraceotlp.NewExportRequest()
+	if err := ex.UnmarshalProto(body); err != nil {
+		return nil, fmt.Errorf("receiver: %w", err)
+	}
+	r.mu.Lock()
+	r.traces = append(r.traces, ex.Traces())
+	r.mu.Unlock()
+	out, _ := ptraceotlp.NewExportResponse().MarshalProto()
+	return &http.Response{
+		StatusCode: http.StatusOK, Request: req,
+		Header: http.Header{"Content-Type": []string{"application/x-protobuf"}},
+		Body:   io.NopCloser(bytes.NewReader(out)), ContentLength: int64(len(out)),
+	}, nil
+}
+
+// The timeline survives an OTLP export unchanged: the SDK's OTLP/HTTP
+// exporter encodes it, the collector's pdata decodes it.
+func TestTelemetryOTLPRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rx := &otlpReceiver{}
+		exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL("http://collector.invalid/v1/traces"),
+			otlptracehttp.WithHTTPClient(&http.Client{Transport: rx}), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer tp.Shutdown(t.Context())
+
+		const n = 3000
+		steps := make([]step, 0, n+20)
+		want := make([]int64, 0, n)
+		var at time.Duration
+		for i := range n {
+			d := time.Duration(500+i%977) * time.Microsecond
+			if i == 0 {
+				d = 1600 * time.Millisecond
+			}
+			if i == 1500 {
+				d = 55 * time.Second // the mid-stream silence
+				at += 10 * time.Second
+				steps = append(steps, keepalive(10*time.Second))
+				d -= 10 * time.Second
+			}
+			at += d
+			steps = append(steps, content(d, "x"))
+			want = append(want, at.Microseconds())
+		}
+		a := newUpstream("a", []step{hang()})
+		b := newUpstream("b", steps)
+		p := mustNew(t, Config{HedgeAfter: 800 * time.Millisecond, StallTimeout: time.Minute}, WithTracerProvider(tp))
+		if g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()); g.err != nil {
+			t.Fatal(g.err)
+		}
+		rx.mu.Lock()
+		defer rx.mu.Unlock()
+		found := map[int64]ptrace.Span{}
+		var call ptrace.Span
+		for _, td := range rx.traces {
+			for _, rs := range td.ResourceSpans().All() {
+				for _, ss := range rs.ScopeSpans().All() {
+					if ss.Scope().Name() != InstrumentationName {
+						t.Fatalf("scope %q", ss.Scope().Name())
+					}
+					for _, sp := range ss.Spans().All() {
+						if sp.Name() == semconv.CallSpanName {
+							call = sp
+							continue
+						}
+						idx, _ := sp.Attributes().Get(string(semconv.AttemptIndex))
+						found[idx.Int()] = sp
+					}
+				}
+			}
+		}
+		if len(found) != 2 || call.Name() == "" {
+			t.Fatalf("received %d attempt spans", len(found))
+		}
+		w := found[1]
+		if w.ParentSpanID() != call.SpanID() || w.Kind() != ptrace.SpanKindClient {
+			t.Fatal("parentage or kind lost")
+		}
+		v, ok := w.Attributes().Get(string(semconv.ChunkOffsetsUs))
+		if !ok || v.Slice().Len() != n {
+			t.Fatalf("timeline missing or short: %v", v.Slice().Len())
+		}
+		for i := range n {
+			if got := v.Slice().At(i).Int(); got != want[i] {
+				t.Fatalf("offset %d = %d, want %d", i, got, want[i])
+			}
+		}
+		ka, _ := w.Attributes().Get(string(semconv.KeepaliveOffsetsUs))
+		if ka.Slice().Len() != 1 || ka.Slice().At(0).Int() != want[1499]+10_000_000 {
+			t.Fatalf("keepalive offsets %v", ka.AsRaw())
+		}
+		lo, _ := w.Attributes().Get(string(semconv.AttemptLaunchOffsetMs))
+		if lo.Double() != 800 {
+			t.Fatalf("launch offset %v", lo.AsRaw())
+		}
+		// Offsets count from the span's start as exported.
+		if got := w.StartTimestamp().AsTime().Sub(call.StartTimestamp().AsTime()); got != 800*time.Millisecond {
+			t.Fatalf("attempt starts %v after the call", got)
+		}
+	})
+}
