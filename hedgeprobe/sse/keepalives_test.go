@@ -1,0 +1,96 @@
+package sse
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// chanSource yields the strings sent on its channel; Close unblocks Next.
+type chanSource struct {
+	ch     chan string
+	closed chan struct{}
+	cur    string
+}
+
+func (c *chanSource) Next() bool {
+	select {
+	case v, ok := <-c.ch:
+		c.cur = v
+		return ok
+	case <-c.closed:
+		return false
+	}
+}
+func (c *chanSource) Current() string { return c.cur }
+func (c *chanSource) Err() error      { return nil }
+func (c *chanSource) Close() error {
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	return nil
+}
+
+func TestKeepalivesInterleave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
+		var report func(Event)
+		s, err := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
+			report = ctx.Value(keepaliveKey{}).(func(Event))
+			return src, nil
+		}, func(ev Event) string { return "ka:" + string(ev.Data) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			src.ch <- "a"
+			time.Sleep(time.Second)
+			report(Event{Comment: true, Data: []byte("1")}) // while the SDK's Next blocks
+			time.Sleep(time.Second)
+			report(Event{Comment: true, Data: []byte("2")})
+			time.Sleep(time.Second)
+			src.ch <- "b"
+			close(src.ch)
+		}()
+		var got []string
+		start := time.Now()
+		for s.Next() {
+			got = append(got, s.Current()+"@"+time.Since(start).String())
+		}
+		if want := "a@0s ka:1@1s ka:2@2s b@3s"; strings.Join(got, " ") != want {
+			t.Fatalf("got %v, want %s", got, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestKeepalivesCloseWhileBlocked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
+		var attemptCtx context.Context
+		s, _ := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
+			attemptCtx = ctx
+			return src, nil
+		}, func(Event) string { return "" })
+		done := make(chan bool)
+		go func() { done <- s.Next() }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		_ = s.Close()
+		if <-done {
+			t.Fatal("Next true after Close")
+		}
+		if attemptCtx.Err() == nil {
+			t.Fatal("the stream's context was not cancelled")
+		}
+		// synctest.Test fails if the pump goroutine outlived Close.
+	})
+}
