@@ -167,8 +167,9 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 		ctx, cancel := context.WithCancel(ctx)
 		stream, err := client.CreateChatCompletionStream(ctx, req)
 		if err != nil {
+			err = MapError(ctx, o.Provider, err)
 			cancel()
-			return nil, MapError(ctx, o.Provider, err)
+			return nil, err
 		}
 		return NewSource(ctx, o.Provider, stream, cancel), nil
 	}
