@@ -123,10 +123,6 @@ func (r *Reader) Err() error {
 	return r.err
 }
 
-// Pending reports whether the stream ended (or failed) in the middle of a
-// line or of an event: bytes arrived that never dispatched.
-func (r *Reader) Pending() bool { return len(r.p.line) > 0 || len(r.p.data) > 0 }
-
 // parser is the push-style WHATWG state machine shared by Reader and Tap.
 type parser struct {
 	limit    int
@@ -168,7 +164,7 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 				continue
 			}
 		}
-		i := bytes.IndexAny(b, "\r\n")
+		i := lineEnd(b)
 		if i < 0 {
 			if len(p.line)+len(b) > p.limit {
 				return p.tooLarge("a line")
@@ -195,6 +191,20 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 		}
 	}
 	return nil
+}
+
+// lineEnd returns the index of the first CR or LF in b, or -1. LF is
+// searched first with the vectorised IndexByte, then CR only before it: CR
+// line ends are rare, and IndexAny would scan byte by byte.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 func (p *parser) processLine(line []byte, at time.Time, emit func(Event)) error {

@@ -196,6 +196,7 @@ type run struct {
 	rec   *record
 	id    uint64
 	model string
+	due   time.Time // when the scripted wait in progress ends
 }
 
 func (r *run) scaled(d time.Duration) time.Duration {
@@ -216,9 +217,17 @@ func (r *run) fail() {
 
 // sleep waits d (scaled) and, when ka.Every > 0, sends keepalives every
 // ka.Every (scaled) meanwhile. It reports false when the request ended.
+//
+// Waits run against the script's own clock (r.due), not from the moment
+// sleep is called, so timer and write overheads do not add up over a long
+// stream: chunk n goes out at its scripted offset, late by one wake-up at
+// most.
 func (r *run) sleep(d time.Duration, ka Keepalive) bool {
-	d = r.scaled(d)
-	deadline := time.NewTimer(d)
+	if r.due.IsZero() {
+		r.due = time.Now()
+	}
+	r.due = r.due.Add(r.scaled(d))
+	deadline := time.NewTimer(time.Until(r.due))
 	defer deadline.Stop()
 	var tick <-chan time.Time
 	if every := r.scaled(time.Duration(ka.Every)); ka.Every > 0 && every > 0 {
