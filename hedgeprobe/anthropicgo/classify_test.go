@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
+
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
 )
@@ -55,3 +57,6 @@ func TestTokens(t *testing.T) {
 		t.Fatal("tokens on message_start")
 	}
 }
+
+// anthropic-sdk-go's stream is a hedgeprobe.Source as it is.
+var _ hedgeprobe.Source[anthropicgo.Event] = (*ssestream.Stream[anthropicgo.Event])(nil)

@@ -50,3 +50,6 @@ func TestTokens(t *testing.T) {
 		t.Fatal("tokens on a chunk without usage")
 	}
 }
+
+// Source is a hedgeprobe.Source.
+var _ hedgeprobe.Source[goopenai.Chunk] = (*goopenai.Source)(nil)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
 )
@@ -55,3 +57,6 @@ func TestTokens(t *testing.T) {
 		t.Fatal("tokens on a chunk without usage")
 	}
 }
+
+// openai-go's stream is a hedgeprobe.Source as it is.
+var _ hedgeprobe.Source[openaigo.Chunk] = (*ssestream.Stream[openaigo.Chunk])(nil)
