@@ -69,33 +69,36 @@ func (c *streamwatch) Capabilities() consumer.Capabilities {
 func (c *streamwatch) Start(context.Context, component.Host) error {
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
-	go c.loop()
+	go c.loop(c.stop, c.done)
 	return nil
 }
 
 // Shutdown stops the flush loop and sends the last snapshot, so a collector
-// that stops loses no interval. It is safe to call without Start.
+// that stops loses no interval. It is safe to call without Start and more
+// than once.
 func (c *streamwatch) Shutdown(ctx context.Context) error {
 	if c.stop == nil {
 		return nil
 	}
 	close(c.stop)
+	c.stop = nil
 	select {
 	case <-c.done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	c.stop = nil
 	return c.flush(ctx)
 }
 
-func (c *streamwatch) loop() {
-	defer close(c.done)
+// loop flushes every interval until stop is closed, then closes done. It
+// takes the channels as arguments: Shutdown clears the fields.
+func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.stop:
+		case <-stop:
 			return
 		case <-t.C:
 			if err := c.flush(context.Background()); err != nil {

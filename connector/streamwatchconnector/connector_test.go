@@ -207,3 +207,18 @@ func TestConcurrentConsume(t *testing.T) {
 	last := sink.AllMetrics()[len(sink.AllMetrics())-1]
 	assert.Equal(t, int64(200), metricCount(last, "streamwatch.calls"))
 }
+
+// TestShutdownCanceled: a shutdown whose context is already done returns its
+// error and a second shutdown does not panic.
+func TestShutdownCanceled(t *testing.T) {
+	c := create(t, createDefaultConfig().(*Config), consumertest.NewNop())
+	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := c.Shutdown(ctx)
+	if err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	require.NoError(t, c.Shutdown(context.Background()))
+	<-c.done // the loop has stopped either way (goleak checks too)
+}
