@@ -51,7 +51,7 @@ collector: $(COLLECTOR)
 
 $(COLLECTOR): $(OCB) $(COLLECTOR_SRC)
 	@echo "==> building otelcol-streamwatch with ocb (2 min warm, ~5 min cold); progress below"
-	@start=$$(date +%s); \
+	@mkdir -p _build; start=$$(date +%s); \
 	$(OCB) --config builder-config.yaml --verbose 2>&1 | sed -u 's/^/    ocb: /' | grep -E --line-buffered 'Generating|Getting|Compiling|Compiled|error|Error' ; \
 	test -x _build/otelcol-streamwatch/otelcol-streamwatch || { echo "ocb build failed; rerun: $(OCB) --config builder-config.yaml --verbose"; exit 1; }; \
 	cp _build/otelcol-streamwatch/otelcol-streamwatch $(COLLECTOR); \
@@ -63,7 +63,7 @@ fakellm:
 
 ## demo: build what is missing, run fakellm + the collector + a workload, print the figures.
 demo: collector fakellm
-	$(GO) run ./cmd/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm
+	$(GO) run ./cmd/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm $(DEMO_FLAGS)
 
 clean:
 	rm -rf bin _build

@@ -1,0 +1,155 @@
+// Command demo is `make demo`: it starts fakellm (a steady, a stalling, a
+// slow and a failing profile) and otelcol-streamwatch on localhost, runs a
+// hedged workload through hedgeprobe in both delivery modes, waits for the
+// collector's metrics, and prints what it measured — read back from the
+// collector's Prometheus endpoint — beside what the probe itself saw. It
+// stops everything it started, also on Ctrl-C.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/streamwatch/streamwatch/internal/stack"
+	"github.com/streamwatch/streamwatch/internal/workload"
+)
+
+func main() {
+	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
+	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
+	config := flag.String("config", "deploy/collector.yaml", "collector configuration")
+	profiles := flag.String("profiles", "testdata/fakellm/profiles.yaml", "fakellm timing profiles")
+	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *collector, *fakellm, *config, *profiles, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string, keep bool) error {
+	dir, err := os.MkdirTemp("", "streamwatch-demo-")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> logs in %s\n", dir)
+
+	port, err := stack.FreePort()
+	if err != nil {
+		return err
+	}
+	llmAddr := stack.Addr(port)
+	llm, err := stack.Start(ctx, dir, "fakellm", fakellmBin, []string{"-addr", llmAddr, "-profiles", profiles, "-seed", "1"}, nil)
+	if err != nil {
+		return err
+	}
+	defer llm.Stop()
+	if err := waitTCP(ctx, llmAddr, 10*time.Second); err != nil {
+		return fmt.Errorf("fakellm: %w\n%s", err, llm.Log())
+	}
+	fmt.Printf("==> fakellm on http://%s\n", llmAddr)
+
+	cfgAbs, _ := filepath.Abs(config)
+	col, err := stack.StartCollector(ctx, dir, collectorBin, []string{cfgAbs}, "STREAMWATCH_METRICS_INTERVAL=2s")
+	if err != nil {
+		return err
+	}
+	defer col.Stop()
+	fmt.Printf("==> otelcol-streamwatch: OTLP/HTTP %s, Prometheus exporter http://%s/metrics\n", col.OTLPHTTP, col.Prometheus)
+
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
+	if err != nil {
+		return err
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "streamwatch-demo"))))
+
+	scenarios := workload.Scenarios()
+	total := 0
+	for _, s := range scenarios {
+		total += s.Calls
+	}
+	fmt.Printf("==> %d calls in %d scenarios; about 35 s, because one profile falls silent for 30 s on purpose\n", total, len(scenarios))
+	start := time.Now()
+	done := make(chan struct{})
+	go progress(done, start)
+	results, err := workload.Run(ctx, workload.Options{BaseURL: "http://" + llmAddr + "/v1", TracerProvider: tp})
+	close(done)
+	if err != nil {
+		return err
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		return fmt.Errorf("flushing spans: %w", err)
+	}
+	fmt.Printf("\n==> workload done in %.1fs; waiting for the collector's metrics\n", time.Since(start).Seconds())
+
+	m, err := waitMetrics(ctx, "http://"+col.Prometheus+"/metrics", total, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	printProbe(os.Stdout, results)
+	printCollector(os.Stdout, m)
+	fmt.Printf(`
+Where to look next:
+  * keep the stack up and read the raw metrics:  make demo DEMO_FLAGS=-keep
+    then  curl -s http://<exporter>/metrics | grep -E '^(gen_ai|streamwatch)_'
+  * the full stack with Grafana, Prometheus and Tempo (needs Docker):
+    make collector && docker compose -f deploy/compose.yaml up
+    then open http://localhost:3000, dashboard "streamwatch: LLM streams" (built from dashboards/)
+  * the definitions behind every figure: README.md, section "Definitions"
+`)
+	if keep {
+		fmt.Printf("\n==> still running: fakellm http://%s/v1, OTLP/HTTP %s, metrics http://%s/metrics; Ctrl-C stops everything\n",
+			llmAddr, col.OTLPHTTP, col.Prometheus)
+		<-ctx.Done()
+	}
+	fmt.Println("==> stopping fakellm and the collector")
+	return nil
+}
+
+func progress(done <-chan struct{}, start time.Time) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			fmt.Printf("    … %2.0fs\n", time.Since(start).Seconds())
+		}
+	}
+}
+
+func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

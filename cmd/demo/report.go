@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/streamwatch/streamwatch/dashboards"
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/internal/workload"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+type families map[string]*dto.MetricFamily
+
+var (
+	callsName   = dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	hedgesName  = dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	ttftName    = dashboards.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
+	genName     = dashboards.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+	activeName  = dashboards.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+	stallsName  = dashboards.PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	streamsName = dashboards.PromName(semconv.MetricStreams, semconv.UnitCount, true)
+	wastedName  = dashboards.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
+	stallDur    = dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+)
+
+// waitMetrics scrapes url until the calls counter has seen every call.
+func waitMetrics(ctx context.Context, url string, calls int, timeout time.Duration) (families, error) {
+	deadline := time.Now().Add(timeout)
+	var last families
+	for {
+		m, err := scrape(ctx, url)
+		if err == nil {
+			last = m
+			if int(sumCounter(m, callsName, nil)) >= calls {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			got := 0.0
+			if last != nil {
+				got = sumCounter(last, callsName, nil)
+			}
+			return nil, fmt.Errorf("the collector reported %v of %d calls after %s (last error: %v)", got, calls, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func scrape(ctx context.Context, url string) (families, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func match(m *dto.Metric, want map[string]string) bool {
+	l := labels(m)
+	for k, v := range want {
+		if l[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sumCounter adds every series of a counter whose labels match want.
+func sumCounter(f families, name string, want map[string]string) float64 {
+	mf := f[strings.TrimSuffix(name, "_total")]
+	if mf == nil {
+		mf = f[name]
+	}
+	if mf == nil {
+		return 0
+	}
+	var s float64
+	for _, m := range mf.GetMetric() {
+		if match(m, want) {
+			s += m.GetCounter().GetValue()
+		}
+	}
+	return s
+}
+
+// byLabel sums a counter per value of one label.
+func byLabel(f families, name, label string, want map[string]string) map[string]float64 {
+	out := map[string]float64{}
+	mf := f[strings.TrimSuffix(name, "_total")]
+	if mf == nil {
+		mf = f[name]
+	}
+	if mf == nil {
+		return out
+	}
+	for _, m := range mf.GetMetric() {
+		if match(m, want) {
+			out[labels(m)[label]] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// hist merges every series of a histogram.
+type hist struct {
+	count  uint64
+	sum    float64
+	bounds []float64
+	cum    []uint64
+}
+
+func merged(f families, name string) hist {
+	var h hist
+	mf := f[name]
+	if mf == nil {
+		return h
+	}
+	for _, m := range mf.GetMetric() {
+		hh := m.GetHistogram()
+		h.count += hh.GetSampleCount()
+		h.sum += hh.GetSampleSum()
+		for i, b := range hh.GetBucket() {
+			if len(h.bounds) <= i {
+				h.bounds = append(h.bounds, b.GetUpperBound())
+				h.cum = append(h.cum, 0)
+			}
+			h.cum[i] += b.GetCumulativeCount()
+		}
+	}
+	return h
+}
+
+// quantile interpolates linearly inside the bucket, as PromQL's
+// histogram_quantile does.
+func (h hist) quantile(q float64) float64 {
+	if h.count == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(h.count)
+	lower, prev := 0.0, uint64(0)
+	for i, b := range h.bounds {
+		if float64(h.cum[i]) >= rank {
+			if math.IsInf(b, 1) {
+				return lower
+			}
+			in := float64(h.cum[i] - prev)
+			if in == 0 {
+				return b
+			}
+			return lower + (b-lower)*(rank-float64(prev))/in
+		}
+		lower, prev = b, h.cum[i]
+	}
+	return lower
+}
+
+func (h hist) mean() float64 {
+	if h.count == 0 {
+		return math.NaN()
+	}
+	return h.sum / float64(h.count)
+}
+
+func printProbe(w io.Writer, rs []workload.Result) {
+	fmt.Fprintln(w, "\nWhat hedgeprobe saw (per scenario):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  scenario\tcalls\toutcomes\thedges (won)\ttruncated")
+	for _, r := range append(rs, workload.Totals(rs)) {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\n", r.Scenario, r.Calls, outcomes(r.Outcomes), hedges(r), r.Truncated)
+	}
+	tw.Flush()
+}
+
+func outcomes(m map[hedgeprobe.Outcome]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func hedges(r workload.Result) string {
+	var parts []string
+	for k, v := range r.Hedges {
+		parts = append(parts, fmt.Sprintf("%s=%d (%d)", k, v, r.HedgeWins[k]))
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func printCollector(w io.Writer, f families) {
+	fmt.Fprintln(w, "\nWhat the collector measured (read back from its Prometheus endpoint):")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	calls := byLabel(f, callsName, "streamwatch_outcome", nil)
+	fmt.Fprintf(tw, "  calls\t%s\n", kv(calls))
+	trig := byLabel(f, hedgesName, "streamwatch_attempt_trigger", nil)
+	wins := byLabel(f, hedgesName, "streamwatch_attempt_trigger", map[string]string{"streamwatch_attempt_outcome": "winner"})
+	var hs []string
+	for k, v := range trig {
+		hs = append(hs, fmt.Sprintf("%s=%v (won %v)", k, v, wins[k]))
+	}
+	sort.Strings(hs)
+	fmt.Fprintf(tw, "  hedges by trigger\t%s\n", strings.Join(hs, " "))
+	ttft := merged(f, ttftName)
+	fmt.Fprintf(tw, "  time to first chunk (caller)\tp50 %s   p99 %s\n", secs(ttft.quantile(0.5)), secs(ttft.quantile(0.99)))
+	gen, act := merged(f, genName), merged(f, activeName)
+	fmt.Fprintf(tw, "  generation per stream, mean\traw %s   active %s\n", secs(gen.mean()), secs(act.mean()))
+	share := math.NaN()
+	if gen.sum > 0 {
+		share = 1 - act.sum/gen.sum
+	}
+	fmt.Fprintf(tw, "  stall share of generation\t%.1f %%\n", 100*share)
+	sd := merged(f, stallDur)
+	fmt.Fprintf(tw, "  stalls\t%v segments, mean %s; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
+		sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
+	fmt.Fprintf(tw, "  watchdog timeouts\tttft %v   stall %v\n", calls["ttft_timeout"], calls["stall_timeout"])
+	fmt.Fprintf(tw, "  wasted chunks (losers)\t%v\n", sumCounter(f, wastedName, nil))
+	tw.Flush()
+}
+
+func kv(m map[string]float64) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func secs(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fs", v)
+}

@@ -1,0 +1,368 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/streamwatch/streamwatch/dashboards"
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/internal/fakellm"
+	"github.com/streamwatch/streamwatch/internal/stack"
+	"github.com/streamwatch/streamwatch/internal/workload"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// sink is an OTLP/HTTP traces endpoint that keeps what the collector sends.
+type sink struct {
+	mu    sync.Mutex
+	spans []ptrace.Span
+}
+
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	rss := req.Traces().ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			ss := sss.At(j).Spans()
+			for k := range ss.Len() {
+				sp := ptrace.NewSpan()
+				ss.At(k).CopyTo(sp)
+				s.spans = append(s.spans, sp)
+			}
+		}
+	}
+	s.mu.Unlock()
+	resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(resp)
+}
+
+func (s *sink) all() []ptrace.Span {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ptrace.Span(nil), s.spans...)
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(wd)
+}
+
+// TestCollectorEndToEnd runs the demo workload against the real collector
+// and checks what Prometheus and the traces say against the script.
+func TestCollectorEndToEnd(t *testing.T) {
+	root := repoRoot(t)
+	collectorBin := os.Getenv("STREAMWATCH_COLLECTOR")
+	if collectorBin == "" {
+		collectorBin = filepath.Join(root, "bin", "otelcol-streamwatch")
+	}
+	if _, err := os.Stat(collectorBin); err != nil {
+		t.Fatalf("collector binary: %v (run make collector)", err)
+	}
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus not on PATH (apt-get install prometheus): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+
+	// The LLM SDKs must not be in the collector binary.
+	out, err := exec.Command("go", "version", "-m", collectorBin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, out)
+	}
+	for _, sdk := range []string{"github.com/openai/", "github.com/sashabaranov/", "github.com/anthropics/"} {
+		if strings.Contains(string(out), sdk) {
+			t.Errorf("collector binary contains %s", sdk)
+		}
+	}
+
+	cfg, err := fakellm.LoadFile(filepath.Join(root, "testdata", "fakellm", "profiles.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm := httptest.NewServer(llmHandler)
+	defer llm.Close()
+
+	traces := &sink{}
+	sinkSrv := httptest.NewServer(traces)
+	defer sinkSrv.Close()
+
+	col, err := stack.StartCollector(ctx, dir, collectorBin,
+		[]string{filepath.Join(root, "deploy", "collector.yaml"), filepath.Join(root, "e2e", "testdata", "sink.yaml")},
+		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		col.Stop()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", tail(col.Log(), 60))
+		}
+	}()
+	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		prom.Stop()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
+		}
+	}()
+
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	start := time.Now()
+	results, err := workload.Run(ctx, workload.Options{BaseURL: llm.URL + "/v1", TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("workload ran in %s", time.Since(start).Round(time.Millisecond))
+	total := workload.Totals(results)
+	for _, r := range results {
+		t.Logf("probe: %-45s %v hedges=%v wins=%v truncated=%d", r.Scenario, r.Outcomes, r.Hedges, r.HedgeWins, r.Truncated)
+	}
+
+	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	waitFor(ctx, t, prom, "sum("+calls+")", float64(total.Calls))
+
+	t.Run("calls by outcome match the probe", func(t *testing.T) {
+		for outcome, n := range total.Outcomes {
+			got := scalar(ctx, t, prom, `sum(`+calls+`{streamwatch_outcome="`+string(outcome)+`"})`)
+			if got != float64(n) {
+				t.Errorf("calls{outcome=%s} = %v, probe saw %d", outcome, got, n)
+			}
+		}
+	})
+	t.Run("hedges launched and won match the probe", func(t *testing.T) {
+		hedges := dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+		for _, trig := range []hedgeprobe.Trigger{hedgeprobe.TriggerTTFT, hedgeprobe.TriggerStall, hedgeprobe.TriggerError} {
+			got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="`+string(trig)+`"})`)
+			if got != float64(total.Hedges[trig]) {
+				t.Errorf("hedges{trigger=%s} = %v, probe launched %d", trig, got, total.Hedges[trig])
+			}
+			won := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="`+string(trig)+`", streamwatch_attempt_outcome="winner"})`)
+			if won != float64(total.HedgeWins[trig]) {
+				t.Errorf("hedges{trigger=%s, winner} = %v, probe saw %d wins", trig, won, total.HedgeWins[trig])
+			}
+		}
+		if total.Hedges[hedgeprobe.TriggerStall] == 0 || total.Hedges[hedgeprobe.TriggerTTFT] == 0 || total.Hedges[hedgeprobe.TriggerError] == 0 {
+			t.Errorf("the workload should hedge on every trigger, probe saw %v", total.Hedges)
+		}
+	})
+	t.Run("a scripted 30 s silence is a 30 s stall", func(t *testing.T) {
+		stall := dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+		gen := dashboards.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+		act := dashboards.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+		// Only the committed "stall" streams live through their silence;
+		// hedged-away losers are cut inside it (a silence after the last
+		// chunk is not a gap), and the watchdog scenario fails at 10 s.
+		sel := `{streamwatch_route="fakellm-stall", streamwatch_attempt_outcome="winner"}`
+		n := scalar(ctx, t, prom, "sum("+stall+"_count"+sel+")")
+		if n != 3 {
+			t.Fatalf("stall segments on committed stall streams = %v, want 3", n)
+		}
+		mean := scalar(ctx, t, prom, "sum("+stall+"_sum"+sel+") / sum("+stall+"_count"+sel+")")
+		if math.Abs(mean-30) > 1 {
+			t.Errorf("mean stall = %.3f s, scripted 30 s", mean)
+		}
+		diff := scalar(ctx, t, prom, "(sum("+gen+"_sum"+sel+") - sum("+act+"_sum"+sel+")) / sum("+gen+"_count"+sel+")")
+		if math.Abs(diff-30) > 1 {
+			t.Errorf("raw − active generation = %.3f s per stream, scripted 30 s", diff)
+		}
+	})
+	t.Run("every dashboard expression returns data", func(t *testing.T) {
+		// A series born in the last flush has one sample and no rate yet;
+		// give each expression a few scrapes (1 s apart) to show data.
+		for _, expr := range dashboards.Exprs() {
+			q := strings.NewReplacer("$__rate_interval", "10m", "$model", ".*", "$route", ".*").Replace(expr)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				v, err := prom.Query(ctx, q)
+				if err != nil {
+					t.Errorf("%s: %v", q, err)
+					break
+				}
+				if len(v) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("no data after 20 s: %s", q)
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	})
+	t.Run("processor output on a stalled winner", func(t *testing.T) {
+		checkStalledWinner(t, traces.all())
+	})
+}
+
+// checkStalledWinner compares the processed attempt span of a committed
+// "stall" stream with what the profile scripts: 40 content chunks, one
+// silence of 30 s after chunk index 4 (the fifth chunk) bridged by a
+// keepalive every second, and the figures that follow.
+func checkStalledWinner(t *testing.T, spans []ptrace.Span) {
+	t.Helper()
+	var sp ptrace.Span
+	found := false
+	for _, s := range spans {
+		a := s.Attributes()
+		if str(a, semconv.Route) == "fakellm-stall" && str(a, semconv.AttemptOutcome) == "winner" {
+			sp, found = s, true
+			break
+		}
+	}
+	if !found {
+		t.Fatalf("no committed fakellm-stall attempt span among %d spans", len(spans))
+	}
+	a := sp.Attributes()
+	exact := map[string]any{
+		string(semconv.Derivation):       semconv.DerivationComplete,
+		string(semconv.ChunkCount):       int64(40),
+		string(semconv.StallCount):       int64(1),
+		string(semconv.StallThresholdMs): 2000.0,
+	}
+	for k, want := range exact {
+		v, ok := a.Get(k)
+		if !ok {
+			t.Errorf("%s absent", k)
+			continue
+		}
+		if got := v.AsRaw(); got != want {
+			t.Errorf("%s = %v (%T), want %v", k, got, got, want)
+		}
+	}
+	near := map[string][2]float64{ // value, tolerance in ms
+		string(semconv.StallMs):            {30_000, 1_000},
+		string(semconv.ActiveGenerationMs): {34 * 25, 500}, // 39 gaps, 34 of them ~25 ms
+	}
+	for k, w := range near {
+		v, ok := a.Get(k)
+		if !ok || math.Abs(v.Double()-w[0]) > w[1] {
+			t.Errorf("%s = %v, want %v ± %v", k, v.AsRaw(), w[0], w[1])
+		}
+	}
+	var stalls int
+	for i := range sp.Events().Len() {
+		ev := sp.Events().At(i)
+		if ev.Name() != semconv.EventStall {
+			continue
+		}
+		stalls++
+		ea := ev.Attributes()
+		if v, _ := ea.Get(string(semconv.StallAfterChunk)); v.Int() != 4 {
+			t.Errorf("stall after chunk %d, scripted 4", v.Int())
+		}
+		if v, _ := ea.Get(string(semconv.StallKeepalives)); v.Int() < 25 || v.Int() > 31 {
+			t.Errorf("keepalives inside the silence = %d, scripted one a second for 30 s", v.Int())
+		}
+	}
+	if stalls != 1 {
+		t.Errorf("%d stall events, want 1", stalls)
+	}
+}
+
+func str(a pcommon.Map, k attribute.Key) string {
+	v, ok := a.Get(string(k))
+	if !ok {
+		return ""
+	}
+	return v.AsString()
+}
+
+func waitFor(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	var got float64
+	for time.Now().Before(deadline) {
+		v, err := prom.Query(ctx, expr)
+		if err == nil && len(v) == 1 {
+			got = float64(v[0].Value)
+			if got == want {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("%s = %v after 90 s, want %v", expr, got, want)
+}
+
+func scalar(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr string) float64 {
+	t.Helper()
+	v, err := prom.Query(ctx, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) != 1 {
+		t.Fatalf("%s: %d series, want 1", expr, len(v))
+	}
+	return float64(v[0].Value)
+}
+
+func scalarOr0(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr string) float64 {
+	t.Helper()
+	v, err := prom.Query(ctx, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	return float64(v[0].Value)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,199 @@
+// Package workload is the scripted traffic of `make demo` and the
+// end-to-end suite: calls through hedgeprobe, over the raw-SSE OpenAI route,
+// against fakellm profiles whose timing is known, so every figure the
+// collector reports can be checked against the script.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// Model is the model every call asks for.
+const Model = "gpt-fake"
+
+// ProfileHeader selects a fakellm timing profile per request.
+const ProfileHeader = "X-Fakellm-Profile"
+
+// Scenario is a group of identical calls.
+type Scenario struct {
+	// Name says what the scenario shows.
+	Name string
+	// Routes are fakellm profile names, primary first; each becomes a route
+	// named "fakellm-<profile>".
+	Routes []string
+	// Config is the hedgeprobe policy of the scenario's Prober.
+	Config hedgeprobe.Config
+	// Calls is how many calls run, all at once.
+	Calls int
+}
+
+// budget lets every scenario hedge: the demo is about showing hedges, not
+// about the production default of 0.1 hedges per call.
+func budget(c hedgeprobe.Config) hedgeprobe.Config {
+	c.HedgeBudget, c.HedgeBurst = 1, 50
+	return c
+}
+
+// Scenarios is the demo workload. Profile timings are in
+// testdata/fakellm/profiles.yaml: "steady" streams 40 chunks 25 ms apart
+// after ~300 ms; "stall" falls silent for 30 s (with keepalives) after
+// chunk 5; "slow-first" waits 8 s for its first chunk; "server-error"
+// answers 503.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "steady stream, no hedge", Routes: []string{"steady", "steady"}, Calls: 6,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
+		{Name: "stall after commit (measured, not hedged)", Routes: []string{"stall", "steady"}, Calls: 3,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
+		{Name: "stall before commit, Streaming + HoldChunks", Routes: []string{"stall", "steady"}, Calls: 3,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, StallAfter: 2 * time.Second, HoldChunks: 10})},
+		{Name: "stall before commit, Buffered", Routes: []string{"stall", "steady"}, Calls: 3,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, StallAfter: 2 * time.Second, Delivery: hedgeprobe.Buffered})},
+		{Name: "late first chunk (TTFT hedge)", Routes: []string{"slow-first", "steady"}, Calls: 3,
+			Config: budget(hedgeprobe.Config{HedgeAfter: time.Second})},
+		{Name: "upstream 503 (error hedge)", Routes: []string{"server-error", "steady"}, Calls: 2,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
+		{Name: "stall watchdog (no hedge possible)", Routes: []string{"stall"}, Calls: 2,
+			Config: budget(hedgeprobe.Config{StallTimeout: 10 * time.Second, MaxAttempts: 1})},
+	}
+}
+
+// Options configure Run.
+type Options struct {
+	// BaseURL is fakellm's API root, such as "http://127.0.0.1:8089/v1".
+	BaseURL string
+	// TracerProvider receives the probe's spans.
+	TracerProvider trace.TracerProvider
+	// Scenarios to run; default Scenarios().
+	Scenarios []Scenario
+}
+
+// Result is what the probe itself saw of one scenario.
+type Result struct {
+	Scenario string
+	Calls    int
+	// Outcomes counts calls per streamwatch.outcome.
+	Outcomes map[hedgeprobe.Outcome]int
+	// Hedges counts launched hedges per trigger; HedgeWins those that won.
+	Hedges, HedgeWins map[hedgeprobe.Trigger]int
+	// Truncated counts calls that failed after delivering content.
+	Truncated int
+	// ChunksDelivered sums content chunks the callers received.
+	ChunksDelivered int64
+	// Errors holds one example error text per outcome other than ok.
+	Errors map[hedgeprobe.Outcome]string
+}
+
+// Run runs every scenario concurrently and returns one Result each, in
+// scenario order. It fails only when the workload could not be set up; a
+// call that fails is a figure, not an error.
+func Run(ctx context.Context, o Options) ([]Result, error) {
+	if o.BaseURL == "" {
+		return nil, errors.New("workload: BaseURL is required")
+	}
+	scenarios := o.Scenarios
+	if scenarios == nil {
+		scenarios = Scenarios()
+	}
+	client := &http.Client{Transport: sse.NewTransport(sse.TransportOptions{})}
+	results := make([]Result, len(scenarios))
+	var wg sync.WaitGroup
+	for i, sc := range scenarios {
+		p, err := hedgeprobe.New(sc.Config, sse.ClassifyOpenAI,
+			hedgeprobe.WithTokenCount(sse.OpenAITokens),
+			hedgeprobe.WithTracerProvider(o.TracerProvider))
+		if err != nil {
+			return nil, fmt.Errorf("workload: scenario %q: %w", sc.Name, err)
+		}
+		routes := make([]hedgeprobe.Route[sse.ChatChunk], len(sc.Routes))
+		for j, profile := range sc.Routes {
+			routes[j] = sse.OpenAIRoute("fakellm-"+profile, sse.OpenAIRequest{
+				BaseURL:  o.BaseURL,
+				Model:    Model,
+				Messages: []sse.Message{{Role: "user", Content: "Tell me about hedged requests."}},
+				Header:   http.Header{ProfileHeader: {profile}},
+				Client:   client,
+			})
+		}
+		results[i] = Result{Scenario: sc.Name, Calls: sc.Calls,
+			Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
+			HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
+		var mu sync.Mutex
+		for range sc.Calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := call(ctx, p, routes)
+				mu.Lock()
+				defer mu.Unlock()
+				record(&results[i], st, err)
+			}()
+		}
+	}
+	wg.Wait()
+	return results, ctx.Err()
+}
+
+// call is the caller's ordinary loop: the Stream is a Source.
+func call(ctx context.Context, p *hedgeprobe.Prober[sse.ChatChunk], routes []hedgeprobe.Route[sse.ChatChunk]) (hedgeprobe.Stats, error) {
+	s := p.Stream(ctx, routes...)
+	defer s.Close()
+	for s.Next() {
+		_ = s.Current()
+	}
+	err := s.Err()
+	s.Close()
+	return s.Stats(), err
+}
+
+func record(r *Result, st hedgeprobe.Stats, err error) {
+	r.Outcomes[st.Outcome]++
+	r.ChunksDelivered += st.ChunksDelivered
+	for _, a := range st.Attempts {
+		if a.Index == 0 {
+			continue
+		}
+		r.Hedges[a.Trigger]++
+		if a.Index == st.Winner {
+			r.HedgeWins[a.Trigger]++
+		}
+	}
+	var te *hedgeprobe.TimeoutError
+	if errors.As(err, &te) && te.Truncated {
+		r.Truncated++
+	}
+	if err != nil && r.Errors[st.Outcome] == "" {
+		r.Errors[st.Outcome] = err.Error()
+	}
+}
+
+// Totals sums results.
+func Totals(rs []Result) Result {
+	t := Result{Scenario: "total", Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
+		HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
+	for _, r := range rs {
+		t.Calls += r.Calls
+		t.Truncated += r.Truncated
+		t.ChunksDelivered += r.ChunksDelivered
+		for k, v := range r.Outcomes {
+			t.Outcomes[k] += v
+		}
+		for k, v := range r.Hedges {
+			t.Hedges[k] += v
+		}
+		for k, v := range r.HedgeWins {
+			t.HedgeWins[k] += v
+		}
+	}
+	return t
+}
