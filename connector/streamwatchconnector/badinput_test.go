@@ -93,6 +93,12 @@ func TestBadInput(t *testing.T) {
 		{"offsets before start", false, func(sp ptrace.Span) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(-100), int64(100)})
 		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		{"unprocessed offsets going back", false, func(sp ptrace.Span) {
+			for _, k := range []string{string(semconv.Derivation), string(semconv.TTFTMs), string(semconv.GenerationMs), string(semconv.ActiveGenerationMs), string(semconv.StallCount)} {
+				sp.Attributes().Remove(k)
+			}
+			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
+		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {

@@ -213,6 +213,13 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	}
 	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
 	offs, okOffs := r.offsets(sp)
+	// A timeline with a chunk before the span start or a gap going back
+	// yields no figure at all (DESIGN §4 "anomaly"); it is reported once.
+	anomalous := okOffs && !ordered(offs)
+	if anomalous {
+		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)
+		okOffs = false
+	}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
 	// Most attempt metrics carry provider, model, route, attempt outcome
@@ -236,9 +243,6 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 			ThresholdUs:    r.opts.StallThresholdUs,
 		}, r.segs)
 		r.p.Derived()
-		if res.Status == breakdown.Anomaly {
-			r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)
-		}
 		f = fromResult(&res)
 		start := sp.StartTimestamp()
 		for _, s := range res.Segments {
@@ -279,7 +283,7 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		case okOffs:
 			r.labels(l.provider, l.model, l.route)
 			r.gaps(service, sp, offs)
-		case okChunks && chunks >= 2:
+		case okChunks && chunks >= 2 && !anomalous:
 			r.p.NoGaps()
 		}
 	}
@@ -297,21 +301,25 @@ func (r *Recorder) labels(ls ...label) {
 	r.attrs = append(r.attrs, r.extra...)
 }
 
-// gaps records every gap of a winner's timeline in time_per_output_chunk,
-// under the labels already set.
-func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
-	if len(offs) < 2 {
-		return
-	}
-	if offs[0] < 0 {
-		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)
-		return
+// ordered reports whether a timeline starts at or after the span start and
+// never goes back.
+func ordered(offs []int64) bool {
+	if len(offs) > 0 && offs[0] < 0 {
+		return false
 	}
 	for i := 1; i < len(offs); i++ {
 		if offs[i] < offs[i-1] {
-			r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)
-			return
+			return false
 		}
+	}
+	return true
+}
+
+// gaps records every gap of an ordered winner's timeline in
+// time_per_output_chunk, under the labels already set.
+func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
+	if len(offs) < 2 {
+		return
 	}
 	if float64(offs[len(offs)-1]-offs[0])/1e6 > MaxSeconds {
 		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
