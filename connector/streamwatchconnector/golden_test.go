@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"gopkg.in/yaml.v3"
 )
@@ -142,4 +141,3 @@ func writeTelemetry(t *testing.T, path string, m map[string]int64) {
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
 }
 
-var _ = attribute.String
