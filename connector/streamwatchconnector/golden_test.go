@@ -140,4 +140,3 @@ func writeTelemetry(t *testing.T, path string, m map[string]int64) {
 	}
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
 }
-
