@@ -29,4 +29,8 @@
 //
 // go-openai has no retries of its own to turn off. Its errors carry no
 // response headers, so Retry-After does not reach hedgeprobe's pushback.
+// It counts every non-"data:" line (keepalive comments and the blank lines
+// after them) against ClientConfig.EmptyMessagesLimit (default 300) within
+// one Recv: raise it for upstreams that send keepalives through long
+// silences.
 package goopenai

@@ -60,6 +60,8 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	body["messages"] = req.Messages
 	body["stream"] = true
 	body["stream_options"] = map[string]any{"include_usage": true}
+	// Marshalled once: every attempt sends the same bytes.
+	buf, merr := json.Marshal(body)
 	url := strings.TrimRight(req.BaseURL, "/") + "/chat/completions"
 	header := req.Header.Clone()
 	if header == nil {
@@ -73,7 +75,10 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 		Provider: req.Provider,
 		Model:    req.Model,
 		Open: func(ctx context.Context) (hedgeprobe.Source[ChatChunk], error) {
-			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, body)
+			if merr != nil {
+				return nil, merr
+			}
+			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
 			if err != nil {
 				return nil, err
 			}
@@ -137,6 +142,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 	if req.System != "" {
 		body["system"] = req.System
 	}
+	buf, merr := json.Marshal(body)
 	url := strings.TrimRight(req.BaseURL, "/") + "/v1/messages"
 	header := req.Header.Clone()
 	if header == nil {
@@ -151,7 +157,10 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		Provider: req.Provider,
 		Model:    req.Model,
 		Open: func(ctx context.Context) (hedgeprobe.Source[AnthropicEvent], error) {
-			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, body)
+			if merr != nil {
+				return nil, merr
+			}
+			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
 			if err != nil {
 				return nil, err
 			}
@@ -162,11 +171,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 
 // post sends one streaming request under a context of its own, derived from
 // the attempt's, whose cancel the Stream's Close calls.
-func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, body map[string]any) (*http.Response, context.CancelFunc, error) {
-	buf, err := json.Marshal(body)
-	if err != nil {
-		return nil, nil, err
-	}
+func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, buf []byte) (*http.Response, context.CancelFunc, error) {
 	if client == nil {
 		client = DefaultClient()
 	}
