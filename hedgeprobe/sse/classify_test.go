@@ -31,6 +31,8 @@ func TestClassifyOpenAI(t *testing.T) {
 		{"tool call arguments", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}`, hedgeprobe.Content},
 		{"tool call id only", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{}}]}}]}`, hedgeprobe.Control},
 		{"legacy function call", `{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{}"}}}]}`, hedgeprobe.Content},
+		{"annotations", `{"choices":[{"index":0,"delta":{"annotations":[{"type":"url_citation"}]}}]}`, hedgeprobe.Content},
+		{"empty annotations", `{"choices":[{"index":0,"delta":{"annotations":[]}}]}`, hedgeprobe.Keepalive},
 		{"content in second choice", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`, hedgeprobe.Content},
 		{"finish with usage", `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"completion_tokens":1}}`, hedgeprobe.Control},
 	} {

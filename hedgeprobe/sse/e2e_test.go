@@ -189,3 +189,18 @@ func TestE2EAnthropicRoute(t *testing.T) {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
 }
+
+// TestE2EHeterogeneousHedge: an OpenAI-compatible primary stalls and an
+// Anthropic route, converted to chat chunks, wins the hedge.
+func TestE2EHeterogeneousHedge(t *testing.T) {
+	ts := fakellmtest.Start(t, scale)
+	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	anthropic := sse.AnthropicChatRoute("anthropic", sse.AnthropicRequest{
+		BaseURL: ts.URL + "/p/steady", APIKey: "k", Model: "claude-fake",
+		Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),
+	})
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), anthropic)
+	if r.err != nil || r.content != 40 || r.stats.WinnerRoute != "anthropic" || r.stats.Attempts[1].Provider != "anthropic" {
+		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
+	}
+}

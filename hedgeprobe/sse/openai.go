@@ -50,6 +50,9 @@ type ChatDelta struct {
 	ToolCalls        []ChatToolCall `json:"tool_calls,omitempty"`
 	// FunctionCall is the legacy single function call.
 	FunctionCall *ChatFunction `json:"function_call,omitempty"`
+	// Annotations are citations (OpenAI's url_citation, Anthropic's
+	// citations through ChatFromAnthropic), as raw JSON.
+	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
 // ChatToolCall is a fragment of a tool call; Index ties fragments together.
@@ -74,8 +77,9 @@ type ChatUsage struct {
 }
 
 // ClassifyOpenAI is the hedgeprobe.Classifier of OpenAI-compatible chunks:
-// a non-empty content, reasoning_content, reasoning or refusal delta, or a
-// tool-call (or function-call) name or arguments fragment, is Content; a
+// a non-empty content, reasoning_content, reasoning or refusal delta, a
+// tool-call (or function-call) name or arguments fragment, or annotations
+// (citations), is Content; a
 // role, a finish reason or usage without content is Control; a comment or a
 // chunk with nothing in it is Keepalive.
 func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
@@ -98,6 +102,9 @@ func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
 			}
 		}
 		if d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "") {
+			return hedgeprobe.Content
+		}
+		if a := d.Annotations; len(a) > 0 && string(a) != "null" && string(a) != "[]" {
 			return hedgeprobe.Content
 		}
 		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {

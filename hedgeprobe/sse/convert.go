@@ -1,0 +1,115 @@
+package sse
+
+import (
+	"context"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// AnthropicChatRoute is AnthropicRoute with its events converted to
+// ChatChunk (ChatFromAnthropic), so that an Anthropic upstream can hedge an
+// OpenAI-compatible one in a single hedgeprobe.Prober[ChatChunk]
+// (heterogeneous hedging). Events that carry nothing for a chat chunk
+// (content_block_stop, message_stop) come out as empty chunks, which
+// ClassifyOpenAI calls Keepalive.
+func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {
+	r := AnthropicRoute(name, req)
+	return hedgeprobe.Route[ChatChunk]{
+		Name:     r.Name,
+		Provider: r.Provider,
+		Model:    r.Model,
+		Open: func(ctx context.Context) (hedgeprobe.Source[ChatChunk], error) {
+			src, err := r.Open(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &chatFromAnthropic{Source: src}, nil
+		},
+	}
+}
+
+type chatFromAnthropic struct {
+	hedgeprobe.Source[AnthropicEvent]
+}
+
+func (c *chatFromAnthropic) Current() ChatChunk { return ChatFromAnthropic(c.Source.Current()) }
+
+// ChatFromAnthropic converts one Anthropic event to the chat chunk that
+// carries the same thing, keeping its kind: message_start is a role chunk,
+// text and thinking deltas are content and reasoning_content, a tool_use
+// block start and its input_json deltas are tool-call fragments (Index is
+// the content block's), a citation is an annotation, message_delta is a finish reason (end_turn → stop,
+// max_tokens → length, tool_use → tool_calls) with usage, ping and comments
+// are keepalive comments.
+func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
+	c := ChatChunk{Object: "chat.completion.chunk", Received: e.Received}
+	choice := func(d ChatDelta, finish string) {
+		c.Choices = []ChatChoice{{Index: 0, Delta: d, FinishReason: finish}}
+	}
+	switch e.Type {
+	case "", "ping":
+		c.IsComment = true
+	case "message_start":
+		if e.Message != nil {
+			c.ID, c.Model = e.Message.ID, e.Message.Model
+		}
+		choice(ChatDelta{Role: "assistant"}, "")
+	case "content_block_start":
+		if b := e.ContentBlock; b != nil {
+			switch {
+			case b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use"):
+				choice(ChatDelta{ToolCalls: []ChatToolCall{{Index: e.Index, ID: b.ID, Type: "function", Function: ChatFunction{Name: b.Name}}}}, "")
+			case b.Text != "" || b.Thinking != "":
+				choice(ChatDelta{Content: b.Text, ReasoningContent: b.Thinking}, "")
+			}
+		}
+	case "content_block_delta":
+		if d := e.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				choice(ChatDelta{Content: d.Text}, "")
+			case "thinking_delta":
+				choice(ChatDelta{ReasoningContent: d.Thinking}, "")
+			case "input_json_delta":
+				if d.PartialJSON == "" {
+					break
+				}
+				choice(ChatDelta{ToolCalls: []ChatToolCall{{Index: e.Index, Function: ChatFunction{Arguments: d.PartialJSON}}}}, "")
+			case "citations_delta":
+				// A citation is content without text: it rides in
+				// annotations, as OpenAI's url_citation does.
+				ann := make([]byte, 0, len(d.Citation)+2)
+				ann = append(append(append(ann, '['), d.Citation...), ']')
+				choice(ChatDelta{Annotations: ann}, "")
+			}
+		}
+	case "message_delta":
+		finish := ""
+		if e.Delta != nil {
+			switch e.Delta.StopReason {
+			case "end_turn", "stop_sequence", "pause_turn":
+				finish = "stop"
+			case "max_tokens":
+				finish = "length"
+			case "tool_use":
+				finish = "tool_calls"
+			case "refusal":
+				finish = "content_filter"
+			case "":
+			default:
+				finish = e.Delta.StopReason
+			}
+		}
+		if finish != "" {
+			choice(ChatDelta{}, finish)
+		}
+		if e.Usage != nil {
+			c.Usage = &ChatUsage{
+				PromptTokens:     e.Usage.InputTokens,
+				CompletionTokens: e.Usage.OutputTokens,
+				TotalTokens:      e.Usage.InputTokens + e.Usage.OutputTokens,
+			}
+		}
+	}
+	return c
+}
