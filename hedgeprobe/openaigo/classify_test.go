@@ -29,6 +29,8 @@ func TestClassify(t *testing.T) {
 		{"refusal", `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, hedgeprobe.Content},
 		{"tool call name", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f"}}]}}]}`, hedgeprobe.Content},
 		{"tool call arguments", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, hedgeprobe.Content},
+		{"annotations", `{"choices":[{"index":0,"delta":{"annotations":[{"type":"url_citation"}]}}]}`, hedgeprobe.Content},
+		{"empty annotations", `{"choices":[{"index":0,"delta":{"annotations":[]}}]}`, hedgeprobe.Keepalive},
 		{"function call", `{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}`, hedgeprobe.Content},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

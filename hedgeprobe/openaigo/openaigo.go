@@ -19,8 +19,8 @@ type Chunk = openai.ChatCompletionChunk
 
 // Classify is the hedgeprobe.Classifier of openai-go chunks, with the rules
 // of sse.ClassifyOpenAI: non-empty content, reasoning_content / reasoning
-// (read from the delta's extra fields), refusal, or a tool-call (or
-// function-call) name or arguments fragment is Content; a role, a finish
+// (read from the delta's extra fields), refusal, a tool-call (or
+// function-call) name or arguments fragment, or annotations, is Content; a role, a finish
 // reason or usage is Control; anything else — an empty chunk, such as a
 // tapped keepalive — is Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
@@ -40,6 +40,9 @@ func Classify(c Chunk) hedgeprobe.Kind {
 			}
 		}
 		if d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
+			return hedgeprobe.Content
+		}
+		if raw := d.JSON.ExtraFields["annotations"].Raw(); len(raw) > 2 && raw[0] == '[' {
 			return hedgeprobe.Content
 		}
 		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
