@@ -20,9 +20,9 @@ type Chunk = openai.ChatCompletionChunk
 // Classify is the hedgeprobe.Classifier of openai-go chunks, with the rules
 // of sse.ClassifyOpenAI: non-empty content, reasoning_content / reasoning
 // (read from the delta's extra fields), refusal, a tool-call (or
-// function-call) name or arguments fragment, or annotations, is Content; a role, a finish
-// reason or usage is Control; anything else — an empty chunk, such as a
-// tapped keepalive — is Keepalive.
+// function-call) name or arguments fragment, or annotations, is Content; a
+// role, a finish reason or usage is Control; anything else — an empty
+// chunk, such as a tapped keepalive — is Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
 	kind := hedgeprobe.Keepalive
 	if c.JSON.Usage.Valid() {
