@@ -170,3 +170,42 @@ func TestCancelStopsHandler(t *testing.T) {
 func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithCancel(t.Context())
 }
+
+// TestSeedRepeats: the same seed gives the same schedule; the seed header
+// pins one request whatever the server's request count.
+func TestSeedRepeats(t *testing.T) {
+	cfg, err := Parse([]byte(`default: r
+profiles:
+  r:
+    ttft: {median: 1s, sigma: 0.8}
+    interval: {median: 50ms, sigma: 0.5}
+    chunks: 5
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedule := func(seed uint64, header string, warmup int) string {
+		var out string
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := New(Options{Config: cfg, Seed: seed})
+			for range warmup {
+				serve(t, s, "/v1/chat/completions", "r", `{"stream":true}`)
+			}
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+			if header != "" {
+				req.Header.Set(SeedHeader, header)
+			}
+			w := &flushRecorder{h: http.Header{}, start: time.Now()}
+			s.ServeHTTP(w, req)
+			out = strings.Join(w.sends, ",")
+		})
+		return out
+	}
+	a, b, c := schedule(1, "", 0), schedule(1, "", 0), schedule(2, "", 0)
+	if a != b || a == c {
+		t.Fatalf("seed 1: %s / %s; seed 2: %s", a, b, c)
+	}
+	if x, y := schedule(1, "42", 0), schedule(9, "42", 3); x != y || x == a {
+		t.Fatalf("seed header: %s / %s", x, y)
+	}
+}
