@@ -28,10 +28,11 @@ type attempt[T any] struct {
 	// caller's Next. nil with Buffered.
 	handoff chan struct{}
 
-	mu        sync.Mutex
-	src       Source[T]
-	released  bool
-	closeOnce sync.Once
+	mu       sync.Mutex
+	src      Source[T]
+	released bool
+	closing  bool          // src.Close has been called
+	closed   chan struct{} // closed once src.Close has returned
 
 	done       bool // outcome decided; events still in flight are discarded
 	outcome    AttemptOutcome
@@ -92,16 +93,27 @@ func (a *attempt[T]) source() Source[T] {
 // release cancels the attempt's context and closes its source, exactly
 // once whoever calls it and however often: the reader at its end, the
 // driver at commit, failure or finish, Close, the stall watchdog. A call
-// that races the first one waits until the source is closed, so when
-// finish returns every source of the call is closed.
+// that races the one closing the source waits until the source is closed,
+// so when finish returns every source of the call is closed. (It waits on
+// a channel rather than a sync.Once: a goroutine blocked on a mutex would
+// keep a synctest bubble from ever advancing its clock.)
 func (a *attempt[T]) release() {
 	a.mu.Lock()
 	a.released = true
 	src := a.src
+	first := src != nil && !a.closing
+	if first {
+		a.closing = true
+	}
+	waitClose := src != nil && !first
 	a.mu.Unlock()
 	a.cancel()
-	if src != nil {
-		a.closeOnce.Do(func() { _ = src.Close() })
+	switch {
+	case first:
+		_ = src.Close()
+		close(a.closed)
+	case waitClose:
+		<-a.closed
 	}
 }
 

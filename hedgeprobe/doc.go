@@ -35,7 +35,8 @@
 //	func (c *Config) Validate() error
 //	func IsTransient(err error) bool
 //	Options: OnHedge, OnThrottle, OnCommit, OnAttemptDone, OnWatchdog,
-//	WithTokenCount, WithTracerProvider, WithChunkEvents, WithKeepaliveOffsets.
+//	WithTokenCount, WithResponseModel, WithTracerProvider, WithOperationName,
+//	WithChunkEvents, WithKeepaliveOffsets.
 //	Errors: *TimeoutError, ErrTimeout, ErrTTFTTimeout, ErrStallTimeout,
 //	ErrNoRoutes, ErrInvalidRoute, ErrInvalidConfig, ErrClassifierPanic,
 //	ErrOpenPanic, ErrNilSource.
@@ -65,6 +66,14 @@
 // (full at start); every hedge, whatever its trigger, takes one. A refused
 // hedge is counted in Stats.HedgesThrottled, reported to OnThrottle and an
 // event on the call span.
+//
+// Telemetry: a call span (INTERNAL, "streamwatch.call") and one attempt
+// span per attempt (CLIENT, "{operation} {model}", child of the call span)
+// with the DESIGN §3 attributes and the compact timeline
+// streamwatch.chunk.offsets_us, through the TracerProvider of
+// WithTracerProvider or the global one. When the call span does not record
+// (sampled out, no SDK), nothing is recorded and nothing allocated per
+// chunk. No prompt or completion text is ever recorded.
 //
 // Goroutines: one per attempt reads its Source until commit; the
 // goroutine calling Next drives the race (no coordinator goroutine), and

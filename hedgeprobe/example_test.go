@@ -71,3 +71,23 @@ func Example() {
 	// fast
 	// ok fast canceled ttft
 }
+
+// All is the range-over-func form: it starts the call lazily, yields the
+// call's error last, and closes the Stream when the loop ends.
+func ExampleStream_All() {
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, func(string) hedgeprobe.Kind { return hedgeprobe.Content })
+	if err != nil {
+		panic(err)
+	}
+	for word, err := range p.Stream(context.Background(), route("only", time.Millisecond)).All() {
+		if err != nil {
+			fmt.Println("error:", err)
+			break
+		}
+		fmt.Println(word)
+	}
+	// Output:
+	// hello
+	// from
+	// only
+}

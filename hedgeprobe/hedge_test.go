@@ -279,17 +279,17 @@ func TestHedgePushbackSingleRoute(t *testing.T) {
 
 // MaxAttempts caps attempts.
 func TestHedgeMaxAttempts(t *testing.T) {
-	for _, max := range []int{1, 3, 5, 9} {
+	for _, n := range []int{1, 3, 5, 9} {
 		t.Run("", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := newUpstream("a", texts("a", 1, time.Minute, 0))
-				p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: max, HedgeBurst: 10})
+				p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: n, HedgeBurst: 10})
 				start := time.Now()
 				s := p.Stream(t.Context(), a.route())
 				g := drain(s, start)
-				want := min(max, MaxAttemptsLimit)
-				if n := len(s.Stats().Attempts); n != want || a.opened() != want {
-					t.Fatalf("attempts = %d, want %d", n, want)
+				want := min(n, MaxAttemptsLimit)
+				if got := len(s.Stats().Attempts); got != want || a.opened() != want {
+					t.Fatalf("attempts = %d, want %d", got, want)
 				}
 				// Each hedge reuses the single route; the first attempt wins.
 				wantDur(t, "first chunk", g.at[0], time.Minute)

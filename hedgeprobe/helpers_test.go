@@ -57,6 +57,8 @@ type scripted struct {
 	err    error
 	closed chan struct{}
 	closes atomic.Int32
+	// closeDelay makes Close take time, like a real HTTP body close.
+	closeDelay time.Duration
 }
 
 func (f *scripted) Next() bool {
@@ -99,6 +101,9 @@ func (f *scripted) Next() bool {
 func (f *scripted) Current() chunk { return f.cur }
 func (f *scripted) Err() error     { return f.err }
 func (f *scripted) Close() error {
+	if f.closeDelay > 0 {
+		time.Sleep(f.closeDelay)
+	}
 	if f.closes.Add(1) == 1 {
 		close(f.closed)
 	}
@@ -107,11 +112,12 @@ func (f *scripted) Close() error {
 
 // upstream is a scripted route: the n-th Open plays scripts[min(n, last)].
 type upstream struct {
-	name      string
-	model     string
-	scripts   [][]step
-	openDelay time.Duration
-	openErr   error
+	name       string
+	model      string
+	scripts    [][]step
+	openDelay  time.Duration
+	openErr    error
+	closeDelay time.Duration
 
 	mu   sync.Mutex
 	srcs []*scripted
@@ -142,7 +148,7 @@ func (u *upstream) open(ctx context.Context) (Source[chunk], error) {
 	if len(u.scripts) > 0 {
 		steps = u.scripts[min(len(u.srcs), len(u.scripts)-1)]
 	}
-	s := &scripted{route: u.name, ctx: ctx, steps: steps, closed: make(chan struct{})}
+	s := &scripted{route: u.name, ctx: ctx, steps: steps, closed: make(chan struct{}), closeDelay: u.closeDelay}
 	u.srcs = append(u.srcs, s)
 	return s, nil
 }

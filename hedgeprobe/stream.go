@@ -371,7 +371,7 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 	}
 	a := &attempt[T]{
 		idx: n, route: route, trigger: trigger,
-		launchAt: now, launch: now.Sub(s.start), stallSpent: -1,
+		launchAt: now, launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 	}
 	if s.p.cfg.HedgeAfter > 0 {
 		a.delay = s.p.cfg.HedgeAfter
