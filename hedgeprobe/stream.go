@@ -674,7 +674,9 @@ func (s *Stream[T]) nextBuffered() bool {
 	if st := s.p.cfg.StallTimeout; st > 0 {
 		s.waitFrom.Store(int64(s.since()))
 		s.lastContent = false
-		s.wd = time.AfterFunc(st, s.watchdog)
+		// Armed after the assignment: the timer function reads s.wd.
+		s.wd = time.AfterFunc(time.Duration(math.MaxInt64), s.watchdog)
+		s.wd.Reset(st)
 	}
 	return s.nextDirect()
 }

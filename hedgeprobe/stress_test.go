@@ -12,6 +12,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // randomScript returns the script of one attempt: a lognormal first chunk,
@@ -110,10 +113,13 @@ func TestStress(t *testing.T) {
 		calls = 1000
 	}
 	synctest.Test(t, func(t *testing.T) {
+		// Two of the Probers record spans, so telemetry sees every path too.
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		defer tp.Shutdown(context.Background())
 		probers := []*Prober[chunk]{
-			mustNew(t, Config{MaxAttempts: 3, StallTimeout: 20 * time.Second, TTFTTimeout: 30 * time.Second, HedgeBudget: 0.3}),
+			mustNew(t, Config{MaxAttempts: 3, StallTimeout: 20 * time.Second, TTFTTimeout: 30 * time.Second, HedgeBudget: 0.3}, WithTracerProvider(tp), WithChunkEvents(true)),
 			mustNew(t, Config{HedgeAfter: 2 * time.Second, StallAfter: 3 * time.Second, HoldChunks: 3, StallTimeout: 10 * time.Second}),
-			mustNew(t, Config{HedgeAfter: time.Second, StallAfter: 5 * time.Second, Delivery: Buffered, MaxAttempts: 4, TTFTTimeout: 60 * time.Second, StallTimeout: 40 * time.Second}),
+			mustNew(t, Config{HedgeAfter: time.Second, StallAfter: 5 * time.Second, Delivery: Buffered, MaxAttempts: 4, TTFTTimeout: 60 * time.Second, StallTimeout: 40 * time.Second}, WithTracerProvider(tp)),
 			mustNew(t, Config{MaxAttempts: 1}),
 		}
 		const workers = 50
