@@ -110,9 +110,9 @@ type Config struct {
 	// started. Zero (the default) disables it.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the
-	// committed stream produces no content chunk for this long while the
-	// caller waits in Next (time the caller spends between Next calls does
-	// not count). Before commit it fails an attempt whose content stopped
+	// committed stream produces no content chunk for this long, counted
+	// from the moment the caller came back to Next after its latest content
+	// chunk (time the caller spends on a chunk does not count). Before commit it fails an attempt whose content stopped
 	// this long, which counts as a transient error. The first chunk is
 	// exempt; keepalives never reset it. Zero (the default) disables it.
 	StallTimeout time.Duration
