@@ -1,0 +1,149 @@
+package hedgesim
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Report holds every strategy's calls on one scenario.
+type Report struct {
+	// Scenario is what was played.
+	Scenario Scenario
+	// Rows are the strategies in report order.
+	Rows []Row
+	// Wall is the real time the run took.
+	Wall time.Duration
+}
+
+// Row is one strategy's results.
+type Row struct {
+	Strategy Strategy
+	// Results holds one entry per call, in call order.
+	Results []Result
+	// Summary is derived from Results.
+	Summary Summary
+}
+
+// Run plays sc.Calls calls through every strategy of Strategies, each
+// strategy on its own goroutine making its calls one after another. It
+// must run inside a synctest bubble (see SwapHedgedQueue for hedgedhttp).
+func Run(ctx context.Context, sc Scenario) (*Report, error) {
+	strategies, err := Strategies()
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Scenario: sc, Rows: make([]Row, len(strategies))}
+	var wg sync.WaitGroup
+	for i, s := range strategies {
+		rep.Rows[i].Strategy = s
+		wg.Go(func() {
+			res := make([]Result, sc.Calls)
+			for n := range res {
+				res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true})
+			}
+			rep.Rows[i].Results = res
+			rep.Rows[i].Summary = summarize(res)
+		})
+	}
+	wg.Wait()
+	return rep, ctx.Err()
+}
+
+// Row returns the row named name, or nil.
+func (r *Report) Row(name string) *Row {
+	for i := range r.Rows {
+		if r.Rows[i].Strategy.Name == name {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
+// Summary is the figures of one strategy.
+type Summary struct {
+	Calls int
+	// OK is the share of calls that got the whole answer.
+	OK float64
+	// Done and TTFT are the p50, p99 and p99.9 of completion and of caller
+	// TTFT. TTFT covers the calls that delivered at least one chunk
+	// (TTFTCalls of them).
+	Done, TTFT [3]time.Duration
+	TTFTCalls  int
+	// ExtraAttempts is (attempts − calls) / calls: hedges and retries.
+	ExtraAttempts float64
+	// Hedges, Streams and Throttled are totals over the calls.
+	Hedges, Streams, Throttled int
+	// Wasted is the total of content chunks received by losers and
+	// abandoned attempts.
+	Wasted int64
+}
+
+var quantiles = [3]float64{0.50, 0.99, 0.999}
+
+func summarize(res []Result) Summary {
+	s := Summary{Calls: len(res)}
+	done := make([]time.Duration, 0, len(res))
+	ttft := make([]time.Duration, 0, len(res))
+	attempts, ok := 0, 0
+	for _, r := range res {
+		done = append(done, r.Done)
+		if r.TTFT >= 0 {
+			ttft = append(ttft, r.TTFT)
+		}
+		if r.OK {
+			ok++
+		}
+		attempts += r.Attempts
+		s.Hedges += r.Hedges
+		s.Streams += r.Streams
+		s.Throttled += r.Throttled
+		s.Wasted += r.Wasted
+	}
+	s.OK = float64(ok) / float64(max(len(res), 1))
+	s.ExtraAttempts = float64(attempts-len(res)) / float64(max(len(res), 1))
+	s.TTFTCalls = len(ttft)
+	s.Done = percentiles(done)
+	s.TTFT = percentiles(ttft)
+	return s
+}
+
+// percentiles are nearest-rank: the smallest value with at least q of the
+// sample at or below it, so p99.9 of 2,000 calls is the second worst.
+func percentiles(d []time.Duration) (out [3]time.Duration) {
+	if len(d) == 0 {
+		return out
+	}
+	slices.Sort(d)
+	for i, q := range quantiles {
+		k := int(q*float64(len(d))+0.999999) - 1
+		out[i] = d[min(max(k, 0), len(d)-1)]
+	}
+	return out
+}
+
+// Markdown renders the scenario, the strategies and the table.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Scenario\n\n%s\n### Strategies\n\n", r.Scenario.Markdown())
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "* **%s**: %s\n", row.Strategy.Name, row.Strategy.Config)
+	}
+	fmt.Fprintf(&b, "\n### Results (%d calls per strategy, virtual time; wall %v)\n\n", r.Scenario.Calls, r.Wall.Round(time.Millisecond))
+	b.WriteString("| strategy | ok | completion p50 | p99 | p99.9 | TTFT p50 | p99 | p99.9 | extra attempts/call | wasted chunks/call | hedges throttled |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, row := range r.Rows {
+		s := row.Summary
+		fmt.Fprintf(&b, "| %s | %.2f %% | %s | %s | %s | %s | %s | %s | %.3f | %.2f | %d |\n",
+			row.Strategy.Name, 100*s.OK, sec(s.Done[0]), sec(s.Done[1]), sec(s.Done[2]),
+			sec(s.TTFT[0]), sec(s.TTFT[1]), sec(s.TTFT[2]),
+			s.ExtraAttempts, float64(s.Wasted)/float64(max(s.Calls, 1)), s.Throttled)
+	}
+	b.WriteString("\nCompletion: call start → last content chunk delivered, or → failure. TTFT: call start → first content chunk delivered, over calls that delivered one. Percentiles are nearest-rank.\n")
+	return b.String()
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }

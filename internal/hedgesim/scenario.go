@@ -1,0 +1,175 @@
+package hedgesim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Route names of the two scripted upstreams.
+const (
+	Primary   = "primary"
+	Secondary = "secondary"
+)
+
+// Scenario is every parameter of the scripted upstreams. The same Scenario
+// and Seed give the same call list, draw for draw, whatever the strategy.
+type Scenario struct {
+	// Seed seeds every draw (math/rand/v2 PCG). Each draw is keyed by
+	// (call, route, attempt on that route), so strategies that open
+	// different attempts still see the same upstream behaviour for the
+	// attempts they share.
+	Seed uint64
+	// Calls is the number of logical calls each strategy makes, one after
+	// another.
+	Calls int
+
+	// TTFTMedian and TTFTSigma shape the lognormal time from an attempt's
+	// request to its first content chunk. The median 1.6 s is the DESIGN
+	// users' figure; sigma 0.5 puts the p95 near 3.6 s.
+	TTFTMedian time.Duration
+	TTFTSigma  float64
+	// HeaderDelay is when response headers (HTTP 200) arrive, before the
+	// first token, as with real LLM APIs that flush headers at once and
+	// then think. Header-level hedging decides here.
+	HeaderDelay time.Duration
+
+	// Chunks is the number of content chunks of a complete stream.
+	Chunks int
+	// ChunkGap is the mean gap between content chunks; each gap is drawn
+	// uniformly in ChunkGap × [1−ChunkJitter, 1+ChunkJitter].
+	ChunkGap    time.Duration
+	ChunkJitter float64
+
+	// StallShare is the share of attempts whose stream falls silent
+	// mid-way, after a number of content chunks drawn uniformly in
+	// [StallAfterMin, StallAfterMax], for a lognormal time of median
+	// StallMedian and shape StallSigma; then the stream resumes and ends
+	// normally. Stalls after the HoldChunks-th chunk hit a committed
+	// Streaming call, which no hedge can save.
+	StallShare    float64
+	StallMedian   time.Duration
+	StallSigma    float64
+	StallAfterMin int
+	StallAfterMax int
+	// KeepaliveEvery is the interval of SSE keepalives (": ping") during a
+	// silence: the connection is alive, nothing is produced.
+	KeepaliveEvery time.Duration
+
+	// FailAfter is how fast an outage 503 or a 429 answers.
+	FailAfter time.Duration
+	// OutageRoute fails every attempt with 503 (no Retry-After) for the
+	// calls in [OutageFrom, OutageTo) × Calls.
+	OutageRoute          string
+	OutageFrom, OutageTo float64
+	// During the calls in [StormFrom, StormTo) × Calls each attempt on
+	// either route is refused with 429 and Retry-After = RetryAfter with
+	// probability StormShare.
+	StormFrom, StormTo float64
+	StormShare         float64
+	RetryAfter         time.Duration
+}
+
+// DefaultScenario is the stall-heavy scenario of the report: 20 % of
+// streams fall silent for a median 55 s, a 5 % outage of the primary and a
+// 5 % 429 storm on both routes.
+func DefaultScenario(calls int) Scenario {
+	return Scenario{
+		Seed:           20261130,
+		Calls:          calls,
+		TTFTMedian:     1600 * time.Millisecond,
+		TTFTSigma:      0.5,
+		HeaderDelay:    200 * time.Millisecond,
+		Chunks:         200,
+		ChunkGap:       20 * time.Millisecond,
+		ChunkJitter:    0.5,
+		StallShare:     0.20,
+		StallMedian:    55 * time.Second,
+		StallSigma:     0.6,
+		StallAfterMin:  2,
+		StallAfterMax:  15,
+		KeepaliveEvery: 15 * time.Second,
+		FailAfter:      50 * time.Millisecond,
+		OutageRoute:    Primary,
+		OutageFrom:     0.30,
+		OutageTo:       0.35,
+		StormFrom:      0.60,
+		StormTo:        0.65,
+		StormShare:     0.5,
+		RetryAfter:     2 * time.Second,
+	}
+}
+
+// Markdown lists the parameters for the report.
+func (sc Scenario) Markdown() string {
+	var b strings.Builder
+	w := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
+	b.WriteString("| parameter | value |\n|---|---|\n")
+	w("seed", fmt.Sprint(sc.Seed))
+	w("calls per strategy", fmt.Sprint(sc.Calls))
+	w("TTFT", fmt.Sprintf("lognormal, median %v, sigma %.2g (p95 ≈ %v)", sc.TTFTMedian, sc.TTFTSigma,
+		lognormalQuantile(sc.TTFTMedian, sc.TTFTSigma, 1.645).Round(100*time.Millisecond)))
+	w("response headers", fmt.Sprintf("at %v (200), before the first token", sc.HeaderDelay))
+	w("stream", fmt.Sprintf("%d content chunks, gap %v ± %.0f %%", sc.Chunks, sc.ChunkGap, 100*sc.ChunkJitter))
+	w("mid-stream silence", fmt.Sprintf("%.0f %% of attempts, after chunk %d–%d, lognormal median %v sigma %.2g, keepalive every %v",
+		100*sc.StallShare, sc.StallAfterMin, sc.StallAfterMax, sc.StallMedian, sc.StallSigma, sc.KeepaliveEvery))
+	w("outage", fmt.Sprintf("route %s answers 503 in %v for calls %.0f–%.0f %%", sc.OutageRoute, sc.FailAfter, 100*sc.OutageFrom, 100*sc.OutageTo))
+	w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v for calls %.0f–%.0f %%",
+		100*sc.StormShare, sc.RetryAfter, sc.FailAfter, 100*sc.StormFrom, 100*sc.StormTo))
+	w("routes", "primary, secondary: independent draws per call × route × attempt")
+	return b.String()
+}
+
+func lognormalQuantile(median time.Duration, sigma, z float64) time.Duration {
+	return time.Duration(float64(median) * math.Exp(sigma*z))
+}
+
+// draw is what one attempt on one route does.
+type draw struct {
+	status     int           // 200, 429 or 503
+	retryAfter time.Duration // on 429
+	ttft       time.Duration // request → first content chunk (≥ HeaderDelay)
+	stallAt    int           // content chunks before the silence; -1: none
+	stall      time.Duration
+	gapSeed    uint64 // seeds the chunk-gap jitter of this attempt
+}
+
+// draw returns the behaviour of attempt k on route for call. With faults
+// false it is the same attempt without silence, outage or storm: the
+// oracle's upstream.
+func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
+	r := 0
+	if route == Secondary {
+		r = 1
+	}
+	// One stream per (call, route, k): independent of the order in which
+	// strategies ask, so every strategy sees the same call list.
+	rng := rand.New(rand.NewPCG(sc.Seed, uint64(call)<<16|uint64(r)<<8|uint64(k)))
+	d := draw{status: 200, stallAt: -1}
+	d.ttft = max(lognormalDraw(rng, sc.TTFTMedian, sc.TTFTSigma), sc.HeaderDelay)
+	stalled := rng.Float64() < sc.StallShare
+	stallAt := sc.StallAfterMin + rng.IntN(sc.StallAfterMax-sc.StallAfterMin+1)
+	stall := lognormalDraw(rng, sc.StallMedian, sc.StallSigma)
+	storm := rng.Float64() < sc.StormShare
+	d.gapSeed = rng.Uint64()
+	if !faults {
+		return d
+	}
+	if stalled {
+		d.stallAt, d.stall = stallAt, stall
+	}
+	pos := float64(call) / float64(max(sc.Calls, 1))
+	switch {
+	case route == sc.OutageRoute && pos >= sc.OutageFrom && pos < sc.OutageTo:
+		d.status = 503
+	case storm && pos >= sc.StormFrom && pos < sc.StormTo:
+		d.status, d.retryAfter = 429, sc.RetryAfter
+	}
+	return d
+}
+
+func lognormalDraw(rng *rand.Rand, median time.Duration, sigma float64) time.Duration {
+	return time.Duration(float64(median) * math.Exp(sigma*rng.NormFloat64()))
+}

@@ -1,0 +1,264 @@
+package hedgesim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cristalhq/hedgedhttp"
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// Result is one call as the caller saw it.
+type Result struct {
+	// Done is the time from the call's start to its last content chunk
+	// delivered, or to its failure.
+	Done time.Duration
+	// TTFT is the time from the call's start to the first content chunk
+	// delivered to the caller; -1 when none was.
+	TTFT time.Duration
+	// OK is true when the caller got the whole answer.
+	OK bool
+	// Attempts is the number of upstream requests made, hedges and
+	// retries included.
+	Attempts int
+	// Hedges is the number of hedges hedgeprobe launched (outer retries
+	// excluded): what the hedge budget bounds.
+	Hedges int
+	// Streams is the number of hedgeprobe Streams opened (1 + retries);
+	// each adds HedgeBudget tokens to the bucket.
+	Streams int
+	// Wasted counts content chunks received by attempts whose output was
+	// not the answer: hedge losers and attempts abandoned for a retry.
+	Wasted int64
+	// Throttled counts hedges the budget or pushback refused.
+	Throttled int
+}
+
+// Strategy is one way of making the calls.
+type Strategy struct {
+	// Name is the row label of the report.
+	Name string
+	// Config describes the settings in a sentence for the report.
+	Config string
+	// Probe is the hedgeprobe configuration, when the strategy uses it.
+	Probe *hedgeprobe.Config
+	// run makes the call-th call.
+	run func(ctx context.Context, c *call) Result
+}
+
+// Shared production-style settings of the hedgeprobe strategies.
+const (
+	// hedgeBudget: a user who sees 20 % of streams stall sizes the budget
+	// above the stall share; the default 0.1 would throttle half the
+	// stall hedges.
+	hedgeBudget = 0.3
+	hedgeBurst  = 10
+	// stallAfter: 250 gaps of 20 ms; a pause of 5 s in a stream is no
+	// longer a slow token.
+	stallAfter = 5 * time.Second
+	// stallTimeout: the README's example watchdog; after commit it ends a
+	// silent stream and the caller retries on the other route.
+	stallTimeout = 30 * time.Second
+	// watchdogTimeout: LangChain's stream_chunk_timeout default.
+	watchdogTimeout = 120 * time.Second
+	// hedgedDelay: the hedgedhttp delay a user would pick from TTFT (about
+	// its p60); anything above HeaderDelay gives the same result, as the
+	// headers always win.
+	hedgedDelay = 2 * time.Second
+)
+
+// Strategies returns the strategies of the report, in order. Each
+// hedgeprobe strategy gets its own Prober, so budgets and delay sketches
+// are not shared between rows.
+func Strategies() ([]Strategy, error) {
+	var out []Strategy
+	out = append(out,
+		Strategy{Name: "oracle (no faults, no hedge)", Config: "the same calls on the primary with no silence, outage or storm: the floor",
+			run: func(ctx context.Context, c *call) Result { c.faults = false; return direct(ctx, c) }},
+		Strategy{Name: "no hedge", Config: "one request to the primary, read to the end",
+			run: direct},
+	)
+	hc, err := hedgedhttp.New(hedgedhttp.Config{Transport: transport{}, Upto: 2, Delay: hedgedDelay})
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, Strategy{Name: "hedgedhttp (headers)",
+		Config: fmt.Sprintf("cristalhq/hedgedhttp v0.9.2, Upto 2, Delay %v; first response (any status) wins", hedgedDelay),
+		run:    func(ctx context.Context, c *call) Result { return viaHTTP(ctx, hc, c) }})
+
+	probes := []struct {
+		name, desc string
+		cfg        hedgeprobe.Config
+		retry      bool
+	}{
+		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog",
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst}, false},
+		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, then one retry on the other route", watchdogTimeout),
+			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout}, true},
+		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry", stallAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, HoldChunks: 10,
+				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+		{"hedgeprobe buffered", fmt.Sprintf("Buffered, StallAfter %v, StallTimeout %v + one retry", stallAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
+				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+	}
+	for _, pc := range probes {
+		p, err := hedgeprobe.New(pc.cfg, classify)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pc.name, err)
+		}
+		cfg, retry := pc.cfg, pc.retry
+		out = append(out, Strategy{Name: pc.name, Config: pc.desc, Probe: &cfg,
+			run: func(ctx context.Context, c *call) Result { return viaProbe(ctx, p, c, retry) }})
+	}
+	return out, nil
+}
+
+// direct reads one attempt on the primary to its end, no watchdog.
+func direct(ctx context.Context, c *call) Result {
+	start := time.Now()
+	r := Result{TTFT: -1, Attempts: 1}
+	src, err := c.open(ctx, Primary)
+	if err != nil {
+		r.Done = time.Since(start)
+		return r
+	}
+	defer src.Close()
+	for src.Next() {
+		if src.Current().Kind != hedgeprobe.Content {
+			continue
+		}
+		r.Done = time.Since(start)
+		if r.TTFT < 0 {
+			r.TTFT = r.Done
+		}
+	}
+	r.OK = src.Err() == nil
+	if !r.OK {
+		r.Done = time.Since(start)
+	}
+	return r
+}
+
+// viaProbe makes the call through a hedgeprobe Stream on (primary,
+// secondary). With retry, a transient failure (a watchdog, every attempt
+// failed or throttled) is retried once with the routes swapped, as the
+// caller's fallback chain would; content already delivered is discarded.
+func viaProbe(ctx context.Context, p *hedgeprobe.Prober[Chunk], c *call, retry bool) Result {
+	start := time.Now()
+	r := Result{TTFT: -1}
+	routes := []hedgeprobe.Route[Chunk]{c.route(Primary), c.route(Secondary)}
+	if p.Config().MaxAttempts == 1 {
+		routes = routes[:1]
+	}
+	for try := 0; ; try++ {
+		s := p.Stream(ctx, routes...)
+		for s.Next() {
+			if s.Current().Kind != hedgeprobe.Content {
+				continue
+			}
+			r.Done = time.Since(start)
+			if r.TTFT < 0 {
+				r.TTFT = r.Done
+			}
+		}
+		err := s.Err()
+		s.Close()
+		st := s.Stats()
+		r.Streams++
+		r.Attempts += len(st.Attempts)
+		r.Hedges += len(st.Attempts) - 1
+		r.Throttled += st.HedgesThrottled
+		for _, a := range st.Attempts {
+			if err != nil || a.Outcome != hedgeprobe.AttemptWinner {
+				r.Wasted += a.ContentChunks
+			}
+		}
+		if err == nil {
+			r.OK = true
+			return r
+		}
+		if !retry || try == 1 || !hedgeprobe.IsTransient(err) {
+			r.Done = time.Since(start)
+			return r
+		}
+		// The retry goes to the other route first.
+		if len(routes) == 1 {
+			routes = []hedgeprobe.Route[Chunk]{c.route(Secondary)}
+		} else {
+			routes = []hedgeprobe.Route[Chunk]{routes[1], routes[0]}
+		}
+	}
+}
+
+var (
+	sseData = []byte("data: ")
+	sseDone = []byte("data: [DONE]")
+)
+
+// viaHTTP makes the call through hedgedhttp and reads the winner's SSE
+// body; no watchdog (hedgedhttp has none).
+func viaHTTP(ctx context.Context, client *hedgedhttp.Client, c *call) Result {
+	hc := &httpCall{call: c}
+	r := readHTTP(ctx, client, hc)
+	// Every round trip hedgedhttp made has returned by now (the winner's
+	// body is closed, losers were cancelled); a loser still in its header
+	// wait is counted as an attempt all the same.
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	r.Attempts = hc.trips
+	var received int64
+	for _, b := range hc.bodies {
+		received += int64(b.s.content)
+	}
+	r.Wasted = received - r.read
+	return r.Result
+}
+
+// httpResult is a Result plus the content chunks the caller read.
+type httpResult struct {
+	Result
+	read int64
+}
+
+func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r httpResult) {
+	start := time.Now()
+	r.TTFT = -1
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, callKey{}, hc), http.MethodPost, "http://upstream.invalid/v1/chat/completions", nil)
+	if err != nil {
+		panic(err) // a constant URL: cannot fail
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		r.Done = time.Since(start)
+		return r
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		r.Done = time.Since(start)
+		return r
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.HasPrefix(line, sseData) || bytes.Equal(line, sseDone) {
+			continue
+		}
+		r.read++
+		r.Done = time.Since(start)
+		if r.TTFT < 0 {
+			r.TTFT = r.Done
+		}
+	}
+	r.OK = sc.Err() == nil
+	if !r.OK {
+		r.Done = time.Since(start)
+	}
+	return r
+}
