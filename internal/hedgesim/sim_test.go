@@ -9,8 +9,17 @@ import (
 	"time"
 )
 
-var (
-	callsFlag = flag.Int("calls", 0, "calls per strategy for TestSimulationReport (0: skip the report)")
+var callsFlag = flag.Int("calls", 0, "calls per strategy for TestSimulationReport (0: skip it)")
+
+// Row names, as Strategies spells them.
+const (
+	rowOracle    = "oracle (no faults, no hedge)"
+	rowNoHedge   = "no hedge"
+	rowHedged    = "hedgedhttp (headers)"
+	rowTTFTOnly  = "TTFT-only hedge"
+	rowWatchdog  = "watchdog + retry"
+	rowStreaming = "hedgeprobe streaming"
+	rowBuffered  = "hedgeprobe buffered"
 )
 
 // simulate runs sc in one synctest bubble and returns the report.
@@ -23,7 +32,7 @@ func simulate(t *testing.T, sc Scenario) *Report {
 	runtime.GC()
 	var rep *Report
 	wall := time.Now()
-	var restore func()
+	restore := func() {}
 	synctest.Test(t, func(t *testing.T) {
 		restore = SwapHedgedQueue()
 		var err error
@@ -42,12 +51,173 @@ func simulate(t *testing.T, sc Scenario) *Report {
 	return rep
 }
 
+func row(t *testing.T, rep *Report, name string) *Row {
+	t.Helper()
+	r := rep.Row(name)
+	if r == nil {
+		t.Fatalf("no row %q", name)
+	}
+	return r
+}
+
+// TestSimulation plays 2,000 calls of the stall-heavy scenario through
+// every strategy and checks the properties the report rests on. The chunk
+// grain is 4× coarser than the report's (50 chunks 80 ms apart: the same
+// 4 s of generation, the same stall positions and fault timings) so the
+// race-enabled run stays a few seconds on two shared cores.
 func TestSimulation(t *testing.T) {
 	sc := DefaultScenario(2000)
+	sc.Chunks, sc.ChunkGap = 50, 80*time.Millisecond
 	rep := simulate(t, sc)
 	if t.Failed() {
 		return
 	}
 	t.Logf("\n%s", rep.Markdown())
-	_ = fmt.Sprint
+
+	oracle := row(t, rep, rowOracle).Summary
+	noHedge := row(t, rep, rowNoHedge)
+	ttftOnly := row(t, rep, rowTTFTOnly).Summary
+
+	for _, r := range rep.Rows {
+		t.Run(r.Strategy.Name, func(t *testing.T) {
+			// Every call ended, with a time and at least one attempt.
+			if len(r.Results) != sc.Calls {
+				t.Fatalf("%d results, want %d", len(r.Results), sc.Calls)
+			}
+			for i, res := range r.Results {
+				if res.Done <= 0 || res.Attempts < 1 {
+					t.Fatalf("call %d: %+v: not ended", i, res)
+				}
+			}
+			// The oracle is the floor of the median.
+			if s := r.Summary; s.Done[0] < oracle.Done[0] {
+				t.Errorf("p50 completion %v below the oracle's %v", s.Done[0], oracle.Done[0])
+			}
+			// The budget bounds hedges: the bucket starts at HedgeBurst and
+			// each Stream adds HedgeBudget.
+			if p := r.Strategy.Probe; p != nil && p.MaxAttempts > 1 {
+				s := r.Summary
+				if bound := p.HedgeBudget*float64(s.Streams) + p.HedgeBurst; float64(s.Hedges) > bound {
+					t.Errorf("%d hedges over %d streams, above the budget bound %.1f", s.Hedges, s.Streams, bound)
+				}
+				if s.Throttled == 0 {
+					t.Errorf("no hedge throttled: the outage should exhaust the budget")
+				}
+			}
+		})
+	}
+
+	if oracle.OK != 1 {
+		t.Errorf("oracle ok = %v, want 1", oracle.OK)
+	}
+	if noHedge.Summary.OK >= 1 {
+		t.Errorf("no hedge ok = %v: the outage failed no call", noHedge.Summary.OK)
+	}
+
+	// The stall trigger cuts the tail that TTFT-only hedging cannot see.
+	for _, name := range []string{rowStreaming, rowBuffered} {
+		s := row(t, rep, name).Summary
+		if s.Done[1] >= noHedge.Summary.Done[1] || s.Done[1] >= ttftOnly.Done[1] {
+			t.Errorf("%s p99 completion %v, not below no hedge %v and TTFT-only %v",
+				name, s.Done[1], noHedge.Summary.Done[1], ttftOnly.Done[1])
+		}
+		if s.OK <= noHedge.Summary.OK {
+			t.Errorf("%s ok %v not above no hedge %v", name, s.OK, noHedge.Summary.OK)
+		}
+	}
+
+	// TTFT-only hedging: its budget bound per call, as the brief states it.
+	if p := row(t, rep, rowTTFTOnly).Strategy.Probe; ttftOnly.ExtraAttempts > p.HedgeBudget+p.HedgeBurst/float64(sc.Calls) {
+		t.Errorf("TTFT-only extra attempts/call %.3f above HedgeBudget + burst/calls", ttftOnly.ExtraAttempts)
+	}
+
+	// The watchdog cuts the worst silences, but not below its timeout.
+	if wd := row(t, rep, rowWatchdog).Summary; wd.Done[1] >= noHedge.Summary.Done[1] || wd.Done[1] < watchdogTimeout {
+		t.Errorf("watchdog + retry p99 %v: want in [%v, no hedge %v)", wd.Done[1], watchdogTimeout, noHedge.Summary.Done[1])
+	}
+
+	// Buffered delivers nothing before the end: its TTFT is its completion.
+	if st, bu := row(t, rep, rowStreaming).Summary, row(t, rep, rowBuffered).Summary; bu.TTFT[0] <= st.TTFT[0] {
+		t.Errorf("buffered TTFT p50 %v not above streaming %v", bu.TTFT[0], st.TTFT[0])
+	}
+
+	// Headers come at 200 ms, before any hedge delay: hedgedhttp never
+	// fires, and every call is the no-hedge call, to the microsecond.
+	hr := row(t, rep, rowHedged)
+	if hr.Summary.ExtraAttempts != 0 {
+		t.Errorf("hedgedhttp extra attempts/call = %v, want 0", hr.Summary.ExtraAttempts)
+	}
+	if st := hr.Strategy.Hedged.Stats(); st.ActualRoundTrips() != st.RequestedRoundTrips() || st.HedgedRequestWins() != 0 {
+		t.Errorf("hedgedhttp stats: %d requested, %d actual, %d hedged wins", st.RequestedRoundTrips(), st.ActualRoundTrips(), st.HedgedRequestWins())
+	}
+	for i, res := range hr.Results {
+		if nh := noHedge.Results[i]; res.Done != nh.Done || res.OK != nh.OK || res.TTFT != nh.TTFT {
+			t.Fatalf("call %d: hedgedhttp %+v, no hedge %+v", i, res, nh)
+		}
+	}
+}
+
+// TestSimulationReport prints the full report as markdown:
+//
+//	go test ./internal/hedgesim -run TestSimulationReport -v -calls=20000
+func TestSimulationReport(t *testing.T) {
+	if *callsFlag <= 0 {
+		t.Skip("set -calls=N to print the report")
+	}
+	rep := simulate(t, DefaultScenario(*callsFlag))
+	if t.Failed() {
+		return
+	}
+	fmt.Println(rep.Markdown())
+}
+
+// TestScriptTiming checks one scripted stream's exact virtual timing.
+func TestScriptTiming(t *testing.T) {
+	sc := DefaultScenario(10)
+	sc.ChunkJitter = 0
+	synctest.Test(t, func(t *testing.T) {
+		for i := range sc.Calls {
+			d := sc.draw(i, Primary, 0, true)
+			res := direct(t.Context(), &call{sc: &sc, index: i, faults: true})
+			// The silence is the gap before chunk stallAt.
+			want := d.ttft + time.Duration(sc.Chunks-1)*sc.ChunkGap
+			if d.stallAt >= 0 {
+				want += d.stall - sc.ChunkGap
+			}
+			if d.status != 200 {
+				want = sc.FailAfter
+			}
+			if res.Done != want || (d.status == 200) != res.OK {
+				t.Errorf("call %d: done %v ok %v, want %v (draw %+v)", i, res.Done, res.OK, want, d)
+			}
+			if d.status == 200 && res.TTFT != d.ttft {
+				t.Errorf("call %d: ttft %v, want %v", i, res.TTFT, d.ttft)
+			}
+		}
+	})
+}
+
+// TestDrawRepeatable checks that draws depend on (seed, call, route,
+// attempt) only, and that the oracle's draw is the faulty one minus faults.
+func TestDrawRepeatable(t *testing.T) {
+	sc := DefaultScenario(1000)
+	stalls := 0
+	for i := range sc.Calls {
+		a, b := sc.draw(i, Primary, 0, true), sc.draw(i, Primary, 0, true)
+		if a != b {
+			t.Fatalf("call %d: %+v then %+v", i, a, b)
+		}
+		if o := sc.draw(i, Primary, 0, false); o.ttft != a.ttft || o.status != 200 || o.stallAt != -1 {
+			t.Fatalf("call %d: oracle %+v, faulty %+v", i, o, a)
+		}
+		if s := sc.draw(i, Secondary, 0, true); s.ttft == a.ttft {
+			t.Fatalf("call %d: routes share a draw", i)
+		}
+		if a.stallAt >= 0 {
+			stalls++
+		}
+	}
+	if share := float64(stalls) / float64(sc.Calls); share < 0.15 || share > 0.25 {
+		t.Errorf("stall share %.3f, want about %.2f", share, sc.StallShare)
+	}
 }

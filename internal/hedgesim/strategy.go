@@ -47,6 +47,9 @@ type Strategy struct {
 	Config string
 	// Probe is the hedgeprobe configuration, when the strategy uses it.
 	Probe *hedgeprobe.Config
+	// Hedged is the hedgedhttp client, for its own Stats, when the
+	// strategy uses it.
+	Hedged *hedgedhttp.Client
 	// run makes the call-th call.
 	run func(ctx context.Context, c *call) Result
 }
@@ -89,6 +92,7 @@ func Strategies() ([]Strategy, error) {
 	}
 	out = append(out, Strategy{Name: "hedgedhttp (headers)",
 		Config: fmt.Sprintf("cristalhq/hedgedhttp v0.9.2, Upto 2, Delay %v; first response (any status) wins", hedgedDelay),
+		Hedged: hc,
 		run:    func(ctx context.Context, c *call) Result { return viaHTTP(ctx, hc, c) }})
 
 	probes := []struct {
