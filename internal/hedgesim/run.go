@@ -2,11 +2,16 @@ package hedgesim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 // Report holds every strategy's calls on one scenario.
@@ -75,8 +80,13 @@ type Summary struct {
 	TTFTCalls  int
 	// ExtraAttempts is (attempts − calls) / calls: hedges and retries.
 	ExtraAttempts float64
-	// Hedges, Streams and Throttled are totals over the calls.
-	Hedges, Streams, Throttled int
+	// Hedges, Streams, Throttled and ThrottledPushback are totals over
+	// the calls.
+	Hedges, Streams, Throttled, ThrottledPushback int
+	// ByTrigger totals Result.ByTrigger.
+	ByTrigger [3]int
+	// Failures counts failed calls by cause (see cause).
+	Failures map[string]int
 	// Wasted is the total of content chunks received by losers and
 	// abandoned attempts.
 	Wasted int64
@@ -85,7 +95,7 @@ type Summary struct {
 var quantiles = [3]float64{0.50, 0.99, 0.999}
 
 func summarize(res []Result) Summary {
-	s := Summary{Calls: len(res)}
+	s := Summary{Calls: len(res), Failures: map[string]int{}}
 	done := make([]time.Duration, 0, len(res))
 	ttft := make([]time.Duration, 0, len(res))
 	attempts, ok := 0, 0
@@ -96,11 +106,17 @@ func summarize(res []Result) Summary {
 		}
 		if r.OK {
 			ok++
+		} else {
+			s.Failures[cause(r.Err)]++
 		}
 		attempts += r.Attempts
 		s.Hedges += r.Hedges
 		s.Streams += r.Streams
 		s.Throttled += r.Throttled
+		s.ThrottledPushback += r.ThrottledPushback
+		for i, n := range r.ByTrigger {
+			s.ByTrigger[i] += n
+		}
 		s.Wasted += r.Wasted
 	}
 	s.OK = float64(ok) / float64(max(len(res), 1))
@@ -142,8 +158,47 @@ func (r *Report) Markdown() string {
 			sec(s.TTFT[0]), sec(s.TTFT[1]), sec(s.TTFT[2]),
 			s.ExtraAttempts, float64(s.Wasted)/float64(max(s.Calls, 1)), s.Throttled)
 	}
+	b.WriteString("\n| strategy | hedges/call | hedges ttft / stall / error | retries/call | throttled: budget / pushback | failed calls by cause |\n|---|---:|---:|---:|---:|---|\n")
+	for _, row := range r.Rows {
+		s := row.Summary
+		n := float64(max(s.Calls, 1))
+		retries := 0.0
+		if s.Streams > 0 {
+			retries = float64(s.Streams-s.Calls) / n
+		}
+		fmt.Fprintf(&b, "| %s | %.3f | %d / %d / %d | %.3f | %d / %d | %s |\n", row.Strategy.Name, float64(s.Hedges)/n,
+			s.ByTrigger[byTTFT], s.ByTrigger[byStall], s.ByTrigger[byError], retries,
+			s.Throttled-s.ThrottledPushback, s.ThrottledPushback, failures(s.Failures))
+	}
 	b.WriteString("\nCompletion: call start → last content chunk delivered, or → failure. TTFT: call start → first content chunk delivered, over calls that delivered one. Percentiles are nearest-rank.\n")
 	return b.String()
+}
+
+// cause names the error a failed call ended with.
+func cause(err error) string {
+	var se *StatusError
+	var te *hedgeprobe.TimeoutError
+	switch {
+	case errors.As(err, &se):
+		return strconv.Itoa(se.Code)
+	case errors.As(err, &te):
+		return string(te.Kind) + " timeout"
+	case err == nil:
+		return "incomplete"
+	default:
+		return fmt.Sprintf("%T", err)
+	}
+}
+
+func failures(m map[string]int) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }

@@ -114,9 +114,24 @@ func TestSimulation(t *testing.T) {
 		t.Errorf("no hedge ok = %v: the outage failed no call", noHedge.Summary.OK)
 	}
 
-	// The stall trigger cuts the tail that TTFT-only hedging cannot see.
+	// The stall trigger cuts the tail that TTFT-only hedging cannot see,
+	// and does it sooner than a watchdog: stall hedges fire, and the
+	// buffered tail (every stall before commit) sits below watchdog +
+	// retry's, which waits out its 120 s.
+	wd := row(t, rep, rowWatchdog).Summary
+	if bu := row(t, rep, rowBuffered).Summary; bu.Done[1] >= wd.Done[1] {
+		t.Errorf("buffered p99 %v not below watchdog + retry %v", bu.Done[1], wd.Done[1])
+	}
+	if n := ttftOnly.ByTrigger[byStall]; n != 0 {
+		t.Errorf("TTFT-only hedge launched %d stall hedges", n)
+	}
 	for _, name := range []string{rowStreaming, rowBuffered} {
 		s := row(t, rep, name).Summary
+		// Stalls before commit: a fifth of attempts, most within the first
+		// HoldChunks chunks; a tenth of calls is a loose floor.
+		if s.ByTrigger[byStall] < sc.Calls/10 {
+			t.Errorf("%s: %d stall hedges over %d calls", name, s.ByTrigger[byStall], sc.Calls)
+		}
 		if s.Done[1] >= noHedge.Summary.Done[1] || s.Done[1] >= ttftOnly.Done[1] {
 			t.Errorf("%s p99 completion %v, not below no hedge %v and TTFT-only %v",
 				name, s.Done[1], noHedge.Summary.Done[1], ttftOnly.Done[1])
@@ -132,7 +147,7 @@ func TestSimulation(t *testing.T) {
 	}
 
 	// The watchdog cuts the worst silences, but not below its timeout.
-	if wd := row(t, rep, rowWatchdog).Summary; wd.Done[1] >= noHedge.Summary.Done[1] || wd.Done[1] < watchdogTimeout {
+	if wd.Done[1] >= noHedge.Summary.Done[1] || wd.Done[1] < watchdogTimeout {
 		t.Errorf("watchdog + retry p99 %v: want in [%v, no hedge %v)", wd.Done[1], watchdogTimeout, noHedge.Summary.Done[1])
 	}
 

@@ -35,9 +35,23 @@ type Result struct {
 	// Wasted counts content chunks received by attempts whose output was
 	// not the answer: hedge losers and attempts abandoned for a retry.
 	Wasted int64
-	// Throttled counts hedges the budget or pushback refused.
-	Throttled int
+	// Throttled counts hedges the budget or pushback refused (the real
+	// Stats.HedgesThrottled); ThrottledPushback is the share of them that
+	// pushback (Retry-After) refused, from the OnThrottle hook.
+	Throttled, ThrottledPushback int
+	// ByTrigger counts hedges by trigger (ttft, stall, error), from the
+	// OnHedge hook.
+	ByTrigger [3]int
+	// Err is the error the caller finally got; nil when OK.
+	Err error
 }
+
+// Indexes of Result.ByTrigger.
+const (
+	byTTFT = iota
+	byStall
+	byError
+)
 
 // Strategy is one way of making the calls.
 type Strategy struct {
@@ -110,15 +124,26 @@ func Strategies() ([]Strategy, error) {
 		{"hedgeprobe buffered", fmt.Sprintf("Buffered, StallAfter %v, StallTimeout %v + one retry", stallAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
 				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+		// The budget is the knob that trades tail for load: the same
+		// buffered prober at the library default and at a generous budget.
+		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with the default HedgeBudget 0.1 and HedgeBurst 5",
+			hedgeprobe.Config{MaxAttempts: 3, Delivery: hedgeprobe.Buffered,
+				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+		{"hedgeprobe buffered, budget 0.6", "as hedgeprobe buffered with HedgeBudget 0.6, HedgeBurst 10",
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: 0.6, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
+				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
 	}
 	for _, pc := range probes {
-		p, err := hedgeprobe.New(pc.cfg, classify)
+		ps := &probeStrategy{retry: pc.retry}
+		p, err := hedgeprobe.New(pc.cfg, classify, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pc.name, err)
 		}
-		cfg, retry := pc.cfg, pc.retry
-		out = append(out, Strategy{Name: pc.name, Config: pc.desc, Probe: &cfg,
-			run: func(ctx context.Context, c *call) Result { return viaProbe(ctx, p, c, retry) }})
+		ps.p = p
+		// Report the config with New's defaults filled in, as the budget
+		// assertion needs the real HedgeBudget and HedgeBurst.
+		cfg := p.Config()
+		out = append(out, Strategy{Name: pc.name, Config: pc.desc, Probe: &cfg, run: ps.call})
 	}
 	return out, nil
 }
@@ -129,7 +154,7 @@ func direct(ctx context.Context, c *call) Result {
 	r := Result{TTFT: -1, Attempts: 1}
 	src, err := c.open(ctx, Primary)
 	if err != nil {
-		r.Done = time.Since(start)
+		r.Done, r.Err = time.Since(start), err
 		return r
 	}
 	defer src.Close()
@@ -142,20 +167,50 @@ func direct(ctx context.Context, c *call) Result {
 			r.TTFT = r.Done
 		}
 	}
-	r.OK = src.Err() == nil
+	r.Err = src.Err()
+	r.OK = r.Err == nil
 	if !r.OK {
 		r.Done = time.Since(start)
 	}
 	return r
 }
 
-// viaProbe makes the call through a hedgeprobe Stream on (primary,
+// probeStrategy makes calls through one Prober. Its calls run one after
+// another on one goroutine, and OnThrottle runs on the goroutine calling
+// Next, so tally needs no lock.
+type probeStrategy struct {
+	p     *hedgeprobe.Prober[Chunk]
+	retry bool
+	tally *Result
+}
+
+func (ps *probeStrategy) onHedge(e hedgeprobe.HedgeEvent) {
+	switch e.Trigger {
+	case hedgeprobe.TriggerTTFT:
+		ps.tally.ByTrigger[byTTFT]++
+	case hedgeprobe.TriggerStall:
+		ps.tally.ByTrigger[byStall]++
+	case hedgeprobe.TriggerError:
+		ps.tally.ByTrigger[byError]++
+	}
+}
+
+func (ps *probeStrategy) onThrottle(e hedgeprobe.ThrottleEvent) {
+	if e.Reason == hedgeprobe.ThrottlePushback {
+		ps.tally.ThrottledPushback++
+	}
+}
+
+// call makes the call through a hedgeprobe Stream on (primary,
 // secondary). With retry, a transient failure (a watchdog, every attempt
 // failed or throttled) is retried once with the routes swapped, as the
 // caller's fallback chain would; content already delivered is discarded.
-func viaProbe(ctx context.Context, p *hedgeprobe.Prober[Chunk], c *call, retry bool) Result {
+func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 	start := time.Now()
 	r := Result{TTFT: -1}
+	ps.tally = &r
+	defer func() { ps.tally = nil }()
+	p, retry := ps.p, ps.retry
 	routes := []hedgeprobe.Route[Chunk]{c.route(Primary), c.route(Secondary)}
 	if p.Config().MaxAttempts == 1 {
 		routes = routes[:1]
@@ -188,7 +243,7 @@ func viaProbe(ctx context.Context, p *hedgeprobe.Prober[Chunk], c *call, retry b
 			return r
 		}
 		if !retry || try == 1 || !hedgeprobe.IsTransient(err) {
-			r.Done = time.Since(start)
+			r.Done, r.Err = time.Since(start), err
 			return r
 		}
 		// The retry goes to the other route first.
@@ -239,13 +294,13 @@ func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r h
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		r.Done = time.Since(start)
+		r.Done, r.Err = time.Since(start), err
 		return r
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		r.Done = time.Since(start)
+		r.Done, r.Err = time.Since(start), &StatusError{Code: resp.StatusCode}
 		return r
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -260,7 +315,8 @@ func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r h
 			r.TTFT = r.Done
 		}
 	}
-	r.OK = sc.Err() == nil
+	r.Err = sc.Err()
+	r.OK = r.Err == nil
 	if !r.OK {
 		r.Done = time.Since(start)
 	}
