@@ -26,6 +26,7 @@ type Report struct {
 
 // Row is one strategy's results.
 type Row struct {
+	// Strategy is what made the calls.
 	Strategy Strategy
 	// Results holds one entry per call, in call order.
 	Results []Result
@@ -70,6 +71,7 @@ func (r *Report) Row(name string) *Row {
 
 // Summary is the figures of one strategy.
 type Summary struct {
+	// Calls is the number of calls summarized.
 	Calls int
 	// OK is the share of calls that got the whole answer.
 	OK float64

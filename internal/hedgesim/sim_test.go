@@ -236,3 +236,24 @@ func TestDrawRepeatable(t *testing.T) {
 		t.Errorf("stall share %.3f, want about %.2f", share, sc.StallShare)
 	}
 }
+
+// TestHedgedHTTPLateHeaders is the control of the hedgedhttp assertion:
+// when headers come with the first token (after the 2 s delay for nearly
+// every call), the same hedgedhttp setup does hedge. Its silence in
+// TestSimulation is the header timing, not a broken integration.
+func TestHedgedHTTPLateHeaders(t *testing.T) {
+	sc := DefaultScenario(300)
+	sc.Chunks, sc.ChunkGap = 50, 80*time.Millisecond
+	sc.HeaderDelay = 3 * time.Second
+	rep := simulate(t, sc)
+	if t.Failed() {
+		return
+	}
+	hr := row(t, rep, rowHedged)
+	if hr.Summary.ExtraAttempts < 0.5 {
+		t.Errorf("hedgedhttp extra attempts/call = %.3f with late headers, want most calls hedged", hr.Summary.ExtraAttempts)
+	}
+	if st := hr.Strategy.Hedged.Stats(); st.ActualRoundTrips() <= st.RequestedRoundTrips() {
+		t.Errorf("hedgedhttp stats: %d requested, %d actual", st.RequestedRoundTrips(), st.ActualRoundTrips())
+	}
+}
