@@ -9,10 +9,15 @@
 // scripted upstreams is a timer, so a call that takes minutes of upstream
 // time costs microseconds of wall time, and the timings are exact.
 //
+//	var restore func()
 //	synctest.Test(t, func(t *testing.T) {
-//		rep := hedgesim.Run(t.Context(), hedgesim.DefaultScenario(2000))
+//		restore = hedgesim.SwapHedgedQueue() // hedgedhttp's pool, see hedgedpool.go
+//		rep, err := hedgesim.Run(t.Context(), hedgesim.DefaultScenario(2000))
+//		...
 //		fmt.Print(rep.Markdown())
+//		time.Sleep(hedgesim.HedgedIdle) // let hedgedhttp's idle workers exit
 //	})
+//	restore()
 //
 // Nothing here touches the network: the upstreams are in-memory Sources
 // and an in-memory http.RoundTripper.
