@@ -155,8 +155,13 @@ func Exprs() []string {
 
 var promDS = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("prometheus")}
 
-// Build assembles the dashboard.
+// Build assembles the dashboard. It uses the classic (v1) dashboard schema
+// on purpose: file provisioning in Grafana 10 and 11 reads it, while the v2
+// schema the SDK now prefers needs Grafana 12's dynamic dashboards.
+//
+//lint:ignore SA1019 the v1 schema is the one every supported Grafana provisions
 func Build() (dashboard.Dashboard, error) {
+	//lint:ignore SA1019 as above
 	b := dashboard.NewDashboardBuilder("streamwatch: LLM streams").
 		Uid(UID).
 		Description("Time to first chunk, raw versus active generation, stalls, hedging and watchdogs, from otelcol-streamwatch.").

@@ -128,7 +128,7 @@ func TestTelemetryLongTimeline(t *testing.T) {
 			semconv.AttemptLaunchOffsetMs: attribute.Float64Value(0),
 		} {
 			if got := mustAttr(t, a, k); got != want {
-				t.Errorf("%s = %v, want %v", k, got.Emit(), want.Emit())
+				t.Errorf("%s = %v, want %v", k, got.String(), want.String())
 			}
 		}
 		if got := mustAttr(t, call, semconv.GenAIResponseTimeToFirstChunk).AsFloat64(); got != 1.234567 {

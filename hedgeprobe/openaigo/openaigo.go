@@ -39,6 +39,9 @@ func Classify(c Chunk) hedgeprobe.Kind {
 				return hedgeprobe.Content
 			}
 		}
+		// The legacy single function call is deprecated in the API but
+		// still streamed by older OpenAI-compatible servers: it is content.
+		//lint:ignore SA1019 see above
 		if d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
 			return hedgeprobe.Content
 		}

@@ -151,10 +151,7 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 				return nil
 			}
 			p.bomCheck = true
-			b = p.line
-			if bytes.HasPrefix(b, bom) {
-				b = b[len(bom):]
-			}
+			b = bytes.TrimPrefix(p.line, bom)
 			p.line = nil
 		}
 		if p.skipLF {

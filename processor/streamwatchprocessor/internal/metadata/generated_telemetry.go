@@ -41,12 +41,6 @@ type TelemetryBuilderOption interface {
 	apply(*TelemetryBuilder)
 }
 
-type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
-
-func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
-	tbof(mb)
-}
-
 // Shutdown unregister all registered callbacks for async instruments.
 func (builder *TelemetryBuilder) Shutdown() {
 	builder.mu.Lock()
