@@ -18,43 +18,19 @@ import (
 type Event = anthropic.MessageStreamEventUnion
 
 // Classify is the hedgeprobe.Classifier of anthropic-sdk-go events, with
-// the rules of sse.ClassifyAnthropic: content_block_delta with a non-empty
-// text_delta, thinking_delta or input_json_delta, or a citations_delta, is
-// Content, and so is a content_block_start opening a named tool_use block
-// or carrying text; an empty delta or an event without a type (a tapped
-// keepalive; the SDK itself drops ping) is Keepalive; every other event is
-// Control.
+// the rule of sse.ClassifyAnthropic (sse.AnthropicEventKind):
+// content_block_delta with a non-empty text_delta, thinking_delta or
+// input_json_delta, or a citations_delta, is Content, and so is a
+// content_block_start opening a named tool_use block or carrying text; an
+// empty delta or an event without a type (a tapped keepalive; the SDK
+// itself drops ping) is Keepalive; every other event is Control.
 func Classify(e Event) hedgeprobe.Kind {
-	switch e.Type {
-	case "", "ping":
-		return hedgeprobe.Keepalive
-	case "content_block_delta":
-		d := &e.Delta
-		switch d.Type {
-		case "text_delta":
-			return contentIf(d.Text != "")
-		case "thinking_delta":
-			return contentIf(d.Thinking != "")
-		case "input_json_delta":
-			return contentIf(d.PartialJSON != "")
-		case "citations_delta":
-			return hedgeprobe.Content
-		}
-		return hedgeprobe.Control
-	case "content_block_start":
-		b := &e.ContentBlock
-		if b.Text != "" || b.Thinking != "" || (b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use")) {
-			return hedgeprobe.Content
-		}
-	}
-	return hedgeprobe.Control
-}
-
-func contentIf(ok bool) hedgeprobe.Kind {
-	if ok {
-		return hedgeprobe.Content
-	}
-	return hedgeprobe.Keepalive
+	d, b := &e.Delta, &e.ContentBlock
+	return sse.AnthropicEventKind(sse.AnthropicEventParts{
+		Type:      e.Type,
+		DeltaType: d.Type, DeltaText: d.Text, DeltaThinking: d.Thinking, DeltaPartialJSON: d.PartialJSON,
+		BlockType: b.Type, BlockText: b.Text, BlockThinking: b.Thinking, BlockName: b.Name,
+	})
 }
 
 // Tokens is the hedgeprobe.TokenCount of anthropic-sdk-go events:

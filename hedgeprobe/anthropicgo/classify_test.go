@@ -60,3 +60,13 @@ func TestTokens(t *testing.T) {
 
 // anthropic-sdk-go's stream is a hedgeprobe.Source as it is.
 var _ hedgeprobe.Source[anthropicgo.Event] = (*ssestream.Stream[anthropicgo.Event])(nil)
+
+func TestClassifyDoesNotAllocate(t *testing.T) {
+	var e anthropicgo.Event
+	if err := json.Unmarshal([]byte(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`), &e); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = anthropicgo.Classify(e) }); n != 0 {
+		t.Fatalf("%v allocations per Classify", n)
+	}
+}

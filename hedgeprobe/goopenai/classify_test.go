@@ -53,3 +53,13 @@ func TestTokens(t *testing.T) {
 
 // Source is a hedgeprobe.Source.
 var _ hedgeprobe.Source[goopenai.Chunk] = (*goopenai.Source)(nil)
+
+func TestClassifyDoesNotAllocate(t *testing.T) {
+	var c goopenai.Chunk
+	if err := json.Unmarshal([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"function":{}}]}},{"index":1,"delta":{"function_call":{"name":"f"}}}]}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = goopenai.Classify(c) }); n != 0 {
+		t.Fatalf("%v allocations per Classify", n)
+	}
+}

@@ -17,34 +17,34 @@ import (
 type Chunk = openai.ChatCompletionStreamResponse
 
 // Classify is the hedgeprobe.Classifier of go-openai chunks, with the
-// rules of sse.ClassifyOpenAI: non-empty content, reasoning_content,
-// refusal, or a tool-call (or function-call) name or arguments fragment is
-// Content; a role, a finish reason or usage is Control; anything else — an
-// empty chunk, such as a tapped keepalive — is Keepalive.
+// rule of sse.ClassifyOpenAI (sse.ClassifyChat): non-empty content,
+// reasoning_content, refusal, or a tool-call (or function-call) name or
+// arguments fragment is Content; a role, a finish reason or usage is
+// Control; anything else — an empty chunk, such as a tapped keepalive — is
+// Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
-	kind := hedgeprobe.Keepalive
-	if c.Usage != nil {
-		kind = hedgeprobe.Control
+	return sse.ClassifyChat(c.Usage != nil, c.Choices, choiceParts)
+}
+
+// choiceParts describes a go-openai choice for sse.ChatDeltaKind.
+func choiceParts(ch *openai.ChatCompletionStreamChoice) sse.ChatDeltaParts {
+	d := &ch.Delta
+	p := sse.ChatDeltaParts{
+		Content:      d.Content != "",
+		Reasoning:    d.ReasoningContent != "",
+		Refusal:      d.Refusal != "",
+		ToolCalls:    len(d.ToolCalls) > 0,
+		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
+		Role:         d.Role != "",
+		FinishReason: ch.FinishReason != "",
 	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		d := &ch.Delta
-		if d.Content != "" || d.ReasoningContent != "" || d.Refusal != "" {
-			return hedgeprobe.Content
-		}
-		for _, tc := range d.ToolCalls {
-			if tc.Function.Name != "" || tc.Function.Arguments != "" {
-				return hedgeprobe.Content
-			}
-		}
-		if d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "") {
-			return hedgeprobe.Content
-		}
-		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
-			kind = hedgeprobe.Control
+	for i := range d.ToolCalls {
+		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
+			p.ToolCallText = true
+			break
 		}
 	}
-	return kind
+	return p
 }
 
 // Tokens is the hedgeprobe.TokenCount of go-openai chunks:

@@ -62,3 +62,13 @@ func TestTokens(t *testing.T) {
 
 // openai-go's stream is a hedgeprobe.Source as it is.
 var _ hedgeprobe.Source[openaigo.Chunk] = (*ssestream.Stream[openaigo.Chunk])(nil)
+
+func TestClassifyDoesNotAllocate(t *testing.T) {
+	var c openaigo.Chunk
+	if err := json.Unmarshal([]byte(`{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"function":{}}]}},{"index":1,"delta":{"reasoning":"hm"}}]}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = openaigo.Classify(c) }); n != 0 {
+		t.Fatalf("%v allocations per Classify", n)
+	}
+}

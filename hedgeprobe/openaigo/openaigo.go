@@ -17,42 +17,44 @@ import (
 // Chunk is the item type of an openai-go chat-completions stream.
 type Chunk = openai.ChatCompletionChunk
 
-// Classify is the hedgeprobe.Classifier of openai-go chunks, with the rules
-// of sse.ClassifyOpenAI: non-empty content, reasoning_content / reasoning
-// (read from the delta's extra fields), refusal, a tool-call (or
-// function-call) name or arguments fragment, or annotations, is Content; a
-// role, a finish reason or usage is Control; anything else — an empty
-// chunk, such as a tapped keepalive — is Keepalive.
+// Classify is the hedgeprobe.Classifier of openai-go chunks, with the rule
+// of sse.ClassifyOpenAI (sse.ClassifyChat): non-empty content,
+// reasoning_content / reasoning (read from the delta's extra fields),
+// refusal, a tool-call (or function-call) name or arguments fragment, or
+// annotations, is Content; a role, a finish reason or usage is Control;
+// anything else — an empty chunk, such as a tapped keepalive — is
+// Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
-	kind := hedgeprobe.Keepalive
-	if c.JSON.Usage.Valid() {
-		kind = hedgeprobe.Control
-	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		d := &ch.Delta
-		if d.Content != "" || d.Refusal != "" || extraText(d.JSON.ExtraFields["reasoning_content"].Raw()) || extraText(d.JSON.ExtraFields["reasoning"].Raw()) {
-			return hedgeprobe.Content
-		}
-		for _, tc := range d.ToolCalls {
-			if tc.Function.Name != "" || tc.Function.Arguments != "" {
-				return hedgeprobe.Content
-			}
-		}
+	return sse.ClassifyChat(c.JSON.Usage.Valid(), c.Choices, choiceParts)
+}
+
+// choiceParts describes an openai-go choice for sse.ChatDeltaKind.
+func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
+	d := &ch.Delta
+	p := sse.ChatDeltaParts{
+		Content:   d.Content != "",
+		Refusal:   d.Refusal != "",
+		ToolCalls: len(d.ToolCalls) > 0,
 		// The legacy single function call is deprecated in the API but
 		// still streamed by older OpenAI-compatible servers: it is content.
 		//lint:ignore SA1019 see above
-		if d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
-			return hedgeprobe.Content
-		}
-		if raw := d.JSON.ExtraFields["annotations"].Raw(); len(raw) > 2 && raw[0] == '[' {
-			return hedgeprobe.Content
-		}
-		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
-			kind = hedgeprobe.Control
+		FunctionCall: d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "",
+		Role:         d.Role != "",
+		FinishReason: ch.FinishReason != "",
+	}
+	for i := range d.ToolCalls {
+		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
+			p.ToolCallText = true
+			break
 		}
 	}
-	return kind
+	// reasoning_content, reasoning and annotations are not fields of the
+	// SDK's delta: they are read from its extra fields, as raw JSON.
+	x := d.JSON.ExtraFields
+	p.Reasoning = extraText(x["reasoning_content"].Raw()) || extraText(x["reasoning"].Raw())
+	raw := x["annotations"].Raw()
+	p.Annotations = len(raw) > 2 && raw[0] == '['
+	return p
 }
 
 // extraText reports whether raw JSON is a non-empty string.

@@ -76,45 +76,25 @@ type AnthropicUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
 }
 
-// ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events:
-// content_block_delta with a non-empty text_delta, thinking_delta or
-// input_json_delta, or a citations_delta, is Content, and so is a
-// content_block_start that opens a tool_use block with its name (the
-// counterpart of an OpenAI tool-call name fragment) or carries text; ping, a
-// comment and an empty delta are Keepalive; every other event is Control.
+// ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events, by
+// AnthropicEventKind: content_block_delta with a non-empty text_delta,
+// thinking_delta or input_json_delta, or a citations_delta, is Content,
+// and so is a content_block_start that opens a tool_use block with its
+// name (the counterpart of an OpenAI tool-call name fragment) or carries
+// text; ping, a comment and an empty delta are Keepalive; every other
+// event is Control.
 func ClassifyAnthropic(e AnthropicEvent) hedgeprobe.Kind {
-	switch {
-	case e.IsComment || e.Type == "ping" || e.Type == "":
+	if e.IsComment {
 		return hedgeprobe.Keepalive
-	case e.Type == "content_block_delta":
-		if e.Delta == nil {
-			return hedgeprobe.Keepalive
-		}
-		switch e.Delta.Type {
-		case "text_delta":
-			return contentIf(e.Delta.Text != "")
-		case "thinking_delta":
-			return contentIf(e.Delta.Thinking != "")
-		case "input_json_delta":
-			return contentIf(e.Delta.PartialJSON != "")
-		case "citations_delta":
-			return hedgeprobe.Content
-		}
-		return hedgeprobe.Control
-	case e.Type == "content_block_start" && e.ContentBlock != nil:
-		b := e.ContentBlock
-		if b.Text != "" || b.Thinking != "" || (b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use")) {
-			return hedgeprobe.Content
-		}
 	}
-	return hedgeprobe.Control
-}
-
-func contentIf(ok bool) hedgeprobe.Kind {
-	if ok {
-		return hedgeprobe.Content
+	p := AnthropicEventParts{Type: e.Type, NoDelta: e.Delta == nil}
+	if d := e.Delta; d != nil {
+		p.DeltaType, p.DeltaText, p.DeltaThinking, p.DeltaPartialJSON = d.Type, d.Text, d.Thinking, d.PartialJSON
 	}
-	return hedgeprobe.Keepalive
+	if b := e.ContentBlock; b != nil {
+		p.BlockType, p.BlockText, p.BlockThinking, p.BlockName = b.Type, b.Text, b.Thinking, b.Name
+	}
+	return AnthropicEventKind(p)
 }
 
 // AnthropicTokens is the hedgeprobe.TokenCount of Anthropic events:

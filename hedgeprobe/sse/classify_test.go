@@ -77,6 +77,7 @@ func TestClassifyAnthropic(t *testing.T) {
 		{"input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`, hedgeprobe.Content},
 		{"empty input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, hedgeprobe.Keepalive},
 		{"signature delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}`, hedgeprobe.Control},
+		{"delta absent", "content_block_delta", `{"type":"content_block_delta","index":0}`, hedgeprobe.Keepalive},
 		{"block stop", "content_block_stop", `{"type":"content_block_stop","index":0}`, hedgeprobe.Control},
 		{"message_delta", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, hedgeprobe.Control},
 		{"message_stop", "message_stop", `{"type":"message_stop"}`, hedgeprobe.Control},
@@ -102,5 +103,18 @@ func TestAnthropicTokens(t *testing.T) {
 	e, _, _, _ = decodeAnthropic("anthropic", Event{Type: "message_start", Data: []byte(`{"type":"message_start","message":{"usage":{"output_tokens":1}}}`)})
 	if _, ok := AnthropicTokens(e); ok {
 		t.Fatal("tokens on message_start")
+	}
+}
+
+// TestClassifyDoesNotAllocate walks every branch of both rules on chunks
+// that reach their last choice or field.
+func TestClassifyDoesNotAllocate(t *testing.T) {
+	c, _, _, _ := decodeOpenAI("openai", Event{Data: []byte(`{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"function":{}}]}},{"index":1,"delta":{"annotations":[{"type":"url_citation"}]}}],"usage":{"completion_tokens":1}}`)})
+	e, _, _, _ := decodeAnthropic("anthropic", Event{Data: []byte(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`)})
+	if ClassifyOpenAI(c) != hedgeprobe.Content || ClassifyAnthropic(e) != hedgeprobe.Content {
+		t.Fatal("test chunks are not content")
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = ClassifyOpenAI(c), ClassifyAnthropic(e) }); n != 0 {
+		t.Fatalf("%v allocations per classification", n)
 	}
 }

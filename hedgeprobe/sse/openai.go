@@ -76,42 +76,39 @@ type ChatUsage struct {
 	TotalTokens      int64 `json:"total_tokens"`
 }
 
-// ClassifyOpenAI is the hedgeprobe.Classifier of OpenAI-compatible chunks:
-// a non-empty content, reasoning_content, reasoning or refusal delta, a
-// tool-call (or function-call) name or arguments fragment, or annotations
-// (citations), is Content; a
-// role, a finish reason or usage without content is Control; a comment or a
-// chunk with nothing in it is Keepalive.
+// ClassifyOpenAI is the hedgeprobe.Classifier of OpenAI-compatible chunks,
+// by ClassifyChat: a non-empty content, reasoning_content, reasoning or
+// refusal delta, a tool-call (or function-call) name or arguments fragment,
+// or annotations (citations), is Content; a role, a finish reason or usage
+// without content is Control; a comment or a chunk with nothing in it is
+// Keepalive.
 func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
 	if c.IsComment {
 		return hedgeprobe.Keepalive
 	}
-	kind := hedgeprobe.Keepalive
-	if c.Usage != nil {
-		kind = hedgeprobe.Control
+	return ClassifyChat(c.Usage != nil, c.Choices, chatChoiceParts)
+}
+
+// chatChoiceParts describes a choice of a ChatChunk for ChatDeltaKind.
+func chatChoiceParts(ch *ChatChoice) ChatDeltaParts {
+	d := &ch.Delta
+	p := ChatDeltaParts{
+		Content:      d.Content != "",
+		Reasoning:    d.ReasoningContent != "" || d.Reasoning != "",
+		Refusal:      d.Refusal != "",
+		ToolCalls:    len(d.ToolCalls) > 0,
+		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
+		Annotations:  len(d.Annotations) > 0 && string(d.Annotations) != "null" && string(d.Annotations) != "[]",
+		Role:         d.Role != "",
+		FinishReason: ch.FinishReason != "",
 	}
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		d := &ch.Delta
-		if d.Content != "" || d.ReasoningContent != "" || d.Reasoning != "" || d.Refusal != "" {
-			return hedgeprobe.Content
-		}
-		for _, tc := range d.ToolCalls {
-			if tc.Function.Name != "" || tc.Function.Arguments != "" {
-				return hedgeprobe.Content
-			}
-		}
-		if d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "") {
-			return hedgeprobe.Content
-		}
-		if a := d.Annotations; len(a) > 0 && string(a) != "null" && string(a) != "[]" {
-			return hedgeprobe.Content
-		}
-		if d.Role != "" || ch.FinishReason != "" || len(d.ToolCalls) > 0 {
-			kind = hedgeprobe.Control
+	for i := range d.ToolCalls {
+		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
+			p.ToolCallText = true
+			break
 		}
 	}
-	return kind
+	return p
 }
 
 // OpenAITokens is the hedgeprobe.TokenCount of OpenAI-compatible chunks:

@@ -1,0 +1,129 @@
+package sse
+
+import "github.com/streamwatch/streamwatch/hedgeprobe"
+
+// ChatDeltaParts says what one choice of an OpenAI-compatible chat chunk
+// carries, as ChatDeltaKind reads it. Each SDK adapter fills it from its
+// own chunk type (ClassifyOpenAI from ChatChunk, hedgeprobe/openaigo and
+// hedgeprobe/goopenai from their SDKs'), so the classification rule itself
+// is written once. Every field reports a non-empty part of the delta.
+type ChatDeltaParts struct {
+	// Content is a non-empty content.
+	Content bool
+	// Reasoning is a non-empty reasoning_content (DeepSeek, vLLM) or
+	// reasoning (OpenRouter, Ollama).
+	Reasoning bool
+	// Refusal is a non-empty refusal.
+	Refusal bool
+	// ToolCallText is a tool-call fragment with a function name or
+	// arguments.
+	ToolCallText bool
+	// ToolCalls is any tool-call fragment, also one with only an index
+	// or id.
+	ToolCalls bool
+	// FunctionCall is a legacy function_call with a name or arguments.
+	FunctionCall bool
+	// Annotations is at least one annotation (a citation).
+	Annotations bool
+	// Role is a role.
+	Role bool
+	// FinishReason is a finish_reason on the choice.
+	FinishReason bool
+}
+
+// ChatDeltaKind is the classification rule of one choice of an
+// OpenAI-compatible chunk: content, reasoning, refusal, a tool-call (or
+// legacy function-call) name or arguments fragment, or annotations, is
+// Content; a role, a finish reason or an index-only tool-call fragment
+// without any of those is Control; nothing is Keepalive.
+func ChatDeltaKind(p ChatDeltaParts) hedgeprobe.Kind {
+	switch {
+	case p.Content || p.Reasoning || p.Refusal || p.ToolCallText || p.FunctionCall || p.Annotations:
+		return hedgeprobe.Content
+	case p.Role || p.FinishReason || p.ToolCalls:
+		return hedgeprobe.Control
+	}
+	return hedgeprobe.Keepalive
+}
+
+// ClassifyChat is the classification rule of a whole OpenAI-compatible
+// chunk, for an adapter whose chunk holds choices of type C: Content when
+// any choice is Content (ChatDeltaKind of parts(choice)), else Control when
+// any choice is Control or the chunk carries usage, else Keepalive.
+//
+// parts must not retain its argument; with a top-level function for parts,
+// ClassifyChat does not allocate.
+func ClassifyChat[C any](usage bool, choices []C, parts func(*C) ChatDeltaParts) hedgeprobe.Kind {
+	kind := hedgeprobe.Keepalive
+	if usage {
+		kind = hedgeprobe.Control
+	}
+	for i := range choices {
+		switch ChatDeltaKind(parts(&choices[i])) {
+		case hedgeprobe.Content:
+			return hedgeprobe.Content
+		case hedgeprobe.Control:
+			kind = hedgeprobe.Control
+		}
+	}
+	return kind
+}
+
+// AnthropicEventParts is what AnthropicEventKind reads of an Anthropic
+// Messages stream event. Each SDK adapter fills it from its own event type
+// (ClassifyAnthropic from AnthropicEvent, hedgeprobe/anthropicgo from the
+// SDK's), so the classification rule itself is written once.
+type AnthropicEventParts struct {
+	// Type is the event's type ("content_block_delta", "ping"…); empty
+	// for a comment or a tapped keepalive.
+	Type string
+	// NoDelta reports a content_block_delta without a delta object. An
+	// SDK that always decodes a (possibly zero) delta leaves it false.
+	NoDelta bool
+	// DeltaType, DeltaText, DeltaThinking and DeltaPartialJSON are the
+	// delta's type, text, thinking and partial_json.
+	DeltaType, DeltaText, DeltaThinking, DeltaPartialJSON string
+	// BlockType, BlockText, BlockThinking and BlockName are the type,
+	// text, thinking and name of the content_block of content_block_start.
+	BlockType, BlockText, BlockThinking, BlockName string
+}
+
+// AnthropicEventKind is the classification rule of Anthropic events:
+// content_block_delta with a non-empty text_delta, thinking_delta or
+// input_json_delta, or a citations_delta, is Content, and so is a
+// content_block_start that opens a tool_use block with its name (the
+// counterpart of an OpenAI tool-call name fragment) or carries text; ping,
+// an event without a type and an empty or absent delta are Keepalive;
+// every other event is Control.
+func AnthropicEventKind(p AnthropicEventParts) hedgeprobe.Kind {
+	switch p.Type {
+	case "", "ping":
+		return hedgeprobe.Keepalive
+	case "content_block_delta":
+		if p.NoDelta {
+			return hedgeprobe.Keepalive
+		}
+		switch p.DeltaType {
+		case "text_delta":
+			return contentIf(p.DeltaText != "")
+		case "thinking_delta":
+			return contentIf(p.DeltaThinking != "")
+		case "input_json_delta":
+			return contentIf(p.DeltaPartialJSON != "")
+		case "citations_delta":
+			return hedgeprobe.Content
+		}
+	case "content_block_start":
+		if p.BlockText != "" || p.BlockThinking != "" || (p.BlockName != "" && (p.BlockType == "tool_use" || p.BlockType == "server_tool_use")) {
+			return hedgeprobe.Content
+		}
+	}
+	return hedgeprobe.Control
+}
+
+func contentIf(ok bool) hedgeprobe.Kind {
+	if ok {
+		return hedgeprobe.Content
+	}
+	return hedgeprobe.Keepalive
+}
