@@ -3,7 +3,6 @@ package anthropicgo_test
 import (
 	"errors"
 	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -12,25 +11,18 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
 )
 
-// scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.
-const scale = 0.01
-
-func newClient(t *testing.T, base, profile string, tap bool) anthropic.Client {
-	tr := sse.NewTransport(sse.TransportOptions{})
-	t.Cleanup(tr.CloseIdleConnections)
-	var rt http.RoundTripper = tr
-	if tap {
-		rt = &sse.Tap{Base: tr}
-	}
+// newClient is an anthropic-sdk-go client of one fakellm profile, with
+// the SDK's retries off as hedging wants, and optionally the keepalive tap.
+func newClient(t *testing.T, up *adaptertest.Upstream, profile string, tap bool) anthropic.Client {
 	return anthropic.NewClient(
-		option.WithBaseURL(base+"/p/"+profile+"/"),
+		option.WithBaseURL(up.ProfileURL(profile)+"/"),
 		option.WithAPIKey("test"),
 		option.WithMaxRetries(0),
-		option.WithHTTPClient(&http.Client{Transport: rt}),
+		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{Tap: tap})),
 	)
 }
 
@@ -40,24 +32,18 @@ var params = anthropic.MessageNewParams{
 	Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
 }
 
-func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[anthropicgo.Event] {
-	p, err := hedgeprobe.New(cfg, anthropicgo.Classify, hedgeprobe.WithTokenCount(anthropicgo.Tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+var adapter = adaptertest.Adapter[anthropicgo.Event]{Classify: anthropicgo.Classify, Tokens: anthropicgo.Tokens}
 
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is anthropic-sdk-go's usual one.
 func TestHedgeStallToSteady(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	up := adaptertest.Start(t)
+	p := adapter.NewProber(t, adaptertest.StallToSteadyConfig)
 	start := time.Now()
 
 	stream := p.Stream(t.Context(),
-		anthropicgo.Route("stall", newClient(t, ts.URL, "stall", false), params, anthropicgo.RouteOptions{}),
-		anthropicgo.Route("steady", newClient(t, ts.URL, "steady", false), params, anthropicgo.RouteOptions{}))
+		anthropicgo.Route("stall", newClient(t, up, "stall", false), params, anthropicgo.RouteOptions{}),
+		anthropicgo.Route("steady", newClient(t, up, "steady", false), params, anthropicgo.RouteOptions{}))
 	defer stream.Close()
 	text := ""
 	for stream.Next() {
@@ -70,27 +56,16 @@ func TestHedgeStallToSteady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st := stream.Stats()
-	if st.WinnerRoute != "steady" || st.ChunksDelivered != 40 || len(st.Attempts) != 2 || text == "" {
-		t.Fatalf("stats %+v, text %q", st, text)
-	}
-	// The steady route was launched by the stall trigger, in the
-	// primary's silence, and the primary lost.
-	if a := st.Attempts; a[1].Trigger != hedgeprobe.TriggerStall || a[0].Outcome != hedgeprobe.AttemptCanceled {
-		t.Fatalf("attempts %+v", a)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("call took %s", d)
-	}
+	adaptertest.StallToSteady{Stats: stream.Stats(), Text: text, Started: start}.Check(t)
 }
 
 // TestTapTimesPings: with the tap, the pings the SDK drops come out as
 // Keepalive events, and they do not reset the stall watchdog.
 func TestTapTimesPings(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond})
+	up := adaptertest.Start(t)
+	p := adapter.NewProber(t, adaptertest.TapKeepalivesConfig)
 	stream := p.Stream(t.Context(),
-		anthropicgo.Route("stall", newClient(t, ts.URL, "stall", true), params, anthropicgo.RouteOptions{TapKeepalives: true}))
+		anthropicgo.Route("stall", newClient(t, up, "stall", true), params, anthropicgo.RouteOptions{TapKeepalives: true}))
 	defer stream.Close()
 	keepalives := 0
 	for stream.Next() {
@@ -98,17 +73,11 @@ func TestTapTimesPings(t *testing.T) {
 			keepalives++
 		}
 	}
-	var te *hedgeprobe.TimeoutError
-	if !errors.As(stream.Err(), &te) || te.Kind != hedgeprobe.TimeoutStall || te.ChunksDelivered != 5 {
-		t.Fatalf("err %v", stream.Err())
-	}
-	if keepalives < 3 {
-		t.Fatalf("%d keepalives through the tap", keepalives)
-	}
+	adaptertest.TapKeepalives{Err: stream.Err(), Keepalives: keepalives}.Check(t)
 }
 
 func TestErrorsTyped(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	up := adaptertest.Start(t)
 	for _, tc := range []struct {
 		profile string
 		check   func(t *testing.T, err error)
@@ -150,8 +119,8 @@ func TestErrorsTyped(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
-			p := newProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			stream := p.Stream(t.Context(), anthropicgo.Route(tc.profile, newClient(t, ts.URL, tc.profile, false), params, anthropicgo.RouteOptions{}))
+			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
+			stream := p.Stream(t.Context(), anthropicgo.Route(tc.profile, newClient(t, up, tc.profile, false), params, anthropicgo.RouteOptions{}))
 			for stream.Next() {
 			}
 			_ = stream.Close()

@@ -3,7 +3,6 @@ package goopenai_test
 import (
 	"errors"
 	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -11,22 +10,16 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
 )
 
-// scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.
-const scale = 0.01
-
-func newClient(t *testing.T, base, profile string, tap bool) *openai.Client {
-	tr := sse.NewTransport(sse.TransportOptions{})
-	t.Cleanup(tr.CloseIdleConnections)
+// newClient is a go-openai client of one fakellm profile, optionally with
+// the keepalive tap.
+func newClient(t *testing.T, up *adaptertest.Upstream, profile string, tap bool) *openai.Client {
 	cfg := openai.DefaultConfig("test")
-	cfg.BaseURL = base + "/p/" + profile + "/v1"
-	cfg.HTTPClient = &http.Client{Transport: tr}
-	if tap {
-		cfg.HTTPClient = &http.Client{Transport: &sse.Tap{Base: tr}}
-	}
+	cfg.BaseURL = up.ProfileURL(profile) + "/v1"
+	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{Tap: tap})
 	return openai.NewClientWithConfig(cfg)
 }
 
@@ -35,25 +28,19 @@ var req = openai.ChatCompletionRequest{
 	Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
 }
 
-func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[goopenai.Chunk] {
-	p, err := hedgeprobe.New(cfg, goopenai.Classify, hedgeprobe.WithTokenCount(goopenai.Tokens))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+var adapter = adaptertest.Adapter[goopenai.Chunk]{Classify: goopenai.Classify, Tokens: goopenai.Tokens}
 
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is go-openai's Recv loop, through
 // Receiver.
 func TestHedgeStallToSteady(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	up := adaptertest.Start(t)
+	p := adapter.NewProber(t, adaptertest.StallToSteadyConfig)
 	start := time.Now()
 
 	hs := p.Stream(t.Context(),
-		goopenai.Route("stall", newClient(t, ts.URL, "stall", false), req, goopenai.RouteOptions{}),
-		goopenai.Route("steady", newClient(t, ts.URL, "steady", false), req, goopenai.RouteOptions{}))
+		goopenai.Route("stall", newClient(t, up, "stall", false), req, goopenai.RouteOptions{}),
+		goopenai.Route("steady", newClient(t, up, "steady", false), req, goopenai.RouteOptions{}))
 	stream := goopenai.NewReceiver(hs)
 	defer stream.Close()
 	text := ""
@@ -70,27 +57,16 @@ func TestHedgeStallToSteady(t *testing.T) {
 		}
 	}
 
-	st := hs.Stats()
-	if st.WinnerRoute != "steady" || st.ChunksDelivered != 40 || len(st.Attempts) != 2 || text == "" {
-		t.Fatalf("stats %+v, text %q", st, text)
-	}
-	// The steady route was launched by the stall trigger, in the
-	// primary's silence, and the primary lost.
-	if a := st.Attempts; a[1].Trigger != hedgeprobe.TriggerStall || a[0].Outcome != hedgeprobe.AttemptCanceled {
-		t.Fatalf("attempts %+v", a)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("call took %s", d)
-	}
+	adaptertest.StallToSteady{Stats: hs.Stats(), Text: text, Started: start}.Check(t)
 }
 
 // TestTapTimesKeepalives: with the tap, the comments go-openai skips come
 // out as Keepalive chunks, and they do not reset the stall watchdog.
 func TestTapTimesKeepalives(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond})
+	up := adaptertest.Start(t)
+	p := adapter.NewProber(t, adaptertest.TapKeepalivesConfig)
 	stream := p.Stream(t.Context(),
-		goopenai.Route("stall", newClient(t, ts.URL, "stall", true), req, goopenai.RouteOptions{TapKeepalives: true}))
+		goopenai.Route("stall", newClient(t, up, "stall", true), req, goopenai.RouteOptions{TapKeepalives: true}))
 	defer stream.Close()
 	keepalives := 0
 	for stream.Next() {
@@ -98,17 +74,13 @@ func TestTapTimesKeepalives(t *testing.T) {
 			keepalives++
 		}
 	}
-	var te *hedgeprobe.TimeoutError
-	if !errors.As(stream.Err(), &te) || te.Kind != hedgeprobe.TimeoutStall || te.ChunksDelivered != 5 {
-		t.Fatalf("err %v", stream.Err())
-	}
-	if keepalives < 3 {
-		t.Fatalf("%d keepalives through the tap", keepalives)
-	}
+	adaptertest.TapKeepalives{Err: stream.Err(), Keepalives: keepalives}.Check(t)
 }
 
+// TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's
+// own error type stays reachable.
 func TestErrorsTyped(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	up := adaptertest.Start(t)
 	for _, tc := range []struct {
 		profile string
 		check   func(t *testing.T, err error)
@@ -144,8 +116,8 @@ func TestErrorsTyped(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
-			p := newProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			stream := goopenai.NewReceiver(p.Stream(t.Context(), goopenai.Route(tc.profile, newClient(t, ts.URL, tc.profile, false), req, goopenai.RouteOptions{})))
+			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
+			stream := goopenai.NewReceiver(p.Stream(t.Context(), goopenai.Route(tc.profile, newClient(t, up, tc.profile, false), req, goopenai.RouteOptions{})))
 			var err error
 			for err == nil {
 				_, err = stream.Recv()

@@ -1,0 +1,139 @@
+// Package adaptertest is the scaffolding the end-to-end tests of the SDK
+// adapters (hedgeprobe/openaigo, hedgeprobe/goopenai,
+// hedgeprobe/anthropicgo) share: fakellm on 127.0.0.1 in real time at a
+// time scale, an HTTP client for the SDK, a Prober of the adapter, and the
+// checks of the scenarios every adapter runs. The SDK's usual loop stays
+// in each adapter's test; that loop is what those tests are about.
+package adaptertest
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
+)
+
+// Scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.
+const Scale = 0.01
+
+// Upstream is fakellm serving the testdata profiles for one test.
+type Upstream struct {
+	server *httptest.Server
+}
+
+// Start serves fakellm at Scale until the test ends.
+func Start(t testing.TB) *Upstream {
+	t.Helper()
+	return &Upstream{server: fakellmtest.Start(t, Scale)}
+}
+
+// ProfileURL is the root URL of one fakellm profile; an OpenAI client
+// appends "/v1", an Anthropic client uses it as it is.
+func (u *Upstream) ProfileURL(profile string) string {
+	return u.server.URL + "/p/" + profile
+}
+
+// ClientOptions configures HTTPClient.
+type ClientOptions struct {
+	// Tap puts an sse.Tap in front of the transport, so that the
+	// adapter's TapKeepalives sees the keepalives the SDK drops.
+	Tap bool
+}
+
+// HTTPClient is the HTTP client an SDK client of the tests is built on:
+// an sse.NewTransport, optionally behind an sse.Tap, whose idle
+// connections are closed when the test ends.
+func HTTPClient(t testing.TB, o ClientOptions) *http.Client {
+	tr := sse.NewTransport(sse.TransportOptions{})
+	t.Cleanup(tr.CloseIdleConnections)
+	var rt http.RoundTripper = tr
+	if o.Tap {
+		rt = &sse.Tap{Base: tr}
+	}
+	return &http.Client{Transport: rt}
+}
+
+// Adapter is what the tests need of an SDK adapter to build a Prober.
+type Adapter[T any] struct {
+	// Classify is the adapter's hedgeprobe.Classifier.
+	Classify hedgeprobe.Classifier[T]
+	// Tokens is the adapter's hedgeprobe.TokenCount.
+	Tokens hedgeprobe.TokenCount[T]
+}
+
+// NewProber returns a Prober of cfg with the adapter's classifier and token
+// count; a config error fails the test.
+func (a Adapter[T]) NewProber(t testing.TB, cfg hedgeprobe.Config) *hedgeprobe.Prober[T] {
+	t.Helper()
+	p, err := hedgeprobe.New(cfg, a.Classify, hedgeprobe.WithTokenCount(a.Tokens))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// StallToSteadyConfig is the configuration of the stall → steady hedge
+// scenario: the "stall" profile's primary goes silent after chunk 5;
+// holding 10 chunks before commit, the stall trigger (30 ms of silence)
+// hedges to the "steady" route long before the TTFT trigger could.
+var StallToSteadyConfig = hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second}
+
+// StallToSteady is what a stall → steady call produced.
+type StallToSteady struct {
+	// Stats are the stream's Stats after the loop.
+	Stats hedgeprobe.Stats
+	// Text is the content the caller's loop read.
+	Text string
+	// Started is when the call was opened.
+	Started time.Time
+}
+
+// Check fails the test unless the steady route won with all its 40
+// chunks, launched by the stall trigger while the primary was silent, the
+// primary was cancelled, text came through, and the call took well under
+// the primary's 300 ms silence plus its remaining chunks at Scale (2 s).
+func (r StallToSteady) Check(t testing.TB) {
+	t.Helper()
+	st := r.Stats
+	if st.WinnerRoute != "steady" || st.ChunksDelivered != 40 || len(st.Attempts) != 2 || r.Text == "" {
+		t.Fatalf("stats %+v, text %q", st, r.Text)
+	}
+	if a := st.Attempts; a[1].Trigger != hedgeprobe.TriggerStall || a[0].Outcome != hedgeprobe.AttemptCanceled {
+		t.Fatalf("attempts %+v", a)
+	}
+	if d := time.Since(r.Started); d > 2*time.Second {
+		t.Fatalf("call took %s", d)
+	}
+}
+
+// TapKeepalivesConfig is the configuration of the tapped-keepalives
+// scenario: one attempt on the "stall" profile, whose 300 ms silence after
+// chunk 5 carries a keepalive every 10 ms, and a 100 ms stall timeout.
+var TapKeepalivesConfig = hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond}
+
+// TapKeepalives is what a tapped-keepalives call produced.
+type TapKeepalives struct {
+	// Err is the stream's error.
+	Err error
+	// Keepalives counts the items the adapter classified Keepalive.
+	Keepalives int
+}
+
+// Check fails the test unless the call ended with a stall timeout after 5
+// chunks — the keepalives did not reset the watchdog — and several
+// keepalives came through the tap.
+func (r TapKeepalives) Check(t testing.TB) {
+	t.Helper()
+	var te *hedgeprobe.TimeoutError
+	if !errors.As(r.Err, &te) || te.Kind != hedgeprobe.TimeoutStall || te.ChunksDelivered != 5 {
+		t.Fatalf("err %v", r.Err)
+	}
+	if r.Keepalives < 3 {
+		t.Fatalf("%d keepalives through the tap", r.Keepalives)
+	}
+}
