@@ -2,7 +2,6 @@ package openaigo_test
 
 import (
 	"errors"
-	"io"
 	"testing"
 	"time"
 
@@ -63,64 +62,35 @@ func TestHedgeStallToSteady(t *testing.T) {
 // out as Keepalive chunks, and they do not reset the stall watchdog.
 func TestTapTimesKeepalives(t *testing.T) {
 	up := adaptertest.Start(t)
-	p := adapter.NewProber(t, adaptertest.TapKeepalivesConfig)
-	stream := p.Stream(t.Context(),
-		openaigo.Route("stall", newClient(t, up, "stall", true), params, openaigo.RouteOptions{TapKeepalives: true}))
-	defer stream.Close()
-	keepalives := 0
-	for stream.Next() {
-		if openaigo.Classify(stream.Current()) == hedgeprobe.Keepalive {
-			keepalives++
-		}
-	}
-	adaptertest.TapKeepalives{Err: stream.Err(), Keepalives: keepalives}.Check(t)
+	adapter.CheckTapKeepalives(t, openaigo.Route("stall", newClient(t, up, "stall", true), params, openaigo.RouteOptions{TapKeepalives: true}))
 }
 
 // TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's
 // own error type stays reachable.
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
-	for _, tc := range []struct {
-		profile string
-		check   func(t *testing.T, err error)
-	}{
-		{"ratelimit", func(t *testing.T, err error) {
+	for _, tc := range append([]adaptertest.ErrorCase{
+		{Profile: "ratelimit", Check: func(t testing.TB, err error) {
 			var ue *sse.UpstreamError
 			var apiErr *openai.Error
 			if !errors.As(err, &ue) || ue.StatusCode != 429 || ue.RetryAfter() != 20*time.Millisecond || !ue.Transient() || !errors.As(err, &apiErr) {
 				t.Fatalf("err %v", err)
 			}
 		}},
-		{"bad-request", func(t *testing.T, err error) {
-			if hedgeprobe.IsTransient(err) {
-				t.Fatalf("400 transient: %v", err)
-			}
-		}},
-		{"error-mid", func(t *testing.T, err error) {
+		{Profile: "error-mid", Check: func(t testing.TB, err error) {
 			var ue *sse.UpstreamError
 			if !errors.As(err, &ue) || !ue.MidStream || ue.Type != "server_error" {
 				t.Fatalf("err %v", err)
 			}
 		}},
-		{"disconnect", func(t *testing.T, err error) {
-			var ce *sse.ConnectionError
-			if !errors.As(err, &ce) || !ce.Connected || !hedgeprobe.IsTransient(err) {
-				t.Fatalf("err %v", err)
-			}
-		}},
-		{"disconnect-clean", func(t *testing.T, err error) {
-			if !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Fatalf("err %v: a clean EOF without [DONE] passed as success", err)
-			}
-		}},
-	} {
-		t.Run(tc.profile, func(t *testing.T) {
+	}, adaptertest.CommonErrorCases...) {
+		t.Run(tc.Profile, func(t *testing.T) {
 			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			stream := p.Stream(t.Context(), openaigo.Route(tc.profile, newClient(t, up, tc.profile, false), params, openaigo.RouteOptions{}))
+			stream := p.Stream(t.Context(), openaigo.Route(tc.Profile, newClient(t, up, tc.Profile, false), params, openaigo.RouteOptions{}))
 			for stream.Next() {
 			}
 			_ = stream.Close()
-			tc.check(t, stream.Err())
+			tc.Check(t, stream.Err())
 		})
 	}
 }

@@ -8,6 +8,7 @@ package adaptertest
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -136,4 +137,53 @@ func (r TapKeepalives) Check(t testing.TB) {
 	if r.Keepalives < 3 {
 		t.Fatalf("%d keepalives through the tap", r.Keepalives)
 	}
+}
+
+// CheckTapKeepalives runs the tapped-keepalives scenario on route, which
+// must open the "stall" profile with the adapter's TapKeepalives on: it
+// streams with TapKeepalivesConfig, counts the items the adapter
+// classifies Keepalive, and checks TapKeepalives.
+func (a Adapter[T]) CheckTapKeepalives(t testing.TB, route hedgeprobe.Route[T]) {
+	t.Helper()
+	stream := a.NewProber(t, TapKeepalivesConfig).Stream(t.Context(), route)
+	defer stream.Close()
+	keepalives := 0
+	for stream.Next() {
+		if a.Classify(stream.Current()) == hedgeprobe.Keepalive {
+			keepalives++
+		}
+	}
+	TapKeepalives{Err: stream.Err(), Keepalives: keepalives}.Check(t)
+}
+
+// ErrorCase is a fakellm profile whose call fails, and the check of the
+// error it fails with.
+type ErrorCase struct {
+	// Profile is the fakellm profile.
+	Profile string
+	// Check fails the test unless err is the error Profile must give.
+	Check func(t testing.TB, err error)
+}
+
+// CommonErrorCases are the failures every adapter types alike: a 400 is
+// not transient, a body cut after chunk 3 is a transient
+// *sse.ConnectionError of a connected stream, and a body that ends cleanly
+// without the terminal event is io.ErrUnexpectedEOF, never success.
+var CommonErrorCases = []ErrorCase{
+	{Profile: "bad-request", Check: func(t testing.TB, err error) {
+		if err == nil || hedgeprobe.IsTransient(err) {
+			t.Fatalf("400 nil or transient: %v", err)
+		}
+	}},
+	{Profile: "disconnect", Check: func(t testing.TB, err error) {
+		var ce *sse.ConnectionError
+		if !errors.As(err, &ce) || !ce.Connected || !hedgeprobe.IsTransient(err) {
+			t.Fatalf("err %v", err)
+		}
+	}},
+	{Profile: "disconnect-clean", Check: func(t testing.TB, err error) {
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("err %v: a clean end without the terminal event passed as success", err)
+		}
+	}},
 }
