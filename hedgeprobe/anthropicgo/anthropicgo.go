@@ -3,7 +3,6 @@ package anthropicgo
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -99,18 +98,13 @@ func (s *source) Next() bool {
 	}
 	if !s.Stream.Next() {
 		s.ended = true
-		err := s.Stream.Err()
-		switch {
-		case err == nil && s.stopped:
-		case err == nil:
-			s.err = &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
-		default:
-			s.err = MapError(s.ctx, s.provider, err)
-			var ce *sse.ConnectionError
-			if errors.As(s.err, &ce) {
-				ce.Connected, ce.Events = s.items > 0, s.items
-			}
-		}
+		s.err = sse.EndError(sse.StreamEnd{
+			Provider:  s.provider,
+			Err:       MapError(s.ctx, s.provider, s.Stream.Err()),
+			Terminal:  s.stopped,
+			Connected: s.items > 0,
+			Events:    s.items,
+		})
 		_ = s.Stream.Close()
 		return false
 	}

@@ -98,17 +98,16 @@ func (s *Source) Next() bool {
 	c, err := s.stream.Recv()
 	if err != nil {
 		s.done = true
-		switch {
-		case errors.Is(err, io.EOF) && s.finished:
-		case errors.Is(err, io.EOF):
-			s.err = &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
-		default:
-			s.err = MapError(s.ctx, s.provider, err)
-			var ce *sse.ConnectionError
-			if errors.As(s.err, &ce) {
-				ce.Connected, ce.Events = true, s.items
-			}
+		if errors.Is(err, io.EOF) {
+			err = nil // go-openai's clean end, with or without [DONE]
 		}
+		s.err = sse.EndError(sse.StreamEnd{
+			Provider:  s.provider,
+			Err:       MapError(s.ctx, s.provider, err),
+			Terminal:  s.finished,
+			Connected: true, // CreateChatCompletionStream had the response
+			Events:    s.items,
+		})
 		_ = s.Close()
 		return false
 	}

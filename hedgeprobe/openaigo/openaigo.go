@@ -3,7 +3,6 @@ package openaigo
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/openai/openai-go/v3"
@@ -132,7 +131,13 @@ func (s *source) Next() bool {
 	if !s.Stream.Next() {
 		if !s.ended {
 			s.ended = true
-			s.err = s.mapErr(s.Stream.Err())
+			s.err = sse.EndError(sse.StreamEnd{
+				Provider:  s.provider,
+				Err:       MapError(s.ctx, s.provider, s.Stream.Err()),
+				Terminal:  s.finished,
+				Connected: s.items > 0,
+				Events:    s.items,
+			})
 		}
 		return false
 	}
@@ -146,21 +151,6 @@ func (s *source) Next() bool {
 }
 
 func (s *source) Err() error { return s.err }
-
-func (s *source) mapErr(err error) error {
-	if err == nil {
-		if s.finished {
-			return nil
-		}
-		return &sse.ConnectionError{Provider: s.provider, Connected: true, Events: s.items, Err: io.ErrUnexpectedEOF}
-	}
-	err = MapError(s.ctx, s.provider, err)
-	var ce *sse.ConnectionError
-	if errors.As(err, &ce) {
-		ce.Connected, ce.Events = s.items > 0, s.items
-	}
-	return err
-}
 
 // MapError types an openai-go error for hedging: an *openai.Error becomes
 // an *sse.UpstreamError (status, type, code, message, Retry-After), an

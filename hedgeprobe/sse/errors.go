@@ -3,6 +3,7 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,6 +123,44 @@ func (e *ConnectionError) Unwrap() error { return e.Err }
 
 // Transient is true: a new connection may succeed.
 func (e *ConnectionError) Transient() bool { return true }
+
+// StreamEnd is how an SDK's stream ended, as the adapter of that SDK saw
+// it; EndError types it.
+type StreamEnd struct {
+	// Provider is the route's gen_ai.provider.name.
+	Provider string
+	// Err is the error the SDK's stream ended with, already typed for
+	// hedging (the adapter's MapError); nil for a clean end of the body.
+	Err error
+	// Terminal reports that the stream's terminal event (a finish_reason,
+	// message_stop) was seen.
+	Terminal bool
+	// Connected reports that the response had started; a
+	// *ConnectionError in Err takes it.
+	Connected bool
+	// Events is the number of items the stream delivered.
+	Events int
+}
+
+// EndError is the error an SDK adapter's stream ends with: nil for a clean
+// end after the terminal event; a *ConnectionError wrapping
+// io.ErrUnexpectedEOF for a clean end before it, since the SDKs report a
+// body cut short as a clean end and a truncated answer must never pass as
+// success; else e.Err, a *ConnectionError in it given e.Connected and
+// e.Events.
+func EndError(e StreamEnd) error {
+	if e.Err == nil {
+		if e.Terminal {
+			return nil
+		}
+		return &ConnectionError{Provider: e.Provider, Connected: true, Events: e.Events, Err: io.ErrUnexpectedEOF}
+	}
+	var ce *ConnectionError
+	if errors.As(e.Err, &ce) {
+		ce.Connected, ce.Events = e.Connected, e.Events
+	}
+	return e.Err
+}
 
 // ProtocolError is an upstream that does not speak the protocol: a line or
 // event over the size limit, malformed JSON, a 200 response that is not an
