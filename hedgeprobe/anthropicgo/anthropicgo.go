@@ -74,9 +74,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	}
 	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
 	if o.TapKeepalives {
-		r.Open = func(ctx context.Context) (hedgeprobe.Source[Event], error) {
-			return sse.Keepalives(ctx, open, func(sse.Event) Event { return Event{} })
-		}
+		r = sse.KeepaliveRoute(r)
 	}
 	return r
 }

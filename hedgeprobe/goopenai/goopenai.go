@@ -174,9 +174,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open}
 	if o.TapKeepalives {
-		r.Open = func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
-			return sse.Keepalives(ctx, open, func(sse.Event) Chunk { return Chunk{} })
-		}
+		r = sse.KeepaliveRoute(r)
 	}
 	return r
 }

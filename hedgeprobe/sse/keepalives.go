@@ -7,6 +7,20 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
+// KeepaliveRoute returns r with each attempt opened through Keepalives,
+// the keepalives made as zero items: the SDK adapters' TapKeepalives, for
+// item types whose classifier calls the zero item Keepalive.
+func KeepaliveRoute[T any](r hedgeprobe.Route[T]) hedgeprobe.Route[T] {
+	open := r.Open
+	r.Open = func(ctx context.Context) (hedgeprobe.Source[T], error) {
+		return Keepalives(ctx, open, func(Event) T {
+			var zero T
+			return zero
+		})
+	}
+	return r
+}
+
 // Keepalives opens a stream with open under a context that a Tap reports
 // to (WithKeepaliveFunc), and returns a Source that yields the stream's
 // items and, between them, an item made by mk for each keepalive the Tap
