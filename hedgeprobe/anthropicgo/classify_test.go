@@ -8,41 +8,27 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 )
 
 func TestClassify(t *testing.T) {
-	for _, tc := range []struct {
-		name, data string
-		want       hedgeprobe.Kind
-	}{
-		{"tapped ping (zero event)", ``, hedgeprobe.Keepalive},
-		{"ping", `{"type":"ping"}`, hedgeprobe.Keepalive},
-		{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`, hedgeprobe.Control},
-		{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, hedgeprobe.Control},
-		{"tool_use block start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"get_weather","input":{}}}`, hedgeprobe.Content},
-		{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, hedgeprobe.Content},
-		{"empty text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}`, hedgeprobe.Keepalive},
-		{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, hedgeprobe.Content},
-		{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}}}`, hedgeprobe.Content},
-		{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a"}}`, hedgeprobe.Content},
-		{"empty input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, hedgeprobe.Keepalive},
-		{"signature delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}`, hedgeprobe.Control},
-		{"block stop", `{"type":"content_block_stop","index":0}`, hedgeprobe.Control},
-		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, hedgeprobe.Control},
-		{"message_stop", `{"type":"message_stop"}`, hedgeprobe.Control},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var e anthropicgo.Event
-			if tc.data != "" {
-				if err := json.Unmarshal([]byte(tc.data), &e); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if got := anthropicgo.Classify(e); got != tc.want {
-				t.Fatalf("Classify = %s, want %s", got, tc.want)
-			}
-		})
-	}
+	adapter.CheckClassify(t, []adaptertest.ClassifyCase{
+		{Name: "tapped ping (zero event)", JSON: ``, Want: hedgeprobe.Keepalive},
+		{Name: "ping", JSON: `{"type":"ping"}`, Want: hedgeprobe.Keepalive},
+		{Name: "message_start", JSON: `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":5,"output_tokens":1}}}`, Want: hedgeprobe.Control},
+		{Name: "text block start", JSON: `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, Want: hedgeprobe.Control},
+		{Name: "tool_use block start", JSON: `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"get_weather","input":{}}}`, Want: hedgeprobe.Content},
+		{Name: "text delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, Want: hedgeprobe.Content},
+		{Name: "empty text delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}`, Want: hedgeprobe.Keepalive},
+		{Name: "thinking delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, Want: hedgeprobe.Content},
+		{Name: "citations delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}}}`, Want: hedgeprobe.Content},
+		{Name: "input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a"}}`, Want: hedgeprobe.Content},
+		{Name: "empty input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, Want: hedgeprobe.Keepalive},
+		{Name: "signature delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}`, Want: hedgeprobe.Control},
+		{Name: "block stop", JSON: `{"type":"content_block_stop","index":0}`, Want: hedgeprobe.Control},
+		{Name: "message_delta", JSON: `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, Want: hedgeprobe.Control},
+		{Name: "message_stop", JSON: `{"type":"message_stop"}`, Want: hedgeprobe.Control},
+	})
 }
 
 func TestTokens(t *testing.T) {

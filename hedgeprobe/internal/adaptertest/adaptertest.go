@@ -7,6 +7,7 @@
 package adaptertest
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -186,4 +187,55 @@ var CommonErrorCases = []ErrorCase{
 			t.Fatalf("err %v: a clean end without the terminal event passed as success", err)
 		}
 	}},
+}
+
+// ClassifyCase is an item as JSON and the Kind the adapter must give it.
+type ClassifyCase struct {
+	// Name names the subtest.
+	Name string
+	// JSON is the item as the upstream sends it; empty for the zero item
+	// (what TapKeepalives yields).
+	JSON string
+	// Want is the item's Kind.
+	Want hedgeprobe.Kind
+}
+
+// ChatClassifyCases are the OpenAI-compatible chunks every OpenAI adapter
+// classifies alike (the rule of sse.ChatDeltaKind); an adapter adds the
+// cases of the fields only its SDK reads.
+var ChatClassifyCases = []ClassifyCase{
+	{Name: "tapped keepalive (zero chunk)", JSON: ``, Want: hedgeprobe.Keepalive},
+	{Name: "role only", JSON: `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, Want: hedgeprobe.Control},
+	{Name: "finish only", JSON: `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, Want: hedgeprobe.Control},
+	{Name: "usage only", JSON: `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, Want: hedgeprobe.Control},
+	{Name: "empty delta", JSON: `{"choices":[{"index":0,"delta":{}}]}`, Want: hedgeprobe.Keepalive},
+	{Name: "content", JSON: `{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`, Want: hedgeprobe.Content},
+	{Name: "content in second choice", JSON: `{"choices":[{"index":0,"delta":{"role":"assistant"}},{"index":1,"delta":{"content":"x"}}]}`, Want: hedgeprobe.Content},
+	{Name: "reasoning_content", JSON: `{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}`, Want: hedgeprobe.Content},
+	{Name: "refusal", JSON: `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, Want: hedgeprobe.Content},
+	{Name: "tool call name", JSON: `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f"}}]}}]}`, Want: hedgeprobe.Content},
+	{Name: "tool call arguments", JSON: `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, Want: hedgeprobe.Content},
+	{Name: "tool call id only", JSON: `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{}}]}}]}`, Want: hedgeprobe.Control},
+	{Name: "function call name", JSON: `{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}`, Want: hedgeprobe.Content},
+	{Name: "function call arguments", JSON: `{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{}"}}}]}`, Want: hedgeprobe.Content},
+}
+
+// CheckClassify runs a subtest per case: it decodes the case's JSON into
+// the adapter's item type with encoding/json, as the SDKs do, and checks
+// the adapter's Classify.
+func (a Adapter[T]) CheckClassify(t *testing.T, cases []ClassifyCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var v T
+			if tc.JSON != "" {
+				if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := a.Classify(v); got != tc.Want {
+				t.Fatalf("Classify = %s, want %s", got, tc.Want)
+			}
+		})
+	}
 }
