@@ -68,25 +68,14 @@ func TestTapTimesPings(t *testing.T) {
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, tc := range append([]adaptertest.ErrorCase{
-		{Profile: "ratelimit", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			var apiErr *anthropic.Error
-			if !errors.As(err, &ue) || ue.StatusCode != 429 || ue.RetryAfter() != 20*time.Millisecond || !ue.Transient() || !errors.As(err, &apiErr) {
-				t.Fatalf("err %v", err)
-			}
-		}},
+		adaptertest.RateLimitCase[*anthropic.Error](20 * time.Millisecond),
 		{Profile: "server-error", Check: func(t testing.TB, err error) {
 			var ue *sse.UpstreamError
 			if !errors.As(err, &ue) || ue.StatusCode != 503 || ue.Type != "overloaded_error" || ue.RetryAfter() != 10*time.Millisecond {
 				t.Fatalf("err %v", err)
 			}
 		}},
-		{Profile: "error-mid", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			if !errors.As(err, &ue) || !ue.MidStream || ue.Type != "overloaded_error" || !ue.Transient() {
-				t.Fatalf("err %v", err)
-			}
-		}},
+		adaptertest.MidStreamErrorCase("overloaded_error"),
 	}, adaptertest.CommonErrorCases...) {
 		t.Run(tc.Profile, func(t *testing.T) {
 			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})

@@ -11,7 +11,6 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
-	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
 // newClient is a go-openai client of one fakellm profile, optionally with
@@ -72,19 +71,8 @@ func TestTapTimesKeepalives(t *testing.T) {
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, tc := range append([]adaptertest.ErrorCase{
-		{Profile: "ratelimit", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			var apiErr *openai.APIError
-			if !errors.As(err, &ue) || ue.StatusCode != 429 || !ue.Transient() || !errors.As(err, &apiErr) {
-				t.Fatalf("err %v", err)
-			}
-		}},
-		{Profile: "error-mid", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			if !errors.As(err, &ue) || !ue.MidStream || ue.Type != "server_error" {
-				t.Fatalf("err %v", err)
-			}
-		}},
+		adaptertest.RateLimitCase[*openai.APIError](0),
+		adaptertest.MidStreamErrorCase("server_error"),
 	}, adaptertest.CommonErrorCases...) {
 		t.Run(tc.Profile, func(t *testing.T) {
 			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})

@@ -1,7 +1,6 @@
 package openaigo_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
-	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
 // newClient is an openai-go client of one fakellm profile, with the SDK's
@@ -70,19 +68,8 @@ func TestTapTimesKeepalives(t *testing.T) {
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, tc := range append([]adaptertest.ErrorCase{
-		{Profile: "ratelimit", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			var apiErr *openai.Error
-			if !errors.As(err, &ue) || ue.StatusCode != 429 || ue.RetryAfter() != 20*time.Millisecond || !ue.Transient() || !errors.As(err, &apiErr) {
-				t.Fatalf("err %v", err)
-			}
-		}},
-		{Profile: "error-mid", Check: func(t testing.TB, err error) {
-			var ue *sse.UpstreamError
-			if !errors.As(err, &ue) || !ue.MidStream || ue.Type != "server_error" {
-				t.Fatalf("err %v", err)
-			}
-		}},
+		adaptertest.RateLimitCase[*openai.Error](20 * time.Millisecond),
+		adaptertest.MidStreamErrorCase("server_error"),
 	}, adaptertest.CommonErrorCases...) {
 		t.Run(tc.Profile, func(t *testing.T) {
 			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})

@@ -239,3 +239,28 @@ func (a Adapter[T]) CheckClassify(t *testing.T, cases []ClassifyCase) {
 		})
 	}
 }
+
+// RateLimitCase is the case of the "ratelimit" profile: a transient 429
+// *sse.UpstreamError with the Retry-After the SDK passed on (0 for an SDK
+// that drops response headers), which unwraps to the SDK's error type E.
+func RateLimitCase[E error](retryAfter time.Duration) ErrorCase {
+	return ErrorCase{Profile: "ratelimit", Check: func(t testing.TB, err error) {
+		var ue *sse.UpstreamError
+		var sdkErr E
+		if !errors.As(err, &ue) || ue.StatusCode != 429 || ue.RetryAfter() != retryAfter || !ue.Transient() || !errors.As(err, &sdkErr) {
+			t.Fatalf("err %v", err)
+		}
+	}}
+}
+
+// MidStreamErrorCase is the case of the "error-mid" profile: a transient
+// *sse.UpstreamError from an error payload inside the stream, of the
+// payload's type typ.
+func MidStreamErrorCase(typ string) ErrorCase {
+	return ErrorCase{Profile: "error-mid", Check: func(t testing.TB, err error) {
+		var ue *sse.UpstreamError
+		if !errors.As(err, &ue) || !ue.MidStream || ue.Type != typ || !ue.Transient() {
+			t.Fatalf("err %v", err)
+		}
+	}}
+}
