@@ -56,3 +56,37 @@ func TestRegressionEndLostAfterRelease(t *testing.T) {
 		})
 	}
 }
+
+// Regression: two Close calls at the same instant inside a synctest
+// bubble, with a source whose Close takes time: the second waited on
+// sync.Once's mutex, which is not durably blocking, so the bubble's clock
+// never advanced and the test hung. Now the second Close waits on a
+// channel.
+func TestRegressionConcurrentCloseInBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", append(texts("a", 1, time.Second, 0), hang()))
+		a.closeDelay = time.Millisecond
+		p := mustNew(t, Config{MaxAttempts: 1})
+		s := p.Stream(t.Context(), a.route())
+		if !s.Next() {
+			t.Fatal("no item")
+		}
+		start := time.Now()
+		done := make(chan time.Duration, 2)
+		for range 2 {
+			go func() {
+				s.Close()
+				done <- time.Since(start)
+			}()
+		}
+		for range 2 {
+			wantDur(t, "Close returned after", <-done, time.Millisecond)
+		}
+		if c := a.closes(); len(c) != 1 || c[0] != 1 {
+			t.Fatalf("closes = %v", c)
+		}
+		if st := s.Stats(); st.Outcome != OutcomeCanceled || st.Attempts[0].Outcome != AttemptCanceled {
+			t.Fatalf("outcome %q, attempt %q", st.Outcome, st.Attempts[0].Outcome)
+		}
+	})
+}

@@ -41,11 +41,15 @@ type Stream[T any] struct {
 
 	// active is 0 when no Next runs, 1 while one does, 2 once Close has
 	// ended the call; whoever moves it to 2 finishes the call.
-	active    atomic.Int32
-	closeReq  atomic.Bool
-	closeOnce sync.Once
-	closing   chan struct{}
-	wg        sync.WaitGroup
+	active atomic.Int32
+	// closeReq is set by the first Close, which then closes closing,
+	// cancels and releases every attempt, and closes released; a later
+	// Close waits on released. (A channel, not a sync.Once: a goroutine
+	// blocked on a mutex would keep a synctest bubble from advancing.)
+	closeReq atomic.Bool
+	closing  chan struct{}
+	released chan struct{}
+	wg       sync.WaitGroup
 
 	// mu guards attempts appends, closed and cancel against Close.
 	mu       sync.Mutex
@@ -104,6 +108,7 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 		streaming: p.cfg.Delivery == Streaming,
 		hold:      int64(max(p.cfg.HoldChunks, 1)),
 		closing:   make(chan struct{}),
+		released:  make(chan struct{}),
 		ttftSpent: -1,
 	}
 	s.initErr = validateRoutes(routes)
@@ -143,13 +148,12 @@ func (s *Stream[T]) Err() error { return s.err }
 // and Close returns once every goroutine of the call has exited. It is
 // idempotent and always returns nil.
 func (s *Stream[T]) Close() error {
-	s.closeOnce.Do(func() {
+	if s.closeReq.CompareAndSwap(false, true) {
 		s.mu.Lock()
 		s.closed = true
 		atts := s.attempts
 		cancel := s.cancel
 		s.mu.Unlock()
-		s.closeReq.Store(true)
 		close(s.closing)
 		if cancel != nil {
 			cancel()
@@ -157,7 +161,10 @@ func (s *Stream[T]) Close() error {
 		for _, a := range atts {
 			a.release()
 		}
-	})
+		close(s.released)
+	} else {
+		<-s.released
+	}
 	if s.active.CompareAndSwap(0, 2) {
 		s.finish(nil, OutcomeCanceled)
 	}
