@@ -29,22 +29,26 @@ func Classify(c Chunk) hedgeprobe.Kind {
 // choiceParts describes a go-openai choice for sse.ChatDeltaKind.
 func choiceParts(ch *openai.ChatCompletionStreamChoice) sse.ChatDeltaParts {
 	d := &ch.Delta
-	p := sse.ChatDeltaParts{
+	return sse.ChatDeltaParts{
 		Content:      d.Content != "",
 		Reasoning:    d.ReasoningContent != "",
 		Refusal:      d.Refusal != "",
+		ToolCallText: toolCallText(d.ToolCalls),
 		ToolCalls:    len(d.ToolCalls) > 0,
 		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
 		Role:         d.Role != "",
 		FinishReason: ch.FinishReason != "",
 	}
-	for i := range d.ToolCalls {
-		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
-			p.ToolCallText = true
-			break
+}
+
+// toolCallText reports a tool-call fragment with a name or arguments.
+func toolCallText(tcs []openai.ToolCall) bool {
+	for i := range tcs {
+		if f := &tcs[i].Function; f.Name != "" || f.Arguments != "" {
+			return true
 		}
 	}
-	return p
+	return false
 }
 
 // Tokens is the hedgeprobe.TokenCount of go-openai chunks:

@@ -31,21 +31,16 @@ func Classify(c Chunk) hedgeprobe.Kind {
 func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
 	d := &ch.Delta
 	p := sse.ChatDeltaParts{
-		Content:   d.Content != "",
-		Refusal:   d.Refusal != "",
-		ToolCalls: len(d.ToolCalls) > 0,
+		Content:      d.Content != "",
+		Refusal:      d.Refusal != "",
+		ToolCallText: toolCallText(d.ToolCalls),
+		ToolCalls:    len(d.ToolCalls) > 0,
 		// The legacy single function call is deprecated in the API but
 		// still streamed by older OpenAI-compatible servers: it is content.
 		//lint:ignore SA1019 see above
 		FunctionCall: d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "",
 		Role:         d.Role != "",
 		FinishReason: ch.FinishReason != "",
-	}
-	for i := range d.ToolCalls {
-		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
-			p.ToolCallText = true
-			break
-		}
 	}
 	// reasoning_content, reasoning and annotations are not fields of the
 	// SDK's delta: they are read from its extra fields, as raw JSON.
@@ -54,6 +49,16 @@ func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
 	raw := x["annotations"].Raw()
 	p.Annotations = len(raw) > 2 && raw[0] == '['
 	return p
+}
+
+// toolCallText reports a tool-call fragment with a name or arguments.
+func toolCallText(tcs []openai.ChatCompletionChunkChoiceDeltaToolCall) bool {
+	for i := range tcs {
+		if f := &tcs[i].Function; f.Name != "" || f.Arguments != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // extraText reports whether raw JSON is a non-empty string.

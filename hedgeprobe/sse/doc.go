@@ -8,6 +8,12 @@
 // long streams (TCP keepalive, TCP_USER_TIMEOUT), and a Tap that times the
 // keepalives SDK decoders hide.
 //
+// The SDK adapters (hedgeprobe/openaigo, hedgeprobe/goopenai,
+// hedgeprobe/anthropicgo) share what is not SDK-specific through this
+// package: the classification rules (ClassifyChat, AnthropicEventKind), the
+// typing of a stream's end (EndError) and the keepalive tap
+// (KeepaliveRoute).
+//
 // The canonical loop, with hedgeprobe wrapping the raw route:
 //
 //	route := sse.OpenAIRoute("primary", sse.OpenAIRequest{

@@ -92,23 +92,27 @@ func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
 // chatChoiceParts describes a choice of a ChatChunk for ChatDeltaKind.
 func chatChoiceParts(ch *ChatChoice) ChatDeltaParts {
 	d := &ch.Delta
-	p := ChatDeltaParts{
+	return ChatDeltaParts{
 		Content:      d.Content != "",
 		Reasoning:    d.ReasoningContent != "" || d.Reasoning != "",
 		Refusal:      d.Refusal != "",
+		ToolCallText: toolCallText(d.ToolCalls),
 		ToolCalls:    len(d.ToolCalls) > 0,
 		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
 		Annotations:  len(d.Annotations) > 0 && string(d.Annotations) != "null" && string(d.Annotations) != "[]",
 		Role:         d.Role != "",
 		FinishReason: ch.FinishReason != "",
 	}
-	for i := range d.ToolCalls {
-		if f := &d.ToolCalls[i].Function; f.Name != "" || f.Arguments != "" {
-			p.ToolCallText = true
-			break
+}
+
+// toolCallText reports a tool-call fragment with a name or arguments.
+func toolCallText(tcs []ChatToolCall) bool {
+	for i := range tcs {
+		if f := &tcs[i].Function; f.Name != "" || f.Arguments != "" {
+			return true
 		}
 	}
-	return p
+	return false
 }
 
 // OpenAITokens is the hedgeprobe.TokenCount of OpenAI-compatible chunks:
