@@ -90,3 +90,63 @@ func TestRegressionConcurrentCloseInBubble(t *testing.T) {
 		}
 	})
 }
+
+// Regression: with Close on another goroutine, Next returned false at
+// once while Close's goroutine was still finishing the call, so Err and
+// Stats raced with finish (the race detector saw it), and a Close that
+// lost the call to a running Next returned before that Next had ended the
+// spans. Now whichever side does not finish the call waits until it has
+// finished. A slow OnAttemptDone hook makes finishing take 200ms.
+func TestRegressionCloseWaitsForFinish(t *testing.T) {
+	const hookTime = 200 * time.Millisecond
+	slowHook := OnAttemptDone(func(AttemptEvent) { time.Sleep(hookTime) })
+	t.Run("Next after a Close on another goroutine", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", append(texts("a", 1, time.Millisecond, 0), hang()))
+			p, exp := recorded(t, Config{MaxAttempts: 1}, slowHook)
+			s := p.Stream(t.Context(), a.route())
+			if !s.Next() {
+				t.Fatal("no item")
+			}
+			closed := make(chan struct{})
+			go func() { s.Close(); close(closed) }()
+			synctest.Wait() // Close owns the call and sleeps in the hook
+			start := time.Now()
+			if s.Next() {
+				t.Fatal("Next reported an item after Close")
+			}
+			wantDur(t, "Next returned after", time.Since(start), hookTime)
+			if s.Err() != nil || s.Stats().Outcome != OutcomeCanceled || len(exp.GetSpans()) != 2 {
+				t.Fatalf("err %v, outcome %q, %d spans ended", s.Err(), s.Stats().Outcome, len(exp.GetSpans()))
+			}
+			<-closed
+		})
+	})
+	t.Run("Close while Next runs on another goroutine", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", append(texts("a", 1, time.Millisecond, 0), hang()))
+			p, exp := recorded(t, Config{MaxAttempts: 1}, slowHook)
+			s := p.Stream(t.Context(), a.route())
+			if !s.Next() {
+				t.Fatal("no item")
+			}
+			nextDone := make(chan struct{})
+			go func() {
+				for s.Next() {
+				}
+				close(nextDone)
+			}()
+			time.Sleep(10 * time.Millisecond) // Next waits in the source
+			start := time.Now()
+			s.Close()
+			wantDur(t, "Close returned after", time.Since(start), hookTime)
+			if n := len(exp.GetSpans()); n != 2 {
+				t.Fatalf("Close returned with %d of 2 spans ended", n)
+			}
+			if st := s.Stats(); st.Outcome != OutcomeCanceled || st.Attempts[0].Outcome != AttemptCanceled {
+				t.Fatalf("outcome %q, attempt %q", st.Outcome, st.Attempts[0].Outcome)
+			}
+			<-nextDone
+		})
+	})
+}

@@ -3,7 +3,7 @@ package hedgeprobe
 import "time"
 
 // Stats describes a call. It is complete once Next has reported false or
-// Close has returned.
+// Close has returned (see Stream.Stats for which goroutine may read it).
 type Stats struct {
 	// Attempts lists the attempts launched, in order; index 0 is the primary.
 	Attempts []AttemptStats
@@ -42,8 +42,11 @@ type AttemptStats struct {
 	ContentChunks int64
 }
 
-// Stats returns the call's figures so far. It must not be called
-// concurrently with Next.
+// Stats returns the call's figures so far. Like Err, it is complete and
+// safe to call on the goroutine that called Next once Next has reported
+// false, and on a goroutine that called Close once Close has returned;
+// between Next calls it is safe only while no Close may be running on
+// another goroutine. It must not be called concurrently with Next.
 func (s *Stream[T]) Stats() Stats { return s.stats() }
 
 func (s *Stream[T]) stats() Stats {

@@ -27,9 +27,9 @@ const awayMark = math.MaxInt64
 // Stream is one hedged, watchdogged call. It is a Source: read it with
 // Next and Current until Next reports false, then check Err. The call
 // starts at the first Next. Close ends it early, is idempotent, may be
-// called from another goroutine to unblock a Next, and happens on its own
+// called from other goroutines to unblock a Next, and happens on its own
 // when Next reports false. Except for Close, a Stream is not safe for
-// concurrent use.
+// concurrent use; Err and Stats say when they may be read.
 type Stream[T any] struct {
 	p         *Prober[T]
 	ctx       context.Context
@@ -40,8 +40,13 @@ type Stream[T any] struct {
 	initErr   error
 
 	// active is 0 when no Next runs, 1 while one does, 2 once Close has
-	// ended the call; whoever moves it to 2 finishes the call.
-	active atomic.Int32
+	// ended the call; whoever moves it to 2 finishes the call. A Next or
+	// Close that finds the other side active waits on finished, which
+	// finish closes once the call has ended (outcome set, spans ended,
+	// hooks called, goroutines exited): that wait is what makes Err and
+	// Stats safe to read after Next reports false or Close returns.
+	active   atomic.Int32
+	finished chan struct{}
 	// closeReq is set by the first Close, which then closes closing,
 	// cancels and releases every attempt, and closes released; a later
 	// Close waits on released. (A channel, not a sync.Once: a goroutine
@@ -109,6 +114,7 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 		hold:      int64(max(p.cfg.HoldChunks, 1)),
 		closing:   make(chan struct{}),
 		released:  make(chan struct{}),
+		finished:  make(chan struct{}),
 		ttftSpent: -1,
 	}
 	s.initErr = validateRoutes(routes)
@@ -118,9 +124,12 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 // Next advances to the next item of the committed attempt, starting the
 // call on the first use and waiting (racing hedges) until an attempt
 // commits. It reports false at the end of the stream, on error, on
-// timeout and after Close.
+// timeout and after Close; it reports false only once the call has
+// finished, also when a Close on another goroutine finishes it.
 func (s *Stream[T]) Next() bool {
 	if !s.active.CompareAndSwap(0, 1) {
+		// Close owns the call (Next never runs concurrently with itself).
+		<-s.finished
 		return false
 	}
 	var ok bool
@@ -142,11 +151,20 @@ func (s *Stream[T]) Current() T { return s.cur }
 // Err returns the error that ended the call: nil at a clean end and after
 // the caller's Close, a *TimeoutError from a watchdog, the caller's
 // context error, or the error of the attempt that ended the call.
+//
+// Err is final, and safe to call, on the goroutine that called Next once
+// Next has reported false, and on a goroutine that called Close once
+// Close has returned. Between Next calls it is safe only while no Close
+// may be running on another goroutine (it then reports nil).
 func (s *Stream[T]) Err() error { return s.err }
 
-// Close ends the call: every attempt is cancelled and closed, spans end,
-// and Close returns once every goroutine of the call has exited. It is
-// idempotent and always returns nil.
+// Close ends the call: every attempt is cancelled and closed, and Close
+// returns once the call has finished: outcome set, every span ended, every
+// listener hook called and every goroutine of the call exited. When a Next
+// runs on another goroutine, that Next finishes the call as it returns and
+// Close waits for it. Close is idempotent, may be called from several
+// goroutines at once, and always returns nil. It must not be called from a
+// listener hook (the hook runs inside the Next or Close it would wait for).
 func (s *Stream[T]) Close() error {
 	if s.closeReq.CompareAndSwap(false, true) {
 		s.mu.Lock()
@@ -167,6 +185,9 @@ func (s *Stream[T]) Close() error {
 	}
 	if s.active.CompareAndSwap(0, 2) {
 		s.finish(nil, OutcomeCanceled)
+	} else {
+		// A Next, or another Close, owns the call and finishes it.
+		<-s.finished
 	}
 	s.wg.Wait()
 	return nil
@@ -718,12 +739,13 @@ func (s *Stream[T]) attemptDone(a *attempt[T]) {
 
 // finish ends the call with err and outcome: every live attempt gets its
 // outcome and is released, timers stop, spans end, and finish waits for
-// every reading goroutine. Only the goroutine driving the Stream (or
-// Close, once it owns the Stream) calls it.
+// every reading goroutine; then it closes finished. Only the goroutine
+// driving the Stream (or Close, once it owns the Stream) calls it.
 func (s *Stream[T]) finish(err error, outcome Outcome) {
 	if s.phase == phaseDone {
 		return
 	}
+	defer close(s.finished)
 	started := s.phase != phaseNew
 	s.phase = phaseDone
 	s.err, s.outcome = err, outcome
