@@ -110,7 +110,7 @@ func (a *attempt[T]) release() {
 	a.cancel()
 	switch {
 	case first:
-		_ = src.Close()
+		closeQuietly(src)
 		close(a.closed)
 	case waitClose:
 		<-a.closed
@@ -125,13 +125,14 @@ func (a *attempt[T]) release() {
 // attempt is cancelled.
 func (s *Stream[T]) run(a *attempt[T]) {
 	defer s.wg.Done()
+	defer s.recoverSource(a)
 	src, err := openSafe(a)
 	if err != nil {
 		s.send(a, event[T]{a: a, typ: evEnd, err: err})
 		return
 	}
 	if !a.setSource(src) {
-		_ = src.Close()
+		closeQuietly(src)
 		return
 	}
 	var content int64
@@ -176,6 +177,37 @@ func (s *Stream[T]) send(a *attempt[T], ev event[T]) bool {
 	case <-a.ctx.Done():
 		return false
 	}
+}
+
+// recoverSource turns a panic of a's Source on its reading goroutine into
+// the attempt's failure (ErrSourcePanic, fatal), so that a broken Source
+// fails its call rather than the process.
+func (s *Stream[T]) recoverSource(a *attempt[T]) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.send(a, event[T]{a: a, typ: evEnd, err: sourcePanic(a, r)})
+	a.release()
+}
+
+func sourcePanic[T any](a *attempt[T], r any) error {
+	return fmt.Errorf("%w: route %q: %v", ErrSourcePanic, a.route.Name, r)
+}
+
+// closeQuietly closes src, ignoring its error and a panic: by then the
+// attempt's outcome is decided, and Close must not leave other releases
+// waiting for it.
+func closeQuietly[T any](src Source[T]) {
+	defer func() { _ = recover() }()
+	_ = src.Close()
+}
+
+// notify calls the listener hook f with e. A panicking hook is recovered
+// and ignored: listeners observe a call and must never fail or wedge it.
+func notify[E any](f func(E), e E) {
+	defer func() { _ = recover() }()
+	f(e)
 }
 
 func openSafe[T any](a *attempt[T]) (src Source[T], err error) {

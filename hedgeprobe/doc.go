@@ -39,7 +39,7 @@
 //	WithChunkEvents, WithKeepaliveOffsets.
 //	Errors: *TimeoutError, ErrTimeout, ErrTTFTTimeout, ErrStallTimeout,
 //	ErrNoRoutes, ErrInvalidRoute, ErrInvalidConfig, ErrClassifierPanic,
-//	ErrOpenPanic, ErrNilSource.
+//	ErrOpenPanic, ErrNilSource, ErrSourcePanic, ErrExtractorPanic.
 //
 // # Semantics
 //
@@ -79,5 +79,8 @@
 // goroutine calling Next drives the race (no coordinator goroutine), and
 // after a Streaming commit reads the winner's Source itself, so a
 // committed chunk costs a direct Next plus a classifier call. Listener
-// hooks run on the goroutine calling Next or Close.
+// hooks run on the goroutine calling Next or Close; a panicking hook is
+// ignored. A panic in the classifier, a Source method (ErrSourcePanic),
+// a TokenCount or response-model function (ErrExtractorPanic) fails the
+// call; Route.Open's panic fails it too (ErrOpenPanic).
 package hedgeprobe

@@ -32,6 +32,15 @@ var (
 	// ErrNilSource is the error of an attempt whose Open returned neither
 	// a Source nor an error; it is fatal.
 	ErrNilSource = errors.New("hedgeprobe: route open returned a nil source")
+	// ErrSourcePanic is wrapped by the error of an attempt whose Source
+	// panicked in Next, Current or Err, on its reading goroutine or in
+	// the caller's Next after commit; it is fatal. (A panic in Close is
+	// ignored, like its error.)
+	ErrSourcePanic = errors.New("hedgeprobe: source panicked")
+	// ErrExtractorPanic is wrapped by the error of a call whose TokenCount
+	// (WithTokenCount) or response-model function (WithResponseModel)
+	// panicked; it is fatal.
+	ErrExtractorPanic = errors.New("hedgeprobe: token count or response model function panicked")
 )
 
 // TimeoutKind says which watchdog fired.

@@ -38,8 +38,9 @@ type options struct {
 
 // OnHedge registers a hook called at every hedge launch. Hooks are called
 // on the goroutine that calls Stream.Next or Stream.Close, must be quick
-// and must not call back into the Stream. A later registration of the same
-// hook replaces the earlier.
+// and must not call back into the Stream. A panicking hook is recovered
+// and ignored: a listener cannot fail or wedge a call. A later
+// registration of the same hook replaces the earlier.
 func OnHedge(f func(HedgeEvent)) Option { return func(o *options) { o.onHedge = f } }
 
 // OnThrottle registers a hook called for every hedge the budget or
@@ -59,7 +60,8 @@ func OnWatchdog(f func(WatchdogEvent)) Option { return func(o *options) { o.onWa
 
 // WithTokenCount tells the Prober how to read the output token count from
 // a usage item, for gen_ai.usage.output_tokens on attempt spans. Its T
-// must be the Prober's, or New fails.
+// must be the Prober's, or New fails. A panic in f fails the call with an
+// error wrapping ErrExtractorPanic.
 func WithTokenCount[T any](f TokenCount[T]) Option {
 	return func(o *options) { o.tokenCount = f }
 }

@@ -1,10 +1,16 @@
 package hedgeprobe
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Regression: the stall watchdog released the winner (cancel, then a
@@ -149,4 +155,138 @@ func TestRegressionCloseWaitsForFinish(t *testing.T) {
 			<-nextDone
 		})
 	})
+}
+
+// Regression: a panic escaping Next (here a WithTokenCount function on a
+// usage item after commit) left the Stream owned by a Next that was gone:
+// the caller recovered and called Close, but the call never ended and
+// its spans never ended. Now TokenCount and response-model panics fail
+// the call (ErrExtractorPanic), a panicking listener hook is ignored, and
+// any other panic out of Next leaves the Stream closable.
+func TestRegressionPanicDoesNotWedgeCall(t *testing.T) {
+	t.Run("token count", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", []step{content(time.Second, "a0"), {after: time.Second, kind: Control, tok: 7}})
+			p, exp := recorded(t, Config{MaxAttempts: 1}, WithTokenCount(func(c chunk) (int64, bool) {
+				if c.Tokens > 0 {
+					panic("bad usage item")
+				}
+				return 0, false
+			}))
+			s := p.Stream(t.Context(), a.route())
+			g := drain(s, time.Now())
+			wantTexts(t, g, "a0")
+			if !errors.Is(g.err, ErrExtractorPanic) || s.Stats().Outcome != OutcomeError {
+				t.Fatalf("err %v, outcome %q", g.err, s.Stats().Outcome)
+			}
+			if n, c := len(exp.GetSpans()), a.closes(); n != 2 || c[0] != 1 {
+				t.Fatalf("%d spans ended, closes %v", n, c)
+			}
+		})
+	})
+	t.Run("response model before commit", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", texts("a", 2, time.Second, time.Second))
+			p, _ := recorded(t, Config{MaxAttempts: 1}, WithResponseModel(func(chunk) (string, bool) { panic("x") }))
+			g := drain(p.Stream(t.Context(), a.route()), time.Now())
+			if !errors.Is(g.err, ErrExtractorPanic) || len(g.texts) != 0 {
+				t.Fatalf("err %v, items %v", g.err, g.texts)
+			}
+		})
+	})
+	t.Run("hook", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", texts("a", 2, time.Second, time.Second))
+			p := mustNew(t, Config{MaxAttempts: 1},
+				OnCommit(func(CommitEvent) { panic("x") }), OnAttemptDone(func(AttemptEvent) { panic("y") }))
+			s := p.Stream(t.Context(), a.route())
+			g := drain(s, time.Now())
+			wantTexts(t, g, "a0", "a1")
+			if g.err != nil || s.Stats().Outcome != OutcomeOK {
+				t.Fatalf("err %v, outcome %q", g.err, s.Stats().Outcome)
+			}
+		})
+	})
+	t.Run("other panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", texts("a", 2, time.Second, time.Second))
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSpanProcessor(panicOnStart{}))
+			defer tp.Shutdown(context.Background())
+			p := mustNew(t, Config{MaxAttempts: 1}, WithTracerProvider(tp))
+			s := p.Stream(t.Context(), a.route())
+			var r any
+			func() {
+				defer func() { r = recover() }()
+				s.Next()
+			}()
+			if r != "attempt span" {
+				t.Fatalf("recovered %v", r)
+			}
+			s.Close()
+			// The call span ends; the attempt span's Start never returned.
+			if n, st := len(exp.GetSpans()), s.Stats(); n != 1 || st.Outcome != OutcomeCanceled {
+				t.Fatalf("%d spans ended, outcome %q", n, st.Outcome)
+			}
+		})
+	})
+}
+
+// panicOnStart is a span processor that panics when an attempt span starts.
+type panicOnStart struct{}
+
+func (panicOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.SpanKind() == trace.SpanKindClient {
+		panic("attempt span")
+	}
+}
+func (panicOnStart) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (panicOnStart) Shutdown(context.Context) error   { return nil }
+func (panicOnStart) ForceFlush(context.Context) error { return nil }
+
+// panicky is a scripted source whose Current panics at the n-th item.
+type panicky struct {
+	*scripted
+	n int
+}
+
+func (p *panicky) Current() chunk {
+	if p.n--; p.n == 0 {
+		panic("broken source")
+	}
+	return p.scripted.Current()
+}
+
+// Regression: a Source that panicked on its reading goroutine crashed the
+// process. Now the attempt fails with ErrSourcePanic (fatal), before
+// commit on the reading goroutine and after commit in the caller's Next.
+func TestRegressionSourcePanic(t *testing.T) {
+	for _, tc := range []struct {
+		n     int // the item whose Current panics
+		texts []string
+	}{{1, nil}, {3, []string{"a0", "a1"}}} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", texts("a", 4, time.Second, time.Second))
+				r := a.route()
+				r.Open = func(ctx context.Context) (Source[chunk], error) {
+					src, err := a.open(ctx)
+					return &panicky{src.(*scripted), tc.n}, err
+				}
+				p := mustNew(t, Config{MaxAttempts: 1})
+				s := p.Stream(t.Context(), r)
+				start := time.Now()
+				g := drain(s, start)
+				wantTexts(t, g, tc.texts...)
+				wantDur(t, "end", time.Since(start), time.Duration(tc.n)*time.Second)
+				st := s.Stats()
+				if !errors.Is(g.err, ErrSourcePanic) || st.Outcome != OutcomeError || st.Attempts[0].Outcome != AttemptFailed {
+					t.Fatalf("err %v, outcome %q, attempt %q", g.err, st.Outcome, st.Attempts[0].Outcome)
+				}
+				if c := a.closes(); c[0] != 1 {
+					t.Fatalf("closes = %v", c)
+				}
+			})
+		})
+	}
 }

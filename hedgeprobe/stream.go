@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"math"
 	"sync"
@@ -74,6 +75,7 @@ type Stream[T any] struct {
 	winner      *attempt[T]
 	winnerEnded bool // the winner committed at its clean end: the call ends with its buffer
 	src         Source[T]
+	inSource    bool // the caller's goroutine is in a method of src
 	bufPos      int
 	ttftSpent   int
 	throttled   int
@@ -126,23 +128,44 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 // commits. It reports false at the end of the stream, on error, on
 // timeout and after Close; it reports false only once the call has
 // finished, also when a Close on another goroutine finishes it.
-func (s *Stream[T]) Next() bool {
+func (s *Stream[T]) Next() (ok bool) {
 	if !s.active.CompareAndSwap(0, 1) {
 		// Close owns the call (Next never runs concurrently with itself).
 		<-s.finished
 		return false
 	}
-	var ok bool
+	defer s.endNext(&ok)
 	if s.phase == phaseDirect && !s.closeReq.Load() {
-		ok = s.nextDirect()
-	} else {
-		ok = s.nextSlow()
+		return s.nextDirect()
 	}
+	return s.nextSlow()
+}
+
+// endNext gives the Stream back as Next returns, and finishes the call if
+// Close came meanwhile; it runs deferred, so a panic cannot leave the
+// Stream owned by a Next that is gone (Close could then never finish the
+// call). A panic of the committed Source fails the call with
+// ErrSourcePanic, as it would before commit; any other panic goes on to
+// the caller once the Stream is given back, and Close ends the call.
+func (s *Stream[T]) endNext(ok *bool) {
+	if r := recover(); r != nil {
+		if !s.inSource {
+			s.giveBack()
+			panic(r)
+		}
+		s.inSource = false
+		*ok = false
+		s.finish(sourcePanic(s.winner, r), OutcomeError)
+	}
+	s.giveBack()
+}
+
+// giveBack ends a Next's ownership of the Stream.
+func (s *Stream[T]) giveBack() {
 	s.active.Store(0)
 	if s.closeReq.Load() && s.active.CompareAndSwap(0, 2) {
 		s.finish(nil, OutcomeCanceled)
 	}
-	return ok
 }
 
 // Current returns the item Next advanced to.
@@ -223,10 +246,13 @@ func (s *Stream[T]) nextDirect() bool {
 		s.waitFrom.Store(int64(time.Since(s.start)))
 		s.lastContent = false
 	}
+	s.inSource = true
 	if !s.src.Next() {
+		s.inSource = false
 		return s.endDirect()
 	}
 	v := s.src.Current()
+	s.inSource = false
 	k, err := s.classifySafe(v)
 	if err != nil {
 		s.finish(err, OutcomeError)
@@ -237,7 +263,10 @@ func (s *Stream[T]) nextDirect() bool {
 	}
 	a := s.winner
 	if a.rec != nil {
-		s.record(a, k, v, time.Now())
+		if err := s.record(a, k, v, time.Now()); err != nil {
+			s.finish(err, OutcomeError)
+			return false
+		}
 	}
 	switch k {
 	case Content:
@@ -249,7 +278,10 @@ func (s *Stream[T]) nextDirect() bool {
 		}
 	case Control:
 		if s.p.tokens != nil {
-			s.countTokens(a, v)
+			if err := s.countTokens(a, v); err != nil {
+				s.finish(err, OutcomeError)
+				return false
+			}
 		}
 	}
 	s.cur = v
@@ -257,8 +289,9 @@ func (s *Stream[T]) nextDirect() bool {
 	return true
 }
 
-// record puts an item's arrival on the attempt's span.
-func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) {
+// record puts an item's arrival on the attempt's span. It returns the
+// error of a panicking response-model function.
+func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) error {
 	switch k {
 	case Content:
 		a.rec.content(at)
@@ -266,16 +299,37 @@ func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) {
 		a.rec.keepalive(at)
 	}
 	if s.p.model != nil && a.rec.model == "" {
-		if m, ok := s.p.model(v); ok {
-			a.rec.model = m
-		}
+		return s.responseModel(a, v)
 	}
+	return nil
 }
 
-func (s *Stream[T]) countTokens(a *attempt[T], v T) {
+// responseModel asks the WithResponseModel function about v; a panic
+// becomes an error wrapping ErrExtractorPanic.
+func (s *Stream[T]) responseModel(a *attempt[T], v T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: response model: %v", ErrExtractorPanic, r)
+		}
+	}()
+	if m, ok := s.p.model(v); ok {
+		a.rec.model = m
+	}
+	return nil
+}
+
+// countTokens asks the WithTokenCount function about v; a panic becomes
+// an error wrapping ErrExtractorPanic.
+func (s *Stream[T]) countTokens(a *attempt[T], v T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: token count: %v", ErrExtractorPanic, r)
+		}
+	}()
 	if n, ok := s.p.tokens(v); ok {
 		a.tokens, a.hasTokens = n, true
 	}
+	return nil
 }
 
 // endDirect ends the call when the winner's source stopped.
@@ -294,10 +348,15 @@ func (s *Stream[T]) endDirect() bool {
 		s.finish(nil, OutcomeCanceled)
 	case s.ctx.Err() != nil:
 		s.finish(s.ctx.Err(), OutcomeCanceled)
-	case s.src.Err() != nil:
-		s.finish(s.src.Err(), OutcomeError)
 	default:
-		s.finish(nil, OutcomeOK)
+		s.inSource = true
+		err := s.src.Err()
+		s.inSource = false
+		if err != nil {
+			s.finish(err, OutcomeError)
+		} else {
+			s.finish(nil, OutcomeOK)
+		}
 	}
 	return false
 }
@@ -432,7 +491,7 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 			s.rec.hedge(a.idx, trigger, route.Name, s.attempts[n-1].delay, now)
 		}
 		if f := s.p.opts.onHedge; f != nil {
-			f(HedgeEvent{Attempt: a.idx, Route: route.Name, Provider: route.Provider, Model: route.Model,
+			notify(f, HedgeEvent{Attempt: a.idx, Route: route.Name, Provider: route.Provider, Model: route.Model,
 				Trigger: trigger, Delay: s.attempts[n-1].delay, Elapsed: a.launch})
 		}
 	}
@@ -446,7 +505,7 @@ func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReaso
 		s.rec.throttled(len(s.attempts), trigger, route, reason, now)
 	}
 	if f := s.p.opts.onThrottle; f != nil {
-		f(ThrottleEvent{Attempt: len(s.attempts), Route: route, Trigger: trigger, Reason: reason, Elapsed: now.Sub(s.start)})
+		notify(f, ThrottleEvent{Attempt: len(s.attempts), Route: route, Trigger: trigger, Reason: reason, Elapsed: now.Sub(s.start)})
 	}
 }
 
@@ -583,7 +642,10 @@ func (s *Stream[T]) handle(ev event[T]) {
 	}
 	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind})
 	if a.rec != nil {
-		s.record(a, ev.kind, ev.v, s.start.Add(ev.at))
+		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
+			s.fail(a, err)
+			return
+		}
 	}
 	switch ev.kind {
 	case Content:
@@ -595,7 +657,10 @@ func (s *Stream[T]) handle(ev event[T]) {
 		}
 	case Control:
 		if s.p.tokens != nil {
-			s.countTokens(a, ev.v)
+			if err := s.countTokens(a, ev.v); err != nil {
+				s.fail(a, err)
+				return
+			}
 		}
 	}
 	if ev.ready {
@@ -652,7 +717,7 @@ func (s *Stream[T]) commit(a *attempt[T]) {
 		s.rec.commit(a.idx, now)
 	}
 	if f := s.p.opts.onCommit; f != nil {
-		f(CommitEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model, Elapsed: now.Sub(s.start)})
+		notify(f, CommitEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model, Elapsed: now.Sub(s.start)})
 	}
 	for _, b := range s.attempts {
 		if b == a || b.done {
@@ -718,7 +783,7 @@ func (s *Stream[T]) watchdogFired(kind TimeoutKind, a *attempt[T], at time.Durat
 		s.rec.watchdog(kind, timeout, a.idx, s.start.Add(at))
 	}
 	if f := s.p.opts.onWatchdog; f != nil {
-		f(WatchdogEvent{Kind: kind, Timeout: timeout, Attempt: a.idx, Route: a.route.Name, Elapsed: at})
+		notify(f, WatchdogEvent{Kind: kind, Timeout: timeout, Attempt: a.idx, Route: a.route.Name, Elapsed: at})
 	}
 }
 
@@ -731,7 +796,7 @@ func (s *Stream[T]) attemptDone(a *attempt[T]) {
 		if a.content > 0 {
 			ttft = a.first - a.launch
 		}
-		f(AttemptEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
+		notify(f, AttemptEvent{Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
 			Trigger: a.trigger, Outcome: a.outcome, Err: a.err, ContentChunks: a.content, TTFT: ttft,
 			Duration: a.ended - a.launch})
 	}

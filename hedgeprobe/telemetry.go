@@ -55,7 +55,8 @@ func WithKeepaliveOffsets(n int) Option {
 // WithResponseModel tells the Prober how to read the model that answered
 // from an item, for gen_ai.response.model on attempt spans. It is asked
 // about each item of an attempt until it reports ok. Its T must be the
-// Prober's, or New fails.
+// Prober's, or New fails. A panic in f fails the call with an error
+// wrapping ErrExtractorPanic.
 func WithResponseModel[T any](f func(T) (model string, ok bool)) Option {
 	return func(o *options) { o.responseModel = f }
 }
@@ -303,7 +304,8 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, tokens int64,
 }
 
 // errorType returns a low-cardinality error.type for err: the watchdog
-// kind, "canceled", "deadline_exceeded", "classifier_panic", the value of
+// kind, "canceled", "deadline_exceeded", "classifier_panic", "open_panic",
+// "source_panic", "extractor_panic", the value of
 // an ErrorType() string method anywhere in the chain (adapters can report
 // "429" or "rate_limit"), else the Go type of the outermost error that is
 // not a plain fmt.Errorf wrapper.
@@ -328,6 +330,10 @@ func errorType(err error) string {
 		return "classifier_panic"
 	case errors.Is(err, ErrOpenPanic):
 		return "open_panic"
+	case errors.Is(err, ErrSourcePanic):
+		return "source_panic"
+	case errors.Is(err, ErrExtractorPanic):
+		return "extractor_panic"
 	}
 	for {
 		t := fmt.Sprintf("%T", err)
