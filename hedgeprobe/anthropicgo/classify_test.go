@@ -24,6 +24,7 @@ func TestClassify(t *testing.T) {
 		{Name: "citations delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}}}`, Want: hedgeprobe.Content},
 		{Name: "input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a"}}`, Want: hedgeprobe.Content},
 		{Name: "empty input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, Want: hedgeprobe.Keepalive},
+		{Name: "delta without a delta object", JSON: `{"type":"content_block_delta","index":0}`, Want: hedgeprobe.Keepalive},
 		{Name: "signature delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}`, Want: hedgeprobe.Control},
 		{Name: "block stop", JSON: `{"type":"content_block_stop","index":0}`, Want: hedgeprobe.Control},
 		{Name: "message_delta", JSON: `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`, Want: hedgeprobe.Control},

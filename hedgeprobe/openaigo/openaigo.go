@@ -47,7 +47,7 @@ func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
 	x := d.JSON.ExtraFields
 	p.Reasoning = extraText(x["reasoning_content"].Raw()) || extraText(x["reasoning"].Raw())
 	raw := x["annotations"].Raw()
-	p.Annotations = len(raw) > 2 && raw[0] == '['
+	p.Annotations = sse.NonEmptyJSONArray(raw)
 	return p
 }
 

@@ -100,7 +100,9 @@ func AnthropicEventKind(p AnthropicEventParts) hedgeprobe.Kind {
 	case "", "ping":
 		return hedgeprobe.Keepalive
 	case "content_block_delta":
-		if p.NoDelta {
+		// A delta without a type carries nothing: an item with no
+		// content is a keepalive, whichever SDK decoded it.
+		if p.NoDelta || p.DeltaType == "" {
 			return hedgeprobe.Keepalive
 		}
 		switch p.DeltaType {
@@ -120,6 +122,31 @@ func AnthropicEventKind(p AnthropicEventParts) hedgeprobe.Kind {
 	}
 	return hedgeprobe.Control
 }
+
+// NonEmptyJSONArray reports whether raw is a JSON array with at least one
+// element. It is the test for annotations (citations) in every adapter, so
+// null, [], [ ] and non-array values never count as content.
+// It takes the SDKs' raw strings as well as bytes, without a copy.
+func NonEmptyJSONArray[S ~string | ~[]byte](raw S) bool {
+	i, j := 0, len(raw)
+	for i < j && isJSONSpace(raw[i]) {
+		i++
+	}
+	for j > i && isJSONSpace(raw[j-1]) {
+		j--
+	}
+	if j-i < 2 || raw[i] != '[' || raw[j-1] != ']' {
+		return false
+	}
+	for k := i + 1; k < j-1; k++ {
+		if !isJSONSpace(raw[k]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func contentIf(ok bool) hedgeprobe.Kind {
 	if ok {

@@ -99,7 +99,7 @@ func chatChoiceParts(ch *ChatChoice) ChatDeltaParts {
 		ToolCallText: toolCallText(d.ToolCalls),
 		ToolCalls:    len(d.ToolCalls) > 0,
 		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
-		Annotations:  len(d.Annotations) > 0 && string(d.Annotations) != "null" && string(d.Annotations) != "[]",
+		Annotations:  NonEmptyJSONArray(d.Annotations),
 		Role:         d.Role != "",
 		FinishReason: ch.FinishReason != "",
 	}
