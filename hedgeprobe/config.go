@@ -110,11 +110,14 @@ type Config struct {
 	// started. Zero (the default) disables it.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the
-	// committed stream produces no content chunk for this long, counted
-	// from the moment the caller came back to Next after its latest content
-	// chunk (time the caller spends on a chunk does not count). Before commit it fails an attempt whose content stopped
-	// this long, which counts as a transient error. The first chunk is
-	// exempt; keepalives never reset it. Zero (the default) disables it.
+	// committed stream produces no content chunk for this long while the
+	// caller waits in Next: only time spent inside Next counts, summed
+	// since the latest content chunk. The time the caller spends between
+	// Next calls, on any item, does not count (a slow consumer is not a
+	// stalled upstream), and keepalive and control items do not reset the
+	// sum. Before commit it fails an attempt whose content stopped this
+	// long (the caller is not involved yet), which counts as a transient
+	// error. The first chunk is exempt. Zero (the default) disables it.
 	StallTimeout time.Duration
 	// MaxAttempts caps attempts per call, primary included. Default 2;
 	// values above 5 are clamped to 5; 1 disables hedging.

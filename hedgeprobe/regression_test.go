@@ -290,3 +290,55 @@ func TestRegressionSourcePanic(t *testing.T) {
 		})
 	}
 }
+
+// Regression: after commit, the stall watchdog counted the caller's time
+// away on a keepalive or control item (the caller was marked away only
+// after content), so a slow consumer of the last control item got a
+// truncated stall timeout on a complete stream. Now only the time spent
+// waiting in Next counts, summed since the latest content chunk.
+func TestRegressionStallCountsOnlyWaits(t *testing.T) {
+	t.Run("away on a control item", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", []step{content(time.Second, "a0"), content(time.Second, "a1"), control(time.Second, "finish")})
+			p := mustNew(t, Config{MaxAttempts: 1, StallTimeout: 5 * time.Second})
+			s := p.Stream(t.Context(), a.route())
+			start := time.Now()
+			var items []string
+			for s.Next() {
+				items = append(items, s.Current().Text)
+				if s.Current().Kind == Control {
+					time.Sleep(6 * time.Second)
+				}
+			}
+			if s.Err() != nil || fmt.Sprint(items) != "[a0 a1 finish]" {
+				t.Fatalf("err %v, items %v", s.Err(), items)
+			}
+			wantDur(t, "end", time.Since(start), 9*time.Second)
+		})
+	})
+	t.Run("waits add up across keepalives", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The caller waits 3s for a keepalive, is away 10s, then waits
+			// again: the stall fires after 2 more seconds of waiting.
+			a := newUpstream("a", []step{content(time.Second, "a0"), keepalive(3 * time.Second), hang()})
+			var fired []WatchdogEvent
+			p := mustNew(t, Config{MaxAttempts: 1, StallTimeout: 5 * time.Second},
+				OnWatchdog(func(e WatchdogEvent) { fired = append(fired, e) }))
+			s := p.Stream(t.Context(), a.route())
+			start := time.Now()
+			for s.Next() {
+				if s.Current().Kind == Keepalive {
+					time.Sleep(10 * time.Second)
+				}
+			}
+			wantDur(t, "end", time.Since(start), 16*time.Second)
+			te, ok := errors.AsType[*TimeoutError](s.Err())
+			if !ok || te.Kind != TimeoutStall || te.ChunksDelivered != 1 || !te.Truncated {
+				t.Fatalf("err %v", s.Err())
+			}
+			if len(fired) != 1 || fired[0].Elapsed != 16*time.Second {
+				t.Fatalf("watchdog events %+v", fired)
+			}
+		})
+	})
+}

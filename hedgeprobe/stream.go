@@ -21,10 +21,6 @@ const (
 	phaseDone                // ended; Err says how
 )
 
-// awayMark in Stream.waitFrom means the caller is away between Next calls
-// after a content chunk: the stall watchdog does not run.
-const awayMark = math.MaxInt64
-
 // Stream is one hedged, watchdogged call. It is a Source: read it with
 // Next and Current until Next reports false, then check Err. The call
 // starts at the first Next. Close ends it early, is idempotent, may be
@@ -82,21 +78,26 @@ type Stream[T any] struct {
 	delivered   int64
 	items       int64
 	ttfc        time.Duration
-	lastContent bool
 	rec         *callRecorder
 
-	// Stall watchdog after commit (Streaming). waitFrom is when, in ns
-	// since start, the caller began waiting in Next after its latest
-	// content chunk, or awayMark while it is away. The timer is lazy: it
-	// is never reset per chunk; when it fires it re-arms itself for the
-	// remaining time. Its scheduled time never exceeds the deadline
-	// waitFrom+StallTimeout, because waitFrom only moves forward and is
-	// only set at a Next entry after the timer last re-armed.
-	wd       *time.Timer
-	wdOff    atomic.Bool
-	waitFrom atomic.Int64
-	fired    atomic.Bool
-	firedAt  atomic.Int64
+	// Stall watchdog after commit (Streaming). Only the time the caller
+	// spends waiting inside Next counts, summed since the latest content
+	// chunk: waited is that sum up to the latest item. wait is, while the
+	// caller waits in Next, the stall clock's origin in ns since start
+	// (the Next's entry minus waited), and while the caller is away
+	// between Next calls, -1-waited. The timer is lazy: it is never reset
+	// per chunk; when it fires it re-arms itself for the time left
+	// (StallTimeout-waited while the caller is away). Its scheduled time
+	// never exceeds the deadline origin+StallTimeout of a wait, because
+	// the origin only moves forward (a Next's entry is after the item
+	// that ended the previous wait) and a re-arm while the caller is away
+	// is at most StallTimeout-waited from then.
+	wd      *time.Timer
+	wdOff   atomic.Bool
+	wait    atomic.Int64
+	waited  time.Duration // owned by the caller's goroutine
+	fired   atomic.Bool
+	firedAt atomic.Int64
 }
 
 // Stream returns a call over routes: the primary goes to routes[0], each
@@ -239,12 +240,14 @@ func (s *Stream[T]) since() time.Duration { return time.Since(s.start) }
 
 // nextDirect is the hot path after a Streaming commit: it reads the
 // winner's source on the caller's goroutine. No channel, no lock, no
-// allocation; the stall watchdog costs a clock read and an atomic store
-// per content chunk, and only when StallTimeout is set.
+// allocation; the stall watchdog costs a clock read and two atomic stores
+// per content chunk (two clock reads per other item), and only when
+// StallTimeout is set.
 func (s *Stream[T]) nextDirect() bool {
-	if s.lastContent {
-		s.waitFrom.Store(int64(time.Since(s.start)))
-		s.lastContent = false
+	var from time.Duration
+	if s.wd != nil {
+		from = time.Since(s.start) - s.waited
+		s.wait.Store(int64(from))
 	}
 	s.inSource = true
 	if !s.src.Next() {
@@ -273,8 +276,8 @@ func (s *Stream[T]) nextDirect() bool {
 		a.content++
 		s.delivered++
 		if s.wd != nil {
-			s.waitFrom.Store(awayMark)
-			s.lastContent = true
+			s.waited = 0
+			s.wait.Store(-1)
 		}
 	case Control:
 		if s.p.tokens != nil {
@@ -283,6 +286,12 @@ func (s *Stream[T]) nextDirect() bool {
 				return false
 			}
 		}
+	}
+	if k != Content && s.wd != nil {
+		// The caller goes away with a keepalive or control item: its wait
+		// so far stays on the clock, its time away does not.
+		s.waited = time.Since(s.start) - from
+		s.wait.Store(-1 - int64(s.waited))
 	}
 	s.cur = v
 	s.items++
@@ -367,16 +376,18 @@ func (s *Stream[T]) watchdog() {
 		return
 	}
 	st := s.p.cfg.StallTimeout
-	from := s.waitFrom.Load()
-	if from == awayMark {
-		s.wd.Reset(st)
-		return
-	}
+	w := s.wait.Load()
 	now := time.Since(s.start)
-	if left := time.Duration(from) + st - now; left > 0 {
+	left := time.Duration(w) + st - now
+	if w < 0 { // the caller is away
+		left = st - time.Duration(-1-w)
+	}
+	if left > 0 {
 		s.wd.Reset(left)
 		return
 	}
+	// The caller waited StallTimeout in all (the timer can only be late
+	// by the time it took to run, even when the caller is now away).
 	if s.fired.CompareAndSwap(false, true) {
 		s.firedAt.Store(int64(now))
 		s.winner.release() // unblocks the caller's Next
@@ -754,7 +765,6 @@ func (s *Stream[T]) nextBuffered() bool {
 			if s.delivered == 1 {
 				s.ttfc = s.since()
 			}
-			s.lastContent = true
 		}
 		return true
 	}
@@ -765,8 +775,10 @@ func (s *Stream[T]) nextBuffered() bool {
 	}
 	s.phase = phaseDirect
 	if st := s.p.cfg.StallTimeout; st > 0 {
-		s.waitFrom.Store(int64(s.since()))
-		s.lastContent = false
+		// The clock starts afresh when the caller reaches the source:
+		// nextDirect's entry begins the first wait.
+		s.waited = 0
+		s.wait.Store(-1)
 		// Armed after the assignment: the timer function reads s.wd.
 		s.wd = time.AfterFunc(time.Duration(math.MaxInt64), s.watchdog)
 		s.wd.Reset(st)
