@@ -105,9 +105,10 @@ type Config struct {
 	// long launches a hedge. It matters with Buffered or HoldChunks > 1.
 	// Zero (the default) disables the stall trigger.
 	StallAfter time.Duration
-	// TTFTTimeout fails the call with a TTFT TimeoutError when no live
-	// attempt has produced a content chunk this long after the call
-	// started. Zero (the default) disables it.
+	// TTFTTimeout fails the call with a TTFT TimeoutError when no attempt
+	// has produced a content chunk this long after the call started
+	// (DESIGN §2 rule 6): content from an attempt that later failed or
+	// stalled counts too. Zero (the default) disables it.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the
 	// committed stream produces no content chunk for this long while the

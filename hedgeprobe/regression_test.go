@@ -342,3 +342,32 @@ func TestRegressionStallCountsOnlyWaits(t *testing.T) {
 		})
 	})
 }
+
+// Regression: the TTFT watchdog looked only at live attempts, so when the
+// attempt that had produced content (at 25s, before TTFTTimeout = 30s)
+// stalled and failed before commit, the call ended at once with a TTFT
+// timeout. DESIGN rule 6 says "no content chunk from any attempt": now
+// the error hedge finishes the call.
+func TestRegressionTTFTTimeoutAfterContentFromFailedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(25*time.Second, "a0"), hang()})
+		b := newUpstream("b", texts("b", 3, time.Second, time.Second))
+		var hedges []HedgeEvent
+		p := mustNew(t, Config{Delivery: Buffered, TTFTTimeout: 30 * time.Second, StallTimeout: 10 * time.Second, HedgeAfter: time.Hour},
+			OnHedge(func(e HedgeEvent) { hedges = append(hedges, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route())
+		start := time.Now()
+		g := drain(s, start)
+		if g.err != nil {
+			t.Fatalf("err %v", g.err)
+		}
+		wantTexts(t, g, "b0", "b1", "b2")
+		wantDur(t, "end", time.Since(start), 38*time.Second)
+		if len(hedges) != 1 || hedges[0].Trigger != TriggerError || hedges[0].Elapsed != 35*time.Second {
+			t.Fatalf("hedges %+v", hedges)
+		}
+		if st := s.Stats(); st.Attempts[0].Outcome != AttemptFailed || !errors.Is(st.Attempts[0].Err, ErrStallTimeout) {
+			t.Fatalf("attempt 0: %q %v", st.Attempts[0].Outcome, st.Attempts[0].Err)
+		}
+	})
+}

@@ -74,6 +74,7 @@ type Stream[T any] struct {
 	inSource    bool // the caller's goroutine is in a method of src
 	bufPos      int
 	ttftSpent   int
+	contentSeen bool // an attempt, live or not, has produced content: the TTFT watchdog is satisfied
 	throttled   int
 	delivered   int64
 	items       int64
@@ -577,10 +578,10 @@ func (s *Stream[T]) nextDeadline() (time.Duration, bool) {
 			d, ok = t, true
 		}
 	}
-	live := s.liveContent()
-	if cfg.TTFTTimeout > 0 && !live {
+	if cfg.TTFTTimeout > 0 && !s.contentSeen {
 		at(cfg.TTFTTimeout)
 	}
+	live := s.liveContent()
 	canHedge := len(s.attempts) < cfg.MaxAttempts
 	if latest := s.attempts[len(s.attempts)-1]; canHedge && !live && s.ttftSpent != latest.idx {
 		at(latest.launch + latest.delay)
@@ -602,7 +603,7 @@ func (s *Stream[T]) nextDeadline() (time.Duration, bool) {
 func (s *Stream[T]) onDeadline() {
 	cfg := &s.p.cfg
 	now := s.since()
-	if cfg.TTFTTimeout > 0 && !s.liveContent() && now >= cfg.TTFTTimeout {
+	if cfg.TTFTTimeout > 0 && !s.contentSeen && now >= cfg.TTFTTimeout {
 		a := s.newestLive()
 		if a == nil {
 			a = s.attempts[len(s.attempts)-1]
@@ -662,6 +663,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 	case Content:
 		a.content++
 		a.last = ev.at
+		s.contentSeen = true
 		if a.content == 1 {
 			a.first = ev.at
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
