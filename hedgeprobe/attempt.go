@@ -66,7 +66,7 @@ type event[T any] struct {
 	typ   eventType
 	kind  Kind
 	ready bool // Streaming: this content chunk reaches HoldChunks; the reader waits for handoff
-	at    time.Duration
+	at    time.Duration // when the reader got the item or the end, since call start
 	v     T
 	err   error
 }
@@ -128,7 +128,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 	defer s.recoverSource(a)
 	src, err := openSafe(a)
 	if err != nil {
-		s.send(a, event[T]{a: a, typ: evEnd, err: err})
+		s.send(a, event[T]{a: a, typ: evEnd, err: err, at: time.Since(s.start)})
 		return
 	}
 	if !a.setSource(src) {
@@ -140,7 +140,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 		v := src.Current()
 		k, err := s.classifySafe(v)
 		if err != nil {
-			s.send(a, event[T]{a: a, typ: evEnd, err: err})
+			s.send(a, event[T]{a: a, typ: evEnd, err: err, at: time.Since(s.start)})
 			a.release()
 			return
 		}
@@ -165,7 +165,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 	}
 	// Send before release: release cancels a.ctx, which would make send
 	// give up and lose the end.
-	s.send(a, event[T]{a: a, typ: evEnd, err: src.Err()})
+	s.send(a, event[T]{a: a, typ: evEnd, err: src.Err(), at: time.Since(s.start)})
 	a.release()
 }
 
@@ -187,7 +187,7 @@ func (s *Stream[T]) recoverSource(a *attempt[T]) {
 	if r == nil {
 		return
 	}
-	s.send(a, event[T]{a: a, typ: evEnd, err: sourcePanic(a, r)})
+	s.send(a, event[T]{a: a, typ: evEnd, err: sourcePanic(a, r), at: time.Since(s.start)})
 	a.release()
 }
 

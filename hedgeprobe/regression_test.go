@@ -371,3 +371,42 @@ func TestRegressionTTFTTimeoutAfterContentFromFailedAttempt(t *testing.T) {
 		}
 	})
 }
+
+// Regression: when the driver was busy (here a slow WithResponseModel
+// function on the first item, 150ms), a content chunk that had arrived in
+// time and the expired TTFT timer were both ready, and select picked one
+// at random: about half such calls failed with a TTFT timeout. Now events
+// and the deadline are taken in the order they happened.
+func TestRegressionStaleDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		content time.Duration // after the keepalive at 1ms
+		ttft    bool
+	}{{"content in time", 20 * time.Millisecond, false}, {"content late", 119 * time.Millisecond, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 20 {
+				synctest.Test(t, func(t *testing.T) {
+					a := newUpstream("a", []step{keepalive(time.Millisecond), content(tc.content, "a0")})
+					first := true
+					p, _ := recorded(t, Config{MaxAttempts: 1, TTFTTimeout: 100 * time.Millisecond, Delivery: Buffered},
+						WithResponseModel(func(chunk) (string, bool) {
+							if first {
+								first = false
+								time.Sleep(150 * time.Millisecond)
+							}
+							return "", false
+						}))
+					start := time.Now()
+					g := drain(p.Stream(t.Context(), a.route()), start)
+					wantDur(t, "end", time.Since(start), 151*time.Millisecond)
+					if got := errors.Is(g.err, ErrTTFTTimeout); got != tc.ttft {
+						t.Fatalf("err %v", g.err)
+					}
+					if !tc.ttft {
+						wantTexts(t, g, "a0")
+					}
+				})
+			}
+		})
+	}
+}

@@ -522,10 +522,17 @@ func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReaso
 }
 
 // await runs the race until an attempt commits or the call ends.
+//
+// Events and the deadline are taken in the order they happened, by the
+// events' arrival times: when the driver was busy, select finds queued
+// events and an expired timer ready together and picks one at random, and
+// a chunk that arrived in time must not lose to a stale timer (nor a
+// chunk that came late win against it).
 func (s *Stream[T]) await() bool {
 	for s.phase == phasePre {
 		var tc <-chan time.Time
-		if d, ok := s.nextDeadline(); ok {
+		d, due := s.nextDeadline()
+		if due {
 			wait := max(d-s.since(), 0)
 			if s.timer == nil {
 				s.timer = time.NewTimer(wait)
@@ -536,9 +543,9 @@ func (s *Stream[T]) await() bool {
 		}
 		select {
 		case ev := <-s.events:
-			s.handle(ev)
+			s.take(ev, d, due)
 		case <-tc:
-			s.onDeadline()
+			s.drain(d)
 		case <-s.ctx.Done():
 			s.finish(s.ctx.Err(), OutcomeCanceled)
 		case <-s.closing:
@@ -546,6 +553,37 @@ func (s *Stream[T]) await() bool {
 		}
 	}
 	return s.phase != phaseDone
+}
+
+// take handles ev; when the deadline d had passed before ev arrived, it
+// acts on the deadline first.
+func (s *Stream[T]) take(ev event[T], d time.Duration, due bool) {
+	if due && ev.at > d {
+		s.onDeadline()
+		if s.phase != phasePre {
+			return
+		}
+	}
+	s.handle(ev)
+}
+
+// drain runs when the timer of the deadline d fired: it first handles the
+// events readers queued before d, without blocking, then acts on the
+// deadline unless one of them committed or ended the call.
+func (s *Stream[T]) drain(d time.Duration) {
+	for s.phase == phasePre {
+		select {
+		case ev := <-s.events:
+			if ev.at > d {
+				s.take(ev, d, true)
+				return
+			}
+			s.handle(ev)
+		default:
+			s.onDeadline()
+			return
+		}
+	}
 }
 
 // liveContent reports whether a live attempt has produced content.
