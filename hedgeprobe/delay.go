@@ -17,15 +17,19 @@ const delaySlots = 4
 //
 // Censoring: an attempt cancelled before its first content chunk (it lost
 // the race, or the TTFT watchdog ended the call) has a TTFT of at least
-// its elapsed time, which is at least the hedge delay. It is recorded as
-// max(elapsed, HedgeMaxDelay): for an upper quantile only whether a sample
-// lies above the quantile matters, and a censored attempt does. Dropping
-// it (bhope/hedge records winners only) or recording its elapsed time
-// teaches a delay that is too short, which hedges more, which censors
-// more: a feedback loop downwards. Recording it at the ceiling pushes the
-// delay up when hedges get frequent, a loop that settles. Attempts cut by
-// the caller (cancel, Close) or by an error are not recorded: they say
-// nothing about the route's TTFT.
+// its elapsed time. When it ran at least the hedge delay in force after
+// its launch, it is recorded at max(elapsed, delay): for an upper quantile
+// only whether a sample lies above the quantile matters, and it lies at or
+// above the delay, the quantile it was measured against. Dropping it
+// (bhope/hedge records winners only) teaches a delay that is too short,
+// which hedges more, which censors more: a feedback loop downwards. An
+// attempt cancelled sooner (typically a hedge that lost soon after its
+// launch) says only that its TTFT exceeds a time below the delay: that
+// places it neither above nor below the quantile, so it is dropped;
+// recording it at HedgeMaxDelay would push the delay of a healthy route
+// to the ceiling after a few lost races. Attempts cut by the caller
+// (cancel, Close) or by an error are not recorded: they say nothing about
+// the route's TTFT.
 type delayBook struct {
 	q      float64
 	lo, hi time.Duration
@@ -96,9 +100,14 @@ func (b *delayBook) observe(route, model string, ttft time.Duration, now time.Ti
 	e.dirty = true
 }
 
-// observeCensored records an attempt known to be slower than elapsed.
-func (b *delayBook) observeCensored(route, model string, elapsed time.Duration, now time.Time) {
-	b.observe(route, model, max(elapsed, b.hi), now)
+// observeCensored records an attempt known to be slower than elapsed,
+// launched with the hedge delay delay in force: at max(elapsed, delay)
+// when elapsed reaches delay, not at all before.
+func (b *delayBook) observeCensored(route, model string, elapsed, delay time.Duration, now time.Time) {
+	if elapsed < delay {
+		return
+	}
+	b.observe(route, model, max(elapsed, delay), now)
 }
 
 // delay returns the hedge delay of route × model at now: the quantile of

@@ -97,9 +97,9 @@ func TestAdaptiveDelayInCalls(t *testing.T) {
 	})
 }
 
-// Censoring: an attempt cancelled before its first chunk because it lost
-// counts as max(elapsed, HedgeMaxDelay); one cut by the caller or by an
-// error is not recorded.
+// Censoring: an attempt cancelled before its first chunk because it lost,
+// after at least the hedge delay, counts as max(elapsed, delay); one cut
+// by the caller or by an error is not recorded.
 func TestAdaptiveDelayCensoring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeMaxDelay: 4 * time.Second, HedgeBurst: 10})
@@ -107,8 +107,8 @@ func TestAdaptiveDelayCensoring(t *testing.T) {
 		b := newUpstream("b", texts("b", 1, 100*time.Millisecond, 0))
 		drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
 		n, mx := p.delays.samples("a", "model-a")
-		if n != 1 || !near(time.Duration(mx*float64(time.Second)), 4*time.Second, 0.01) {
-			t.Fatalf("loser recorded n=%v max=%vs, want 1 sample of 4s", n, mx)
+		if n != 1 || !near(time.Duration(mx*float64(time.Second)), 1100*time.Millisecond, 0.01) {
+			t.Fatalf("loser recorded n=%v max=%vs, want 1 sample of 1.1s", n, mx)
 		}
 		if n, mx := p.delays.samples("b", "model-b"); n != 1 || !near(time.Duration(mx*float64(time.Second)), 100*time.Millisecond, 0.01) {
 			t.Fatalf("winner recorded n=%v max=%vs", n, mx)

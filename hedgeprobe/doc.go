@@ -60,7 +60,8 @@
 // the route × model (a DDSketch over a sliding HedgeWindow) clamped to
 // [HedgeMinDelay, HedgeMaxDelay]; HedgeMaxDelay while fewer than
 // HedgeWarmup samples exist. An attempt cancelled before its first content
-// chunk is recorded at max(elapsed, HedgeMaxDelay) (see delayBook).
+// chunk, after at least the hedge delay, is recorded at max(elapsed,
+// delay); one cancelled sooner is not recorded (see delayBook).
 //
 // Budget: each call adds HedgeBudget tokens to a bucket of HedgeBurst
 // (full at start); every hedge, whatever its trigger, takes one. A refused

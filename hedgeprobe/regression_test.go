@@ -410,3 +410,44 @@ func TestRegressionStaleDeadline(t *testing.T) {
 		})
 	}
 }
+
+// Regression: a hedge that lost soon after its launch was recorded as a
+// censored TTFT sample at HedgeMaxDelay, though it only showed a TTFT
+// above its short elapsed time: three slightly slow primaries on a route
+// whose TTFT is 1s pushed its learned delay to the 10s ceiling. Now a
+// censored attempt is recorded only when it ran at least the hedge delay
+// in force, at max(elapsed, delay), and dropped otherwise.
+func TestRegressionLosingHedgeNotCensoredAtCeiling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeWarmup: 20, HedgeBurst: 10})
+		norm := newUpstream("a", texts("a", 1, time.Second, 0))
+		for range 20 {
+			drain(p.Stream(t.Context(), norm.route()), time.Now())
+		}
+		learned := p.HedgeDelay("a", "model-a")
+		if !near(learned, time.Second, 0.01) {
+			t.Fatalf("learned %v after 20 calls of 1s", learned)
+		}
+		for range 3 {
+			// The primary answers at 2s; the hedge on the same route,
+			// launched at the learned delay, would answer 1s later and
+			// loses within a second of its launch.
+			slow := newUpstream("a", texts("a", 1, 2*time.Second, 0), texts("a", 1, time.Second, 0))
+			s := p.Stream(t.Context(), slow.route())
+			drain(s, time.Now())
+			st := s.Stats()
+			if len(st.Attempts) != 2 || st.Winner != 0 || st.Attempts[1].Outcome != AttemptCanceled {
+				t.Fatalf("stats %+v", st)
+			}
+		}
+		// 20 samples of 1s and 3 primaries of 2s; the 3 losing hedges are
+		// dropped.
+		n, mx := p.delays.samples("a", "model-a")
+		if n != 23 || !near(time.Duration(mx*float64(time.Second)), 2*time.Second, 0.01) {
+			t.Fatalf("samples n=%v max=%vs", n, mx)
+		}
+		if d := p.HedgeDelay("a", "model-a"); !near(d, 2*time.Second, 0.01) {
+			t.Fatalf("delay %v", d)
+		}
+	})
+}

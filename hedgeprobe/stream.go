@@ -777,7 +777,7 @@ func (s *Stream[T]) commit(a *attempt[T]) {
 		b.done, b.outcome, b.ended = true, AttemptCanceled, now.Sub(s.start)
 		b.release()
 		if b.content == 0 {
-			s.p.delays.observeCensored(b.route.Name, b.route.Model, now.Sub(b.launchAt), now)
+			s.p.delays.observeCensored(b.route.Name, b.route.Model, now.Sub(b.launchAt), b.delay, now)
 		}
 		if s.rec != nil {
 			s.rec.canceled(b.idx, now)
@@ -890,7 +890,7 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 		case a == s.winner || outcome == OutcomeTTFTTimeout:
 			a.outcome, a.err = AttemptFailed, err
 			if a.content == 0 {
-				s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), now)
+				s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
 			}
 		default:
 			a.outcome = AttemptCanceled
