@@ -451,3 +451,36 @@ func TestRegressionLosingHedgeNotCensoredAtCeiling(t *testing.T) {
 		}
 	})
 }
+
+// Regression: a hedge launched as the Stream closed took a budget token
+// and started an attempt span (then ended it, unnumbered in Stats) before
+// it found the Stream closed. Now the closed check comes first, under the
+// lock Close takes. Close runs from an OnAttemptDone hook of the failing
+// primary, just before its error hedge would launch.
+func TestRegressionNoHedgeAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{fail(time.Second, &statusErr{code: 503})})
+		var s *Stream[chunk]
+		closed := make(chan struct{})
+		p, exp := recorded(t, Config{HedgeAfter: time.Hour}, OnAttemptDone(func(AttemptEvent) {
+			go func() { s.Close(); close(closed) }()
+			synctest.Wait() // Close has marked the Stream closed and waits for this Next
+		}))
+		s = p.Stream(t.Context(), a.route(), a.route())
+		g := drain(s, time.Now())
+		<-closed
+		se, _ := errors.AsType[*statusErr](g.err)
+		if st := s.Stats(); len(st.Attempts) != 1 || st.Outcome != OutcomeError || se == nil || se.code != 503 {
+			t.Fatalf("attempts %d, outcome %q, err %v", len(st.Attempts), st.Outcome, g.err)
+		}
+		if n := len(exp.GetSpans()); n != 2 {
+			t.Fatalf("%d spans, want the call's and attempt 0's", n)
+		}
+		if tok := p.budget.tokens; tok != DefaultHedgeBurst {
+			t.Fatalf("budget %v, want %v: a token was taken", tok, DefaultHedgeBurst)
+		}
+		if c := a.opened(); c != 1 {
+			t.Fatalf("opened %d", c)
+		}
+	})
+}

@@ -447,6 +447,9 @@ func (s *Stream[T]) begin() bool {
 // launch starts the next attempt; false when it was throttled or the
 // Stream is closing.
 func (s *Stream[T]) launch(trigger Trigger) bool {
+	if s.closeReq.Load() {
+		return false
+	}
 	n := len(s.attempts)
 	now := time.Now()
 	route := &s.routes[n%len(s.routes)]
@@ -463,12 +466,43 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 			s.throttle(trigger, s.routes[n%len(s.routes)].Name, ThrottlePushback)
 			return false
 		}
-		if !s.p.budget.take() {
-			s.throttle(trigger, route.Name, ThrottleBudget)
-			return false
+	}
+	a, refused := s.add(n, route, trigger, now)
+	if refused {
+		s.throttle(trigger, route.Name, ThrottleBudget)
+		return false
+	}
+	if a == nil {
+		return false
+	}
+	go s.run(a)
+	if trigger != TriggerPrimary {
+		if s.rec != nil {
+			s.rec.hedge(a.idx, trigger, route.Name, s.attempts[n-1].delay, now)
+		}
+		if f := s.p.opts.onHedge; f != nil {
+			notify(f, HedgeEvent{Attempt: a.idx, Route: route.Name, Provider: route.Provider, Model: route.Model,
+				Trigger: trigger, Delay: s.attempts[n-1].delay, Elapsed: a.launch})
 		}
 	}
-	a := &attempt[T]{
+	return true
+}
+
+// add creates attempt n on route and adds it to the call. It holds mu
+// throughout, so a Close either comes first, and then no budget token is
+// taken and no attempt span started, or sees the attempt and releases it.
+// It returns nil when the Stream is closing or, with refused, when the
+// budget refused a hedge.
+func (s *Stream[T]) add(n int, route *Route[T], trigger Trigger, now time.Time) (a *attempt[T], refused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock() // deferred: a span processor may panic in Start
+	if s.closed {
+		return nil, false
+	}
+	if trigger != TriggerPrimary && !s.p.budget.take() {
+		return nil, true
+	}
+	a = &attempt[T]{
 		idx: n, route: route, trigger: trigger,
 		launchAt: now, launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 	}
@@ -485,29 +519,9 @@ func (s *Stream[T]) launch(trigger Trigger) bool {
 	if s.streaming {
 		a.handoff = make(chan struct{})
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		a.cancel()
-		if a.rec != nil {
-			a.rec.end(AttemptCanceled, nil, 0, 0, false, now)
-		}
-		return false
-	}
 	s.attempts = append(s.attempts, a)
 	s.wg.Add(1)
-	s.mu.Unlock()
-	go s.run(a)
-	if trigger != TriggerPrimary {
-		if s.rec != nil {
-			s.rec.hedge(a.idx, trigger, route.Name, s.attempts[n-1].delay, now)
-		}
-		if f := s.p.opts.onHedge; f != nil {
-			notify(f, HedgeEvent{Attempt: a.idx, Route: route.Name, Provider: route.Provider, Model: route.Model,
-				Trigger: trigger, Delay: s.attempts[n-1].delay, Elapsed: a.launch})
-		}
-	}
-	return true
+	return a, false
 }
 
 func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReason) {
