@@ -12,8 +12,24 @@ import (
 // Next advances to the next item and reports whether there is one; Current
 // returns it; Err reports the error that ended the stream (nil at a clean
 // end); Close releases the stream and must unblock a Next that is waiting on
-// I/O. Implementations need not be safe for concurrent use, except that
-// Close may be called while Next blocks.
+// I/O.
+//
+// Concurrency: Next, Current and Err are called from one goroutine at a
+// time. Close may be called from another goroutine concurrently with any
+// of them (Stream.Close, the stall watchdog, or the losing side of a race
+// ends an attempt wherever its reader is), and Next, Current and Err may
+// still be called after Close has returned; they must not crash, and Next
+// must then report false soon. An item Current returned must stay valid
+// after Close (a classifier may be looking at it while Close runs, and the
+// caller keeps delivered items). hedgeprobe calls Close exactly once per
+// Source, and ignores its error and a panic in it.
+//
+// The SDK streams satisfy this: openai-go's ssestream.Stream (v3.98.0)
+// closes under a sync.Once that only sets an atomic done flag and closes
+// the decoder, that is the HTTP response body, whose Close unblocks a
+// pending Read; it never touches the item or the error Next, Current and
+// Err use, and each item is decoded into a fresh value. anthropic-sdk-go's
+// (v2.15.0) Close only closes the decoder, likewise.
 type Source[T any] interface {
 	Next() bool
 	Current() T
