@@ -44,13 +44,12 @@ type Stream[T any] struct {
 	// Stats safe to read after Next reports false or Close returns.
 	active   atomic.Int32
 	finished chan struct{}
-	// closeReq is set by the first Close, which then closes closing,
-	// cancels and releases every attempt, and closes released; a later
-	// Close waits on released. (A channel, not a sync.Once: a goroutine
-	// blocked on a mutex would keep a synctest bubble from advancing.)
+	// closeReq is set by the first Close, which then cancels and releases
+	// every attempt and closes closing; a later Close waits on closing.
+	// (A channel, not a sync.Once: a goroutine blocked on a mutex would
+	// keep a synctest bubble from advancing.)
 	closeReq atomic.Bool
 	closing  chan struct{}
-	released chan struct{}
 	wg       sync.WaitGroup
 
 	// mu guards attempts appends, closed and cancel against Close.
@@ -117,7 +116,6 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 		streaming: p.cfg.Delivery == Streaming,
 		hold:      int64(max(p.cfg.HoldChunks, 1)),
 		closing:   make(chan struct{}),
-		released:  make(chan struct{}),
 		finished:  make(chan struct{}),
 		ttftSpent: -1,
 	}
@@ -197,16 +195,15 @@ func (s *Stream[T]) Close() error {
 		atts := s.attempts
 		cancel := s.cancel
 		s.mu.Unlock()
-		close(s.closing)
 		if cancel != nil {
 			cancel()
 		}
 		for _, a := range atts {
 			a.release()
 		}
-		close(s.released)
+		close(s.closing)
 	} else {
-		<-s.released
+		<-s.closing
 	}
 	if s.active.CompareAndSwap(0, 2) {
 		s.finish(nil, OutcomeCanceled)
