@@ -384,8 +384,8 @@ func (s *Stream[T]) watchdog() {
 		s.wd.Reset(left)
 		return
 	}
-	// The caller waited StallTimeout in all (the timer can only be late
-	// by the time it took to run, even when the caller is now away).
+	// The caller's waits add up to StallTimeout: the stall is real, even
+	// when this function ran late and the caller is away by now.
 	if s.fired.CompareAndSwap(false, true) {
 		s.firedAt.Store(int64(now))
 		s.winner.release() // unblocks the caller's Next
