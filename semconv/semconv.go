@@ -241,7 +241,7 @@ var GenAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1
 // (median 55 s) outgrow the GenAI bounds.
 var StallDurationBuckets = []float64{0.5, 1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 
-// Added for the streamwatch connector (issue 7, item 1). Additive only.
+// Series overflow of the connector.
 const (
 	// MetricOverflow marks, with the value true, the one series a connector
 	// metric keeps for every attribute set past its series cap; the name
