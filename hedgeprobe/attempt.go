@@ -65,7 +65,7 @@ type event[T any] struct {
 	a     *attempt[T]
 	typ   eventType
 	kind  Kind
-	ready bool // Streaming: this content chunk reaches HoldChunks; the reader waits for handoff
+	ready bool          // Streaming: this content chunk reaches HoldChunks; the reader waits for handoff
 	at    time.Duration // when the reader got the item or the end, since call start
 	v     T
 	err   error

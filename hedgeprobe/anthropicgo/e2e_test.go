@@ -38,7 +38,6 @@ var adapter = adaptertest.Adapter[anthropicgo.Event]{Classify: anthropicgo.Class
 func TestHedgeStallToSteady(t *testing.T) {
 	up := adaptertest.Start(t)
 	p := adapter.NewProber(t, adaptertest.StallToSteadyConfig)
-	start := time.Now()
 
 	stream := p.Stream(t.Context(),
 		anthropicgo.Route("stall", newClient(t, up, "stall", false), params, anthropicgo.RouteOptions{}),
@@ -55,7 +54,7 @@ func TestHedgeStallToSteady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	adaptertest.StallToSteady{Stats: stream.Stats(), Text: text, Started: start}.Check(t)
+	adaptertest.StallToSteady{Stats: stream.Stats(), Text: text}.Check(t)
 }
 
 // TestTapTimesPings: with the tap, the pings the SDK drops come out as

@@ -74,7 +74,6 @@ func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[sse.ChatC
 func TestE2EKeepalivesDoNotResetStallWatchdog(t *testing.T) {
 	ts := fakellmtest.Start(t, scale)
 	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond})
-	start := time.Now()
 	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"))
 	var te *hedgeprobe.TimeoutError
 	if !errors.As(r.err, &te) || te.Kind != hedgeprobe.TimeoutStall || !te.Truncated || te.ChunksDelivered != 5 {
@@ -82,9 +81,6 @@ func TestE2EKeepalivesDoNotResetStallWatchdog(t *testing.T) {
 	}
 	if r.content != 5 || r.keepalive < 3 {
 		t.Fatalf("content %d keepalives %d: want 5 and several", r.content, r.keepalive)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("call took %s", d)
 	}
 }
 
@@ -130,16 +126,12 @@ func TestE2EDisconnectIsAnError(t *testing.T) {
 func TestE2EHedgeFromStallToSteady(t *testing.T) {
 	ts := fakellmtest.Start(t, scale)
 	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
-	start := time.Now()
 	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), openaiRoute(t, ts.URL, "steady"))
 	if r.err != nil || r.content != 40 || r.stats.Winner != 1 || r.stats.WinnerRoute != "steady" || len(r.stats.Attempts) != 2 {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
 	if a := r.stats.Attempts; a[1].Trigger != hedgeprobe.TriggerStall || a[0].Outcome != hedgeprobe.AttemptCanceled {
 		t.Fatalf("attempts %+v", a)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Fatalf("call took %s", d)
 	}
 }
 
@@ -148,13 +140,14 @@ func TestE2EHedgeFromStallToSteady(t *testing.T) {
 func TestE2EHedgeOnRateLimit(t *testing.T) {
 	ts := fakellmtest.Start(t, scale)
 	p := newProber(t, hedgeprobe.Config{HedgeAfter: 10 * time.Second})
-	start := time.Now()
 	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "ratelimit"), openaiRoute(t, ts.URL, "steady"))
 	if r.err != nil || r.content != 40 || r.stats.Winner != 1 {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("call took %s: the hedge waited for HedgeAfter", d)
+	// The hedge was launched by the 429 itself, not by the 10 s TTFT
+	// delay: its trigger says so, without timing anything.
+	if a := r.stats.Attempts; len(a) != 2 || a[1].Trigger != hedgeprobe.TriggerError {
+		t.Fatalf("attempts %+v", a)
 	}
 }
 

