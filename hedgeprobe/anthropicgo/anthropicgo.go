@@ -7,7 +7,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
@@ -70,7 +69,13 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	}
 	open := func(ctx context.Context) (hedgeprobe.Source[Event], error) {
 		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
-		return &source{Stream: s, provider: o.Provider, ctx: ctx}, nil
+		return &sse.EndChecked[Event]{
+			Source:     s,
+			Provider:   o.Provider,
+			MapError:   func(err error) error { return MapError(ctx, o.Provider, err) },
+			Terminal:   func(e Event) bool { return e.Type == "message_stop" },
+			CloseAtEnd: true,
+		}, nil
 	}
 	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
 	if o.TapKeepalives {
@@ -78,42 +83,6 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	}
 	return r
 }
-
-// source is the SDK stream with typed errors and the message_stop check.
-type source struct {
-	*ssestream.Stream[Event]
-	provider string
-	ctx      context.Context
-	stopped  bool
-	items    int
-	err      error
-	ended    bool
-}
-
-func (s *source) Next() bool {
-	if s.ended {
-		return false
-	}
-	if !s.Stream.Next() {
-		s.ended = true
-		s.err = sse.EndError(sse.StreamEnd{
-			Provider:  s.provider,
-			Err:       MapError(s.ctx, s.provider, s.Stream.Err()),
-			Terminal:  s.stopped,
-			Connected: s.items > 0,
-			Events:    s.items,
-		})
-		_ = s.Stream.Close()
-		return false
-	}
-	s.items++
-	if s.Stream.Current().Type == "message_stop" {
-		s.stopped = true
-	}
-	return true
-}
-
-func (s *source) Err() error { return s.err }
 
 // MapError types an anthropic-sdk-go error for hedging: an
 // *anthropic.Error becomes an *sse.UpstreamError (status, type, message,

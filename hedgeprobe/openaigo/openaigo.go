@@ -110,7 +110,12 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	}
 	open := func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
 		s := client.Chat.Completions.NewStreaming(ctx, params, o.RequestOptions...)
-		return &source{Stream: s, provider: o.Provider, ctx: ctx}, nil
+		return &sse.EndChecked[Chunk]{
+			Source:   s,
+			Provider: o.Provider,
+			MapError: func(err error) error { return MapError(ctx, o.Provider, err) },
+			Terminal: finished,
+		}, nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
 	if o.TapKeepalives {
@@ -119,41 +124,16 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	return r
 }
 
-// source is the SDK stream with typed errors and the finish check.
-type source struct {
-	*ssestream.Stream[Chunk]
-	provider string
-	ctx      context.Context
-	finished bool // a choice carried a finish_reason
-	items    int
-	err      error
-	ended    bool
-}
-
-func (s *source) Next() bool {
-	if !s.Stream.Next() {
-		if !s.ended {
-			s.ended = true
-			s.err = sse.EndError(sse.StreamEnd{
-				Provider:  s.provider,
-				Err:       MapError(s.ctx, s.provider, s.Stream.Err()),
-				Terminal:  s.finished,
-				Connected: s.items > 0,
-				Events:    s.items,
-			})
-		}
-		return false
-	}
-	s.items++
-	for _, ch := range s.Stream.Current().Choices {
+// finished reports a chunk whose choice carries a finish_reason: the end
+// of a complete stream.
+func finished(c Chunk) bool {
+	for _, ch := range c.Choices {
 		if ch.FinishReason != "" {
-			s.finished = true
+			return true
 		}
 	}
-	return true
+	return false
 }
-
-func (s *source) Err() error { return s.err }
 
 // MapError types an openai-go error for hedging: an *openai.Error becomes
 // an *sse.UpstreamError (status, type, code, message, Retry-After), an

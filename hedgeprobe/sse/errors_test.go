@@ -43,3 +43,76 @@ func TestEndError(t *testing.T) {
 		})
 	}
 }
+
+// sliceSource is an in-memory SDK stream: items, then err.
+type sliceSource struct {
+	items  []string
+	i      int
+	err    error
+	closed int
+}
+
+func (s *sliceSource) Next() bool {
+	if s.i >= len(s.items) {
+		return false
+	}
+	s.i++
+	return true
+}
+func (s *sliceSource) Current() string { return s.items[s.i-1] }
+func (s *sliceSource) Err() error      { return s.err }
+func (s *sliceSource) Close() error    { s.closed++; return nil }
+
+func TestEndChecked(t *testing.T) {
+	upstream := errors.New("reset")
+	mapped := &ConnectionError{Provider: "p", Err: upstream}
+	for _, tc := range []struct {
+		name    string
+		items   []string
+		err     error
+		check   func(t *testing.T, err error)
+		closeAt bool
+	}{
+		{"terminal seen, clean end", []string{"a", "stop"}, nil, func(t *testing.T, err error) {
+			if err != nil {
+				t.Fatalf("err = %v, want nil", err)
+			}
+		}, true},
+		{"clean end before the terminal item", []string{"a", "b"}, nil, func(t *testing.T, err error) {
+			var ce *ConnectionError
+			if !errors.As(err, &ce) || !errors.Is(err, io.ErrUnexpectedEOF) || ce.Events != 2 {
+				t.Fatalf("err = %#v, want a ConnectionError after 2 events wrapping io.ErrUnexpectedEOF", err)
+			}
+		}, false},
+		{"error mapped and counted", []string{"a"}, upstream, func(t *testing.T, err error) {
+			if err != mapped || !mapped.Connected || mapped.Events != 1 || !errors.Is(err, upstream) {
+				t.Fatalf("err = %#v, want the mapped error with Connected and 1 event", err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &sliceSource{items: tc.items, err: tc.err}
+			s := &EndChecked[string]{
+				Source: src, Provider: "p", CloseAtEnd: tc.closeAt,
+				MapError: func(err error) error {
+					if err == nil {
+						return nil
+					}
+					return mapped
+				},
+				Terminal: func(v string) bool { return v == "stop" },
+			}
+			var got []string
+			for s.Next() {
+				got = append(got, s.Current())
+			}
+			if len(got) != len(tc.items) || s.Next() {
+				t.Fatalf("read %v, want %v and then no more", got, tc.items)
+			}
+			tc.check(t, s.Err())
+			if want := map[bool]int{true: 1, false: 0}[tc.closeAt]; src.closed != want {
+				t.Fatalf("closed %d times at the end, want %d", src.closed, want)
+			}
+		})
+	}
+}
