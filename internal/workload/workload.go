@@ -151,9 +151,8 @@ func call(ctx context.Context, p *hedgeprobe.Prober[sse.ChatChunk], routes []hed
 	for s.Next() {
 		_ = s.Current()
 	}
-	err := s.Err()
-	s.Close()
-	return s.Stats(), err
+	// Next has reported false, so Err and Stats are final.
+	return s.Stats(), s.Err()
 }
 
 func record(r *Result, st hedgeprobe.Stats, err error) {
