@@ -2,7 +2,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -125,15 +124,4 @@ func (p *Process) WaitHTTP(ctx context.Context, url string, timeout time.Duratio
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// ErrNotFound reports a missing binary.
-var ErrNotFound = errors.New("binary not found")
-
-// LookPath finds a binary by explicit path or on PATH.
-func LookPath(pathOrName string) (string, error) {
-	if p, err := exec.LookPath(pathOrName); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("%w: %s", ErrNotFound, pathOrName)
 }
