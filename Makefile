@@ -8,10 +8,13 @@ OCB_VER   := v0.165.0
 COLLECTOR := $(BIN)/otelcol-streamwatch
 FUZZTIME  ?= 15s
 
-# Everything the collector binary is built from: when none of it is newer
-# than the binary, `make collector` does nothing.
+# Everything the collector binary is built from: the builder manifest, the
+# module files, and the Go files of every package of this module that the two
+# components import (internal/testbed is never among them). When none of it is
+# newer than the binary, `make collector` does nothing.
+COMPONENTS    := ./processor/streamwatchprocessor ./connector/streamwatchconnector
 COLLECTOR_SRC := builder-config.yaml go.mod go.sum \
-	$(shell find semconv internal processor connector -name '*.go' -not -name '*_test.go' 2>/dev/null)
+	$(shell $(GO) list -deps -f '{{if and .Module (eq .Module.Path "github.com/streamwatch/streamwatch")}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}' $(COMPONENTS) 2>/dev/null)
 
 .PHONY: test e2e bench lint fuzz collector demo fakellm clean
 

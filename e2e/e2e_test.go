@@ -25,9 +25,9 @@ import (
 
 	"github.com/streamwatch/streamwatch/dashboards"
 	"github.com/streamwatch/streamwatch/hedgeprobe"
-	"github.com/streamwatch/streamwatch/internal/fakellm"
-	"github.com/streamwatch/streamwatch/internal/stack"
-	"github.com/streamwatch/streamwatch/internal/workload"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
+	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 

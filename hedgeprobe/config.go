@@ -11,7 +11,7 @@ import (
 )
 
 // Delivery says when an attempt commits, that is when its output is first
-// delivered to the caller (DESIGN §2 rule 4).
+// delivered to the caller (docs/design.md §2 rule 4).
 type Delivery uint8
 
 const (
@@ -107,7 +107,7 @@ type Config struct {
 	StallAfter time.Duration
 	// TTFTTimeout fails the call with a TTFT TimeoutError when no attempt
 	// has produced a content chunk this long after the call started
-	// (DESIGN §2 rule 6): content from an attempt that later failed or
+	// (docs/design.md §2 rule 6): content from an attempt that later failed or
 	// stalled counts too. Zero (the default) disables it.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the

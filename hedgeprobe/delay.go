@@ -12,7 +12,7 @@ import (
 const delaySlots = 4
 
 // delayBook holds the adaptive hedge delay of every route × model
-// (DESIGN §2 rule 2): a DDSketch of attempt TTFT per slot of a sliding
+// (docs/design.md §2 rule 2): a DDSketch of attempt TTFT per slot of a sliding
 // window. It is safe for concurrent use.
 //
 // Censoring: an attempt cancelled before its first content chunk (it lost

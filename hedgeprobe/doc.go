@@ -2,7 +2,7 @@
 // another upstream when the first content chunk is late or when an
 // uncommitted stream goes silent, commits to the first attempt that
 // delivers, cancels the rest for good, and runs TTFT and stall watchdogs
-// that ignore keepalives (DESIGN §2).
+// that ignore keepalives (docs/design.md §2).
 //
 // Wrapping a call is a one-line change: a *Stream is itself a Source.
 //
@@ -70,7 +70,7 @@
 //
 // Telemetry: a call span (INTERNAL, "streamwatch.call") and one attempt
 // span per attempt (CLIENT, "{operation} {model}", child of the call span)
-// with the DESIGN §3 attributes and the compact timeline
+// with the docs/design.md §3 attributes and the compact timeline
 // streamwatch.chunk.offsets_us, through the TracerProvider of
 // WithTracerProvider or the global one. When the call span does not record
 // (sampled out, no SDK), nothing is recorded and nothing allocated per

@@ -54,7 +54,7 @@ const (
 	TimeoutStall TimeoutKind = "stall"
 )
 
-// TimeoutError is the error of a call a watchdog ended (DESIGN §2 rule 7).
+// TimeoutError is the error of a call a watchdog ended (docs/design.md §2 rule 7).
 // It reports Timeout() == true and Transient() == true, so the caller's
 // retry or fallback chain takes over, and matches ErrTimeout and
 // ErrTTFTTimeout or ErrStallTimeout with errors.Is.

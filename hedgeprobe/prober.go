@@ -223,7 +223,7 @@ func (p *Prober[T]) HedgeDelay(route, model string) time.Duration {
 	return p.delays.delay(route, model, time.Now())
 }
 
-// budget is the hedge token bucket (DESIGN §2 rule 3): each call adds
+// budget is the hedge token bucket (docs/design.md §2 rule 3): each call adds
 // perCall tokens up to burst, each hedge takes one.
 type budget struct {
 	mu      sync.Mutex

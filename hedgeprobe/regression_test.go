@@ -346,7 +346,7 @@ func TestRegressionStallCountsOnlyWaits(t *testing.T) {
 // Regression: the TTFT watchdog looked only at live attempts, so when the
 // attempt that had produced content (at 25s, before TTFTTimeout = 30s)
 // stalled and failed before commit, the call ended at once with a TTFT
-// timeout. DESIGN rule 6 says "no content chunk from any attempt": now
+// timeout. docs/design.md §2 rule 6 says "no content chunk from any attempt": now
 // the error hedge finishes the call.
 func TestRegressionTTFTTimeoutAfterContentFromFailedAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

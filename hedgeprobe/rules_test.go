@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// One test per rule of DESIGN §2. The hedge cases of issue 3 live in
+// One test per rule of docs/design.md §2. The hedge cases of issue 3 live in
 // hedge_test.go, the watchdog parity cases in parity_test.go.
 
 // Rule 1: the primary goes to the first route, each hedge to the next

@@ -1,7 +1,7 @@
 // Package semconv names every attribute, event, metric and unit that crosses
 // the wire between hedgeprobe and the streamwatch collector components.
 //
-// It is the single source of truth for the contract of DESIGN §3–§5: the
+// It is the single source of truth for the contract of docs/design.md §3–§5: the
 // probe writes these keys, the processor reads and adds to them, the
 // connector turns them into metrics, and the dashboard queries the metric
 // names. Renaming a constant here is a breaking change for every stored
@@ -151,7 +151,7 @@ const (
 	EventKeepalive = "streamwatch.keepalive"
 )
 
-// Derived attributes, written by the streamwatch processor (DESIGN §4).
+// Derived attributes, written by the streamwatch processor (docs/design.md §4).
 const (
 	// TTFTMs is t_0 − s.
 	TTFTMs = attribute.Key("streamwatch.ttft_ms")
@@ -204,7 +204,7 @@ const (
 	StallKeepalives = attribute.Key("streamwatch.stall.keepalives")
 )
 
-// Metric names and units of the streamwatch connector (DESIGN §5).
+// Metric names and units of the streamwatch connector (docs/design.md §5).
 const (
 	MetricTimeToFirstChunk         = "gen_ai.client.operation.time_to_first_chunk"
 	MetricTimePerOutputChunk       = "gen_ai.client.operation.time_per_output_chunk"

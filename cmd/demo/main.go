@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/streamwatch/streamwatch/internal/stack"
-	"github.com/streamwatch/streamwatch/internal/workload"
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
+	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 )
 
 func main() {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/dashboards"
 	"github.com/streamwatch/streamwatch/hedgeprobe"
-	"github.com/streamwatch/streamwatch/internal/workload"
+	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 

@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/streamwatch/streamwatch/internal/fakellm"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 // benchBatch builds calls hedged calls as the processor hands them on: a
 // call span and two attempt spans (a primary that stalls and is cancelled,
 // a stall-triggered hedge that wins) with chunks-offset timelines, the
-// DESIGN §4 attributes and stall events.
+// docs/design.md §4 attributes and stall events.
 func benchBatch(calls, chunks int) ptrace.Traces {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

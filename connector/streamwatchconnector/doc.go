@@ -1,5 +1,5 @@
 // Package streamwatchconnector is the streamwatch traces → metrics connector,
-// component type "streamwatch" (DESIGN §5).
+// component type "streamwatch" (docs/design.md §5).
 //
 // It reads the call and attempt spans of hedgeprobe after the streamwatch
 // processor has derived them, and keeps cumulative histograms (seconds,

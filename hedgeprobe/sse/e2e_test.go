@@ -9,7 +9,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm/fakellmtest"
 )
 
 // The end-to-end tests run hedgeprobe over the raw-SSE routes against

@@ -9,7 +9,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/fakellm"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
 func ExampleNewReader() {

@@ -101,7 +101,7 @@ func (p Problem) String() string {
 	}
 }
 
-// Result holds the figures of one timeline. Figures that DESIGN §4 declares
+// Result holds the figures of one timeline. Figures that docs/design.md §4 declares
 // absent for the input are reported absent by their accessor (ok == false),
 // never as zero.
 type Result struct {

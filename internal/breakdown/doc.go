@@ -1,5 +1,5 @@
 // Package breakdown turns the chunk timeline of one stream into the figures
-// of DESIGN §4: TTFT, end-to-end and raw generation time, the stall segments
+// of docs/design.md §4: TTFT, end-to-end and raw generation time, the stall segments
 // and their sum and count, active ("net") generation time, mean inter-chunk
 // latency, TPOT and active tokens per second.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/metadata"
 )
 
-// The batch of DESIGN §6 and issue 6: 100 attempt spans × 2,000 chunks,
+// The batch of docs/design.md §6 and issue 6: 100 attempt spans × 2,000 chunks,
 // each with its keepalives and a few silences.
 const (
 	benchSpans  = 100

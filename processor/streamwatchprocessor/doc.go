@@ -1,6 +1,6 @@
 // Package streamwatchprocessor is an OpenTelemetry Collector traces
 // processor, component type "streamwatch", that derives the stall breakdown
-// of DESIGN §4 from the chunk timeline on each LLM attempt span: TTFT,
+// of docs/design.md §4 from the chunk timeline on each LLM attempt span: TTFT,
 // end-to-end and raw generation time, the attributed silence segments, stall
 // time and count, active generation time, ITL, TPOT and active tokens per
 // second. The raw wall time stays untouched beside the derived figures.

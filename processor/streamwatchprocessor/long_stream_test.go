@@ -34,7 +34,7 @@ func TestGenerateLongStream(t *testing.T) {
 }
 
 // TestLongStreamFigures checks the figures of the 5,000-chunk stage against
-// a naive reading of DESIGN §4, independent of the breakdown package.
+// a naive reading of docs/design.md §4, independent of the breakdown package.
 func TestLongStreamFigures(t *testing.T) {
 	in, err := golden.ReadTraces(filepath.Join(longStreamDir, stageIn))
 	require.NoError(t, err)

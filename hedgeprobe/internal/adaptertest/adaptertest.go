@@ -17,7 +17,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/fakellm/fakellmtest"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm/fakellmtest"
 )
 
 // Scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.

@@ -214,7 +214,7 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
 	offs, okOffs := r.offsets(sp)
 	// A timeline with a chunk before the span start or a gap going back
-	// yields no figure at all (DESIGN §4 "anomaly"); it is reported once.
+	// yields no figure at all (docs/design.md §4 "anomaly"); it is reported once.
 	anomalous := okOffs && !ordered(offs)
 	if anomalous {
 		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)

@@ -21,7 +21,7 @@ const (
 	wastedChunks
 )
 
-// Descs are the metrics of DESIGN §5, in the order the connector emits them.
+// Descs are the metrics of docs/design.md §5, in the order the connector emits them.
 var Descs = []aggregate.Desc{
 	callTTFT: {
 		Name: semconv.MetricTimeToFirstChunk, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,

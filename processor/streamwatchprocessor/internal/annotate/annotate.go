@@ -1,4 +1,4 @@
-// Package annotate writes a derivation onto its span (DESIGN §4): the
+// Package annotate writes a derivation onto its span (docs/design.md §4): the
 // figures as attributes, one streamwatch.stall event per attributed silence,
 // and, on request, one synthetic child span per silence.
 //

@@ -1,4 +1,4 @@
-// Package timeline reads the chunk timeline of one span (DESIGN §3) into
+// Package timeline reads the chunk timeline of one span (docs/design.md §3) into
 // caller-owned buffers, in either wire form, and checks it for malformed
 // input before the derivation math sees it.
 //

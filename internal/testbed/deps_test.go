@@ -1,4 +1,4 @@
-package sse
+package testbed
 
 import (
 	"os"
@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// TestCollectorDoesNotImportSDKs keeps the LLM SDKs out of the collector
-// build: nothing under processor/ or connector/ may depend on them.
+// TestCollectorDoesNotImportSDKs keeps the LLM SDKs, the test machinery
+// and the client library out of the collector build: nothing under
+// processor/ or connector/ may depend on them.
 func TestCollectorDoesNotImportSDKs(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var patterns []string
@@ -32,7 +33,11 @@ func TestCollectorDoesNotImportSDKs(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		for _, banned := range []string{"github.com/openai/", "github.com/sashabaranov/", "github.com/anthropics/"} {
+		for _, banned := range []string{
+			"github.com/openai/", "github.com/sashabaranov/", "github.com/anthropics/",
+			"github.com/streamwatch/streamwatch/internal/testbed",
+			"github.com/streamwatch/streamwatch/hedgeprobe",
+		} {
 			if strings.HasPrefix(pkg, banned) {
 				t.Errorf("the collector build imports %s", pkg)
 			}

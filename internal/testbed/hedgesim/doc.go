@@ -1,4 +1,4 @@
-// Package hedgesim measures hedge effectiveness (DESIGN §6): it plays
+// Package hedgesim measures hedge effectiveness (docs/design.md §6): it plays
 // thousands of calls against scripted upstreams in virtual time and runs
 // every strategy — the no-fault oracle, no hedge, header-level hedging with
 // the real cristalhq/hedgedhttp, TTFT-only hedging, watchdog + retry, and

@@ -8,13 +8,13 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/streamwatch/streamwatch/internal/fakellm"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
 // ProfilesFile is the path of testdata/fakellm/profiles.yaml.
 func ProfilesFile() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "fakellm", "profiles.yaml")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "testdata", "fakellm", "profiles.yaml")
 }
 
 // Start serves the testdata profiles at the given time scale on

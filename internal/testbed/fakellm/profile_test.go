@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-const profilesFile = "../../testdata/fakellm/profiles.yaml"
+const profilesFile = "../../../testdata/fakellm/profiles.yaml"
 
 func TestProfilesFile(t *testing.T) {
 	cfg, err := LoadFile(profilesFile)

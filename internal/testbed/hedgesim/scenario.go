@@ -27,8 +27,8 @@ type Scenario struct {
 	Calls int
 
 	// TTFTMedian and TTFTSigma shape the lognormal time from an attempt's
-	// request to its first content chunk. The median 1.6 s is the DESIGN
-	// users' figure; sigma 0.5 puts the p95 near 3.6 s.
+	// request to its first content chunk. The median 1.6 s is the users'
+	// figure in docs/design.md; sigma 0.5 puts the p95 near 3.6 s.
 	TTFTMedian time.Duration
 	TTFTSigma  float64
 	// HeaderDelay is when response headers (HTTP 200) arrive, before the
