@@ -58,6 +58,14 @@ const (
 	Truncated = attribute.Key("streamwatch.truncated")
 	// HedgesThrottled counts hedges the budget or pushback refused.
 	HedgesThrottled = attribute.Key("streamwatch.hedges.throttled")
+	// CallerChunkOffsetsUs is the caller's view: the arrival at the caller
+	// of every content chunk delivered, as an int64 array of microseconds
+	// since the call span's start. After a resume it runs on across the
+	// switch of attempts, so the silence the caller lived through is the
+	// gap until the continuation's first chunk. The processor derives the
+	// figures of docs/design.md §4 from it onto the call span, under the
+	// same keys (TTFTMs, StallMs, …) an attempt span gets from its own.
+	CallerChunkOffsetsUs = attribute.Key("streamwatch.caller.chunk.offsets_us")
 )
 
 // Values of Outcome.
@@ -87,6 +95,18 @@ const (
 	EventAttemptCanceled = "streamwatch.attempt.canceled"
 	// EventWatchdog marks a watchdog firing.
 	EventWatchdog = "streamwatch.watchdog"
+	// EventResume marks the launch of a resume attempt: a continuation of
+	// the delivered text on another route (docs/design.md §2 rule 10).
+	EventResume = "streamwatch.resume"
+	// EventResumeSkipped marks a resume that was due but not launched;
+	// EventResumeReason says why.
+	EventResumeSkipped = "streamwatch.resume.skipped"
+	// EventRouteEjected marks a route being ejected by this call's failing
+	// attempt (docs/design.md §2 rule 11).
+	EventRouteEjected = "streamwatch.route.ejected"
+	// EventRouteSkipped marks a route this call passed over because it was
+	// ejected.
+	EventRouteSkipped = "streamwatch.route.skipped"
 
 	// EventAttemptIndex is the attempt an event is about.
 	EventAttemptIndex = attribute.Key("streamwatch.attempt.index")
@@ -102,6 +122,17 @@ const (
 	EventTimeoutMs = attribute.Key("streamwatch.watchdog.timeout_ms")
 	// EventThrottleReason is "budget" or "pushback".
 	EventThrottleReason = attribute.Key("streamwatch.hedge.throttle_reason")
+	// EventResumeReason says why a resume was skipped: "budget",
+	// "max_attempts", "no_route" (no route can continue), "not_resumable"
+	// (the delivered items cannot be continued, e.g. a tool call in
+	// progress), "too_long" (the delivered text passed the memory bound) or
+	// "build" (the continuation request could not be built).
+	EventResumeReason = attribute.Key("streamwatch.resume.reason")
+	// EventEjectionMs is how long a route is ejected for, in milliseconds.
+	EventEjectionMs = attribute.Key("streamwatch.route.ejection_ms")
+	// EventEjectionReason is "failures" (consecutive transient failures) or
+	// "retry_after" (the upstream's pushback).
+	EventEjectionReason = attribute.Key("streamwatch.route.ejection_reason")
 )
 
 // Attempt span: one per upstream stream, kind CLIENT, child of the call span.
@@ -118,6 +149,10 @@ const (
 	AttemptLaunchOffsetMs = attribute.Key("streamwatch.attempt.launch_offset_ms")
 	// ChunkCount is the number of content chunks the attempt received.
 	ChunkCount = attribute.Key("streamwatch.chunk.count")
+	// ResumeDeliveredChunks is, on a resume attempt, the number of content
+	// chunks already delivered to the caller when it was launched: the
+	// prefix it continues.
+	ResumeDeliveredChunks = attribute.Key("streamwatch.resume.delivered_chunks")
 )
 
 // Values of AttemptTrigger.
@@ -126,6 +161,7 @@ const (
 	TriggerTTFT    = "ttft"
 	TriggerStall   = "stall"
 	TriggerError   = "error"
+	TriggerResume  = "resume"
 )
 
 // Values of AttemptOutcome.
@@ -188,6 +224,9 @@ const (
 	DerivationComplete = "complete"
 	DerivationPartial  = "partial"
 	DerivationAnomaly  = "anomaly"
+	// DerivationBurst: n ≥ 2 chunks whose mean gap is under 1 ms arrived
+	// together (a buffering proxy, "fake streaming"); the rates are absent.
+	DerivationBurst = "burst"
 )
 
 // Stall segment: one span event per silence longer than the threshold.
@@ -218,6 +257,14 @@ const (
 	MetricHedges                   = "streamwatch.hedges"
 	MetricCalls                    = "streamwatch.calls"
 	MetricWastedChunks             = "streamwatch.wasted_chunks"
+	// MetricCallStallDuration is, per call, the total silence the caller
+	// saw (from CallerChunkOffsetsUs), beside the upstreams' per-segment
+	// MetricStallDuration: the pair shows what hedging and resuming saved.
+	MetricCallStallDuration = "streamwatch.call.stall.duration"
+	// MetricCallStalls counts the stall segments callers saw.
+	MetricCallStalls = "streamwatch.call.stalls"
+	// MetricRouteEjections counts route ejections (EventRouteEjected).
+	MetricRouteEjections = "streamwatch.route.ejections"
 
 	// UnitSeconds is the unit of every histogram.
 	UnitSeconds = "s"
