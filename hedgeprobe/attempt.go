@@ -23,10 +23,22 @@ type attempt[T any] struct {
 	delay    time.Duration // hedge delay in force after this launch
 	ctx      context.Context
 	cancel   context.CancelFunc
+	prefix   string // the text a resume attempt continues; "" otherwise
 	// handoff is closed by the driver when this attempt commits with
-	// Streaming: its reading goroutine stops and leaves the source to the
-	// caller's Next. nil with Buffered.
+	// Streaming and no resume: its reading goroutine stops and leaves the
+	// source to the caller's Next. nil when the reader relays every item.
 	handoff chan struct{}
+	// parent is, for a resume before commit, the stalled attempt it
+	// continues: its first parentItems items (parentContent of them
+	// content) come before this attempt's own in what the caller reads.
+	of            *attempt[T] // a resume's stalled attempt
+	parent        *attempt[T]
+	parentItems   int
+	parentContent int64
+	// delivered is, for a resume after commit, the content chunks the
+	// caller had when it was launched.
+	delivered int64
+	probe     bool // the attempt probes its route after an ejection
 
 	mu       sync.Mutex
 	src      Source[T]
@@ -35,17 +47,42 @@ type attempt[T any] struct {
 	closed   chan struct{} // closed once src.Close has returned
 
 	done       bool // outcome decided; events still in flight are discarded
+	ended      bool // its stream ended cleanly (a winner that committed at its end)
 	outcome    AttemptOutcome
 	err        error
-	ended      time.Duration
+	endAt      time.Duration
 	buf        []item[T]
 	content    int64
 	first      time.Duration // first content chunk since call start, when content > 0
+	firstItem  int           // index in buf of the first content chunk
 	last       time.Duration // latest content chunk since call start
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64
 	hasTokens  bool
 	rec        *attemptRecorder
+}
+
+// chainContent is the content chunks that count towards a Streaming
+// commit: the parent's prefix and the attempt's own.
+func (a *attempt[T]) chainContent() int64 { return a.parentContent + a.content }
+
+// stats describes the attempt.
+func (a *attempt[T]) stats() AttemptStats {
+	st := AttemptStats{
+		Index: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
+		Trigger: a.trigger, Outcome: a.outcome, Err: a.err, LaunchOffset: a.launch,
+		ContentChunks: a.content, ResumeOf: -1, DeliveredBefore: a.delivered,
+	}
+	if a.content > 0 {
+		st.TTFT = a.first - a.launch
+	}
+	if a.done {
+		st.Duration = a.endAt - a.launch
+	}
+	if a.of != nil {
+		st.ResumeOf = a.of.idx
+	}
+	return st
 }
 
 type item[T any] struct {
@@ -124,7 +161,7 @@ func (a *attempt[T]) release() {
 // source from now on, so this goroutine must not touch it again) or the
 // attempt is cancelled.
 func (s *Stream[T]) run(a *attempt[T]) {
-	defer s.wg.Done()
+	defer s.life.wg.Done()
 	defer s.recoverSource(a)
 	src, err := openSafe(a)
 	if err != nil {
@@ -147,7 +184,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 		ready := false
 		if k == Content {
 			content++
-			ready = s.streaming && content >= s.hold
+			ready = a.handoff != nil && content+a.parentContent >= s.race.hold
 		}
 		if !s.send(a, event[T]{a: a, typ: evItem, kind: k, ready: ready, at: time.Since(s.start), v: v}) {
 			a.release()
@@ -172,7 +209,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 // send delivers ev unless the attempt is cancelled first.
 func (s *Stream[T]) send(a *attempt[T], ev event[T]) bool {
 	select {
-	case s.events <- ev:
+	case s.race.events <- ev:
 		return true
 	case <-a.ctx.Done():
 		return false
@@ -203,20 +240,13 @@ func closeQuietly[T any](src Source[T]) {
 	_ = src.Close()
 }
 
-// notify calls the listener hook f with e. A panicking hook is recovered
-// and ignored: listeners observe a call and must never fail or wedge it.
-func notify[E any](f func(E), e E) {
-	defer func() { _ = recover() }()
-	f(e)
-}
-
 func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			src, err = nil, fmt.Errorf("%w: route %q: %v", ErrOpenPanic, a.route.Name, r)
 		}
 	}()
-	src, err = a.route.Open(a.ctx)
+	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix})
 	if err != nil {
 		if src != nil {
 			_ = src.Close()
@@ -236,5 +266,5 @@ func (s *Stream[T]) classifySafe(v T) (k Kind, err error) {
 			err = fmt.Errorf("%w: %v", ErrClassifierPanic, r)
 		}
 	}()
-	return s.classify(v), nil
+	return s.p.items.Classify(v), nil
 }

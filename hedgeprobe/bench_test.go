@@ -30,7 +30,7 @@ func (e *endless) Err() error     { return nil }
 func (e *endless) Close() error   { return nil }
 
 func endlessRoute() Route[chunk] {
-	return Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(context.Context) (Source[chunk], error) {
+	return Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(context.Context, Attempt) (Source[chunk], error) {
 		return &endless{}, nil
 	}}
 }
@@ -51,7 +51,7 @@ func BenchmarkChunkDirectSource(b *testing.B) {
 	}
 }
 
-func benchCommitted(b *testing.B, cfg Config, opts ...Option) {
+func benchCommitted(b *testing.B, cfg Config, opts ...any) {
 	p := mustNew(b, cfg, opts...)
 	s := p.Stream(context.Background(), endlessRoute())
 	defer s.Close()
@@ -79,7 +79,7 @@ func BenchmarkChunkStreamWatchdog(b *testing.B) {
 // answers one chunk at once.
 func BenchmarkCallSingleRoute(b *testing.B) {
 	p := mustNew(b, Config{HedgeAfter: time.Second, StallTimeout: time.Minute})
-	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context) (Source[chunk], error) {
+	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context, _ Attempt) (Source[chunk], error) {
 		return &scripted{ctx: ctx, steps: []step{{kind: Content, text: "x"}}, closed: make(chan struct{})}, nil
 	}}
 	ctx := context.Background()
@@ -114,7 +114,7 @@ func BenchmarkHedgeDelayLookup(b *testing.B) {
 // the per-chunk figure, amortized.
 const chunksPerCall = 10000
 
-func benchChunksPerCall(b *testing.B, opts ...Option) {
+func benchChunksPerCall(b *testing.B, opts ...any) {
 	p := mustNew(b, Config{MaxAttempts: 1, StallTimeout: time.Minute}, opts...)
 	ctx := context.Background()
 	var s *Stream[chunk]
@@ -158,7 +158,7 @@ func BenchmarkChunkRecordingSpan(b *testing.B) {
 // Per-call cost of the spans: a single-route one-chunk call, recording.
 func BenchmarkCallSingleRouteRecording(b *testing.B) {
 	p := mustNew(b, Config{HedgeAfter: time.Second, StallTimeout: time.Minute}, WithTracerProvider(recordingProvider(b)))
-	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context) (Source[chunk], error) {
+	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context, _ Attempt) (Source[chunk], error) {
 		return &scripted{ctx: ctx, steps: []step{{kind: Content, text: "x"}}, closed: make(chan struct{})}, nil
 	}}
 	ctx := context.Background()

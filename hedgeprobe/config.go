@@ -61,27 +61,42 @@ func (d *Delivery) UnmarshalText(b []byte) error {
 // MaxAttemptsLimit is the ceiling MaxAttempts is clamped to, as gRPC does.
 const MaxAttemptsLimit = 5
 
+// Off, in a duration field whose zero value means a default that is on
+// (ResumeAfter), turns the feature off. Any negative value does.
+const Off time.Duration = -1
+
+// NoEjection, in EjectFailures, turns route ejection off.
+const NoEjection = -1
+
 // Defaults applied by New to zero fields of Config.
 const (
-	DefaultHedgeQuantile = 0.95
-	DefaultHedgeMinDelay = 100 * time.Millisecond
-	DefaultHedgeMaxDelay = 10 * time.Second
-	DefaultHedgeWindow   = 5 * time.Minute
-	DefaultHedgeWarmup   = 20
-	DefaultMaxAttempts   = 2
-	DefaultHedgeBudget   = 0.1
-	DefaultHedgeBurst    = 5
+	DefaultHedgeQuantile    = 0.95
+	DefaultHedgeMinDelay    = 100 * time.Millisecond
+	DefaultHedgeMaxDelay    = 10 * time.Second
+	DefaultHedgeWindow      = 5 * time.Minute
+	DefaultHedgeWarmup      = 20
+	DefaultMaxAttempts      = 3
+	DefaultHedgeBudget      = 0.2
+	DefaultHedgeBurst       = 10
+	DefaultResumeAfter      = 2 * time.Second
+	DefaultResumeMaxText    = 256 << 10
+	DefaultResumeRefusedFor = 10 * time.Minute
+	DefaultEjectFailures    = 3
+	DefaultEjectBase        = 10 * time.Second
+	DefaultEjectMax         = 5 * time.Minute
 )
 
-// Config is the policy of a Prober. The zero value is usable: every zero
-// field takes the default named in its comment. New copies it; changing a
-// Config after New has no effect on the Prober.
+// Config is the policy of a Prober. The zero value is usable: a zero field
+// is read from the environment variable named in its comment when that is
+// set (a value set in code wins over the environment, the OpenTelemetry
+// convention), else takes the default named in its comment. New copies it;
+// changing a Config after New has no effect on the Prober.
 type Config struct {
 	// HedgeAfter is a fixed hedge delay: the TTFT trigger launches the next
 	// attempt when no live attempt has produced a content chunk this long
 	// after the latest launch. Zero (the default) means adaptive: the
 	// HedgeQuantile of recent attempt TTFTs of the route × model, clamped
-	// to [HedgeMinDelay, HedgeMaxDelay].
+	// to [HedgeMinDelay, HedgeMaxDelay]. Env HEDGE__AFTER_S.
 	HedgeAfter time.Duration
 	// HedgeQuantile is the quantile of the adaptive delay, in (0, 1).
 	// Default 0.95 (Tail at Scale: about 5 % extra attempts). Lower hedges
@@ -102,13 +117,36 @@ type Config struct {
 	HedgeWarmup int
 	// StallAfter arms the stall trigger: while no attempt is committed, the
 	// newest live attempt has produced content and then no content for this
-	// long launches a hedge. It matters with Buffered or HoldChunks > 1.
-	// Zero (the default) disables the stall trigger.
+	// long launches a hedge (a resume of that attempt's text when resume is
+	// possible, else a fresh attempt). It matters with Buffered or
+	// HoldChunks > 1. Zero (the default) disables it. Env
+	// HEDGE__STALL_AFTER_S.
 	StallAfter time.Duration
+	// ResumeAfter arms resume after commit (docs/design.md §2 rule 10):
+	// when the committed stream has produced no content for this long
+	// while the caller waits in Next, a resume attempt continues the
+	// delivered text on the next route that can (Route.Continues) and races
+	// the stalled stream; the first to deliver its next content chunk
+	// wins. It counts like StallTimeout (only the caller's waits, summed
+	// since the latest content chunk), from the latest content chunk or
+	// resume launch, so a resume that is silent too is resumed in turn.
+	// It must be below StallTimeout when both are set: the watchdog is the
+	// last resort. It has effect only when Items.Text is set and a route
+	// Continues. Default 2s; Off (any negative value) disables it. Env
+	// HEDGE__RESUME_AFTER_S ("0" disables).
+	ResumeAfter time.Duration
+	// ResumeMaxText bounds, in bytes, the delivered text a call keeps in
+	// memory for a resume; past it the call is not resumed. Default 256 KiB.
+	ResumeMaxText int
+	// ResumeRefusedFor is how long a route that refused a continuation (a
+	// fatal error on a resume attempt, such as a 400 on prefill) is not
+	// asked to resume again. Default 10m.
+	ResumeRefusedFor time.Duration
 	// TTFTTimeout fails the call with a TTFT TimeoutError when no attempt
 	// has produced a content chunk this long after the call started
 	// (docs/design.md §2 rule 6): content from an attempt that later failed or
-	// stalled counts too. Zero (the default) disables it.
+	// stalled counts too. Zero (the default) disables it. Env
+	// STREAM__TTFT_TIMEOUT_S.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the
 	// committed stream produces no content chunk for this long while the
@@ -118,17 +156,20 @@ type Config struct {
 	// stalled upstream), and keepalive and control items do not reset the
 	// sum. Before commit it fails an attempt whose content stopped this
 	// long (the caller is not involved yet), which counts as a transient
-	// error. The first chunk is exempt. Zero (the default) disables it.
+	// error. The first chunk is exempt. Zero (the default) disables it. Env
+	// STREAM__STALL_TIMEOUT_S.
 	StallTimeout time.Duration
-	// MaxAttempts caps attempts per call, primary included. Default 2;
-	// values above 5 are clamped to 5; 1 disables hedging.
+	// MaxAttempts caps attempts per call, primary, hedges and resumes
+	// included. Default 3; values above 5 are clamped to 5; 1 disables
+	// hedging and resume.
 	MaxAttempts int
 	// HedgeBudget is the number of hedge tokens each call adds to the
-	// Prober's bucket; every hedge takes one token. Default 0.1, so hedges
-	// stay near 10 % of calls and an outage cannot double the load.
+	// Prober's bucket; every hedge and every resume takes one token.
+	// Default 0.2, so hedges and resumes stay near 20 % of calls and an
+	// outage cannot double the load.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
-	// is new. Default 5. It must be at least 1 for any hedge to launch.
+	// is new. Default 10. It must be at least 1 for any hedge to launch.
 	HedgeBurst float64
 	// Delivery is when an attempt commits. Default Streaming.
 	Delivery Delivery
@@ -137,53 +178,87 @@ type Config struct {
 	// the first few chunks can still be hedged. 0 and 1 commit at the first
 	// content chunk. An attempt that ends cleanly earlier commits at its end.
 	HoldChunks int
+	// EjectFailures is the number of consecutive transient failures of
+	// attempts on a route (errors, TTFT and stall timeouts; never a
+	// loser's cancellation or a refused continuation) that ejects it
+	// (docs/design.md §2 rule 11): calls then start on the next healthy
+	// route and hedges skip it, for EjectBase × its consecutive ejection
+	// count, at most EjectMax; then one call probes it. Default 3;
+	// NoEjection (-1) turns ejection off (a Retry-After then only keeps
+	// hedges away, as pushback). Env ROUTE__EJECT_FAILURES.
+	EjectFailures int
+	// EjectBase is the first ejection's length. Default 10s. Env
+	// ROUTE__EJECT_BASE_S.
+	EjectBase time.Duration
+	// EjectMax caps an ejection's length. Default 5m. Env
+	// ROUTE__EJECT_MAX_S.
+	EjectMax time.Duration
 }
 
-// Environment variables read by ApplyEnv, names from the seed research.
-// Values are seconds as a decimal number ("2.5") or a Go duration ("2500ms").
+// Environment variables New reads for fields left zero, names in the
+// style of the seed research. Durations are seconds as a decimal number
+// ("2.5") or a Go duration ("2500ms"); "0" disables.
 const (
-	EnvHedgeAfter   = "HEDGE__AFTER_S"
-	EnvStallAfter   = "HEDGE__STALL_AFTER_S"
-	EnvTTFTTimeout  = "STREAM__TTFT_TIMEOUT_S"
-	EnvStallTimeout = "STREAM__STALL_TIMEOUT_S"
+	EnvHedgeAfter    = "HEDGE__AFTER_S"
+	EnvStallAfter    = "HEDGE__STALL_AFTER_S"
+	EnvResumeAfter   = "HEDGE__RESUME_AFTER_S"
+	EnvTTFTTimeout   = "STREAM__TTFT_TIMEOUT_S"
+	EnvStallTimeout  = "STREAM__STALL_TIMEOUT_S"
+	EnvEjectFailures = "ROUTE__EJECT_FAILURES"
+	EnvEjectBase     = "ROUTE__EJECT_BASE_S"
+	EnvEjectMax      = "ROUTE__EJECT_MAX_S"
 )
 
 // ErrInvalidConfig is wrapped by every error of Validate and New.
 var ErrInvalidConfig = errors.New("hedgeprobe: invalid config")
 
-// ConfigFromEnv returns a zero Config with ApplyEnv applied.
-func ConfigFromEnv() (Config, error) {
-	var c Config
-	err := c.ApplyEnv()
-	return c, err
-}
-
-// ApplyEnv sets HedgeAfter, StallAfter, TTFTTimeout and StallTimeout from
-// HEDGE__AFTER_S, HEDGE__STALL_AFTER_S, STREAM__TTFT_TIMEOUT_S and
-// STREAM__STALL_TIMEOUT_S when they are set and not empty; the environment
-// wins over the values already in c. "0" disables a timeout or trigger
-// (and makes the hedge delay adaptive). A malformed or negative value is an
-// error naming the variable, and leaves c unchanged.
-func (c *Config) ApplyEnv() error {
+// fillFromEnv sets each zero field that has an environment variable from
+// it, when the variable is set and not empty. A malformed value is an
+// error naming the variable and the value, and leaves c unchanged.
+func (c *Config) fillFromEnv() error {
 	next := *c
+	var errs []error
 	for _, v := range []struct {
 		name string
 		dst  *time.Duration
+		// zeroOff: "0" means Off, because zero means a default that is on.
+		zeroOff bool
 	}{
-		{EnvHedgeAfter, &next.HedgeAfter},
-		{EnvStallAfter, &next.StallAfter},
-		{EnvTTFTTimeout, &next.TTFTTimeout},
-		{EnvStallTimeout, &next.StallTimeout},
+		{EnvHedgeAfter, &next.HedgeAfter, false},
+		{EnvStallAfter, &next.StallAfter, false},
+		{EnvResumeAfter, &next.ResumeAfter, true},
+		{EnvTTFTTimeout, &next.TTFTTimeout, false},
+		{EnvStallTimeout, &next.StallTimeout, false},
+		{EnvEjectBase, &next.EjectBase, false},
+		{EnvEjectMax, &next.EjectMax, false},
 	} {
 		s, ok := os.LookupEnv(v.name)
-		if !ok || strings.TrimSpace(s) == "" {
+		if !ok || strings.TrimSpace(s) == "" || *v.dst != 0 {
 			continue
 		}
 		d, err := parseSeconds(s)
 		if err != nil {
-			return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, v.name, s, err)
+			errs = append(errs, fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, v.name, s, err))
+			continue
+		}
+		if d == 0 && v.zeroOff {
+			d = Off
 		}
 		*v.dst = d
+	}
+	if s, ok := os.LookupEnv(EnvEjectFailures); ok && strings.TrimSpace(s) != "" && next.EjectFailures == 0 {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		switch {
+		case err != nil || n < 0:
+			errs = append(errs, fmt.Errorf("%w: %s=%q: want a whole number of failures, 0 to turn ejection off", ErrInvalidConfig, EnvEjectFailures, s))
+		case n == 0:
+			next.EjectFailures = NoEjection
+		default:
+			next.EjectFailures = n
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	*c = next
 	return nil
@@ -209,10 +284,15 @@ func parseSeconds(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// Validate reports the first invalid field of c, naming it and echoing
-// the value. Zero fields are valid: they take their defaults.
+// Validate reports every invalid field of c (joined with errors.Join),
+// each naming the field and echoing the value. Zero fields are valid: they
+// take their defaults.
 func (c *Config) Validate() error {
-	durations := []struct {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
@@ -223,38 +303,58 @@ func (c *Config) Validate() error {
 		{"StallAfter", c.StallAfter},
 		{"TTFTTimeout", c.TTFTTimeout},
 		{"StallTimeout", c.StallTimeout},
-	}
-	for _, d := range durations {
+		{"ResumeRefusedFor", c.ResumeRefusedFor},
+		{"EjectBase", c.EjectBase},
+		{"EjectMax", c.EjectMax},
+	} {
 		if d.v < 0 {
-			return fmt.Errorf("%w: %s = %v: must not be negative", ErrInvalidConfig, d.name, d.v)
+			bad("%s = %v: must not be negative", d.name, d.v)
 		}
 	}
 	if math.IsNaN(c.HedgeQuantile) || c.HedgeQuantile < 0 || c.HedgeQuantile >= 1 {
-		return fmt.Errorf("%w: HedgeQuantile = %v: must be in (0, 1), or 0 for the default %v", ErrInvalidConfig, c.HedgeQuantile, DefaultHedgeQuantile)
+		bad("HedgeQuantile = %v: must be in (0, 1), or 0 for the default %v", c.HedgeQuantile, DefaultHedgeQuantile)
 	}
 	if c.HedgeWarmup < 0 {
-		return fmt.Errorf("%w: HedgeWarmup = %d: must not be negative", ErrInvalidConfig, c.HedgeWarmup)
+		bad("HedgeWarmup = %d: must not be negative", c.HedgeWarmup)
 	}
 	if c.MaxAttempts < 0 {
-		return fmt.Errorf("%w: MaxAttempts = %d: must be 1 to %d, or 0 for the default %d", ErrInvalidConfig, c.MaxAttempts, MaxAttemptsLimit, DefaultMaxAttempts)
+		bad("MaxAttempts = %d: must be at least 1 (values above %d are clamped to %d), or 0 for the default %d",
+			c.MaxAttempts, MaxAttemptsLimit, MaxAttemptsLimit, DefaultMaxAttempts)
 	}
 	if math.IsNaN(c.HedgeBudget) || math.IsInf(c.HedgeBudget, 0) || c.HedgeBudget < 0 {
-		return fmt.Errorf("%w: HedgeBudget = %v: must be a finite number >= 0", ErrInvalidConfig, c.HedgeBudget)
+		bad("HedgeBudget = %v: must be a finite number >= 0", c.HedgeBudget)
 	}
 	if math.IsNaN(c.HedgeBurst) || math.IsInf(c.HedgeBurst, 0) || c.HedgeBurst < 0 {
-		return fmt.Errorf("%w: HedgeBurst = %v: must be a finite number >= 0", ErrInvalidConfig, c.HedgeBurst)
+		bad("HedgeBurst = %v: must be a finite number >= 0", c.HedgeBurst)
 	}
 	if c.Delivery > Buffered {
-		return fmt.Errorf("%w: Delivery = %d: must be Streaming or Buffered", ErrInvalidConfig, c.Delivery)
+		bad("Delivery = %d: must be Streaming or Buffered", c.Delivery)
 	}
 	if c.HoldChunks < 0 {
-		return fmt.Errorf("%w: HoldChunks = %d: must not be negative", ErrInvalidConfig, c.HoldChunks)
+		bad("HoldChunks = %d: must not be negative", c.HoldChunks)
+	}
+	if c.ResumeMaxText < 0 {
+		bad("ResumeMaxText = %d: must not be negative", c.ResumeMaxText)
+	}
+	if c.EjectFailures < NoEjection {
+		bad("EjectFailures = %d: must be at least 1, 0 for the default %d, or NoEjection (-1)", c.EjectFailures, DefaultEjectFailures)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	d := c.withDefaults()
 	if d.HedgeMinDelay > d.HedgeMaxDelay {
-		return fmt.Errorf("%w: HedgeMinDelay = %v is above HedgeMaxDelay = %v", ErrInvalidConfig, d.HedgeMinDelay, d.HedgeMaxDelay)
+		bad("HedgeMinDelay = %v is above HedgeMaxDelay = %v", d.HedgeMinDelay, d.HedgeMaxDelay)
 	}
-	return nil
+	if d.EjectBase > d.EjectMax {
+		bad("EjectBase = %v is above EjectMax = %v", d.EjectBase, d.EjectMax)
+	}
+	// The watchdog is the last resort: a resume due after it could never
+	// launch.
+	if d.ResumeAfter > 0 && d.StallTimeout > 0 && d.ResumeAfter >= d.StallTimeout {
+		bad("ResumeAfter = %v must be below StallTimeout = %v (or Off)", d.ResumeAfter, d.StallTimeout)
+	}
+	return errors.Join(errs...)
 }
 
 // withDefaults returns c with every zero field set to its default and
@@ -287,6 +387,35 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HedgeBurst == 0 {
 		c.HedgeBurst = DefaultHedgeBurst
+	}
+	switch {
+	case c.ResumeAfter == 0:
+		c.ResumeAfter = DefaultResumeAfter
+		// A StallTimeout at or below the default would make the default
+		// invalid: the watchdog wins and resume waits half of it.
+		if c.StallTimeout > 0 && c.ResumeAfter >= c.StallTimeout {
+			c.ResumeAfter = c.StallTimeout / 2
+		}
+	case c.ResumeAfter < 0:
+		c.ResumeAfter = Off
+	}
+	if c.ResumeMaxText == 0 {
+		c.ResumeMaxText = DefaultResumeMaxText
+	}
+	if c.ResumeRefusedFor == 0 {
+		c.ResumeRefusedFor = DefaultResumeRefusedFor
+	}
+	if c.EjectFailures == 0 {
+		c.EjectFailures = DefaultEjectFailures
+	}
+	if c.EjectBase == 0 {
+		c.EjectBase = min(DefaultEjectBase, max(c.EjectMax, 1))
+		if c.EjectMax == 0 {
+			c.EjectBase = DefaultEjectBase
+		}
+	}
+	if c.EjectMax == 0 {
+		c.EjectMax = max(DefaultEjectMax, c.EjectBase)
 	}
 	return c
 }

@@ -31,17 +31,14 @@ func TestBadConfig(t *testing.T) {
 		{"unknown Delivery", Config{Delivery: 7}, "Delivery = 7"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := New(c.cfg, classifyChunk)
+			_, err := newProber(c.cfg)
 			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("err = %v, want %q", err, c.msg)
 			}
 		})
 	}
-	if _, err := New[chunk](Config{}, nil); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(Config{}, Items[chunk]{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("nil classifier: %v", err)
-	}
-	if _, err := New(Config{}, classifyChunk, WithTokenCount(func(string) (int64, bool) { return 0, false })); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("token count of the wrong type: %v", err)
 	}
 	var d Delivery
 	if err := d.UnmarshalText([]byte("Buffered")); err != nil || d != Buffered {
@@ -93,7 +90,7 @@ func TestClassifierPanics(t *testing.T) {
 				}
 				a := newUpstream("a", texts("a", 10, time.Millisecond, time.Millisecond))
 				b := newUpstream("b", texts("b", 10, time.Millisecond, time.Millisecond))
-				p, err := New(Config{HedgeAfter: time.Second}, classify)
+				p, err := New(Config{HedgeAfter: time.Second}, Items[chunk]{Classify: classify})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,12 +112,12 @@ func TestBadOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := mustNew(t, Config{})
 		r := Route[chunk]{Name: "p"}
-		r.Open = func(context.Context) (Source[chunk], error) { panic("boom") }
+		r.Open = func(context.Context, Attempt) (Source[chunk], error) { panic("boom") }
 		s := p.Stream(t.Context(), r)
 		if s.Next() || !errors.Is(s.Err(), ErrOpenPanic) {
 			t.Fatalf("err = %v", s.Err())
 		}
-		r.Open = func(context.Context) (Source[chunk], error) { return nil, nil }
+		r.Open = func(context.Context, Attempt) (Source[chunk], error) { return nil, nil }
 		s = p.Stream(t.Context(), r)
 		if s.Next() || !errors.Is(s.Err(), ErrNilSource) {
 			t.Fatalf("err = %v", s.Err())

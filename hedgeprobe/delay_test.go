@@ -124,7 +124,7 @@ func TestAdaptiveDelayCensoring(t *testing.T) {
 			t.Fatalf("caller cancel or error recorded: n=%v", n)
 		}
 		// A TTFT timeout censors every attempt without content.
-		q := mustNew(t, Config{HedgeAfter: time.Second, HedgeMaxDelay: 4 * time.Second, TTFTTimeout: 6 * time.Second})
+		q := mustNew(t, Config{HedgeAfter: time.Second, HedgeMaxDelay: 4 * time.Second, TTFTTimeout: 6 * time.Second, MaxAttempts: 2})
 		drain(q.Stream(t.Context(), a.route()), time.Now())
 		n, mx = q.delays.samples("a", "model-a")
 		if n != 2 || !near(time.Duration(mx*float64(time.Second)), 6*time.Second, 0.01) {

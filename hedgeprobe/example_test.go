@@ -36,7 +36,7 @@ func (l *lines) Close() error    { return nil }
 func route(name string, first time.Duration) hedgeprobe.Route[string] {
 	return hedgeprobe.Route[string]{
 		Name: name, Provider: "example", Model: "m",
-		Open: func(ctx context.Context) (hedgeprobe.Source[string], error) {
+		Open: func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[string], error) {
 			return &lines{ctx: ctx, words: strings.Fields("hello from " + name), delay: first}, nil
 		},
 	}
@@ -51,7 +51,8 @@ func Example() {
 		}
 		return hedgeprobe.Content
 	}
-	p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: 20 * time.Millisecond, StallTimeout: time.Second}, classify)
+	p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: 20 * time.Millisecond, StallTimeout: time.Second},
+		hedgeprobe.Items[string]{Classify: classify})
 	if err != nil {
 		panic(err)
 	}
@@ -75,7 +76,8 @@ func Example() {
 // All is the range-over-func form: it starts the call lazily, yields the
 // call's error last, and closes the Stream when the loop ends.
 func ExampleStream_All() {
-	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, func(string) hedgeprobe.Kind { return hedgeprobe.Content })
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1},
+		hedgeprobe.Items[string]{Classify: func(string) hedgeprobe.Kind { return hedgeprobe.Content }})
 	if err != nil {
 		panic(err)
 	}

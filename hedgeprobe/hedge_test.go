@@ -40,7 +40,7 @@ func TestHedgeLateFirstChunk(t *testing.T) {
 		}
 		// Losers report canceled, never failed (rule 5).
 		for _, e := range done {
-			if e.Attempt == 0 && (e.Outcome != AttemptCanceled || e.Err != nil) {
+			if e.Index == 0 && (e.Outcome != AttemptCanceled || e.Err != nil) {
 				t.Fatalf("loser reported %+v", e)
 			}
 		}
@@ -214,7 +214,7 @@ func TestHedgeBudgetRunsDry(t *testing.T) {
 		a := newUpstream("a", append([]step{content(2*time.Second, "a0")}, texts("a", 1, 10*time.Millisecond, 0)...))
 		b := newUpstream("b", []step{hang()})
 		var throttles []ThrottleEvent
-		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBudget: 0.1, HedgeBurst: 2},
+		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBudget: 0.1, HedgeBurst: 2, MaxAttempts: 2},
 			OnThrottle(func(e ThrottleEvent) { throttles = append(throttles, e) }))
 		var hedged, throttled int
 		for range 20 {
@@ -237,7 +237,7 @@ func TestHedgeRetryAfterPushback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", texts("a", 1, 2*time.Second, 0))
 		b := newUpstream("b", []step{fail(10*time.Millisecond, &statusErr{code: 429, after: 30 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
-		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBurst: 5, HedgeBudget: 1})
+		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBurst: 5, HedgeBudget: 1, MaxAttempts: 2})
 		run := func() Stats {
 			s := p.Stream(t.Context(), a.route(), b.route())
 			drain(s, time.Now())

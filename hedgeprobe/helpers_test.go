@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,9 +119,20 @@ type upstream struct {
 	openDelay  time.Duration
 	openErr    error
 	closeDelay time.Duration
+	// continues makes the route resumable (Route.Continues); a resume
+	// attempt plays the next script like any other.
+	continues bool
 
-	mu   sync.Mutex
-	srcs []*scripted
+	mu    sync.Mutex
+	srcs  []*scripted
+	asked []Attempt // what every Open was asked, in order
+}
+
+// attempts returns what every Open was asked.
+func (u *upstream) attempts() []Attempt {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]Attempt(nil), u.asked...)
 }
 
 func newUpstream(name string, scripts ...[]step) *upstream {
@@ -128,10 +140,13 @@ func newUpstream(name string, scripts ...[]step) *upstream {
 }
 
 func (u *upstream) route() Route[chunk] {
-	return Route[chunk]{Name: u.name, Provider: "prov-" + u.name, Model: u.model, Open: u.open}
+	return Route[chunk]{Name: u.name, Provider: "prov-" + u.name, Model: u.model, Open: u.open, Continues: u.continues}
 }
 
-func (u *upstream) open(ctx context.Context) (Source[chunk], error) {
+func (u *upstream) open(ctx context.Context, a Attempt) (Source[chunk], error) {
+	u.mu.Lock()
+	u.asked = append(u.asked, a)
+	u.mu.Unlock()
 	if u.openDelay > 0 {
 		select {
 		case <-time.After(u.openDelay):
@@ -192,9 +207,42 @@ func drain(s *Stream[chunk], start time.Time) got {
 	return g
 }
 
-func mustNew(t testing.TB, cfg Config, opts ...Option) *Prober[chunk] {
+// itemsOpt changes the Items a test Prober gets.
+type itemsOpt func(*Items[chunk])
+
+func withTokens(f TokenCount[chunk]) itemsOpt { return func(i *Items[chunk]) { i.OutputTokens = f } }
+func withModel(f func(chunk) (string, bool)) itemsOpt {
+	return func(i *Items[chunk]) { i.ResponseModel = f }
+}
+
+// withText makes the Prober able to resume: the text of a chunk is its
+// Text, and a chunk whose Text starts with "tool:" cannot be continued.
+func withText() itemsOpt {
+	return func(i *Items[chunk]) {
+		i.Text = func(c chunk) (string, bool) { return c.Text, !strings.HasPrefix(c.Text, "tool:") }
+	}
+}
+
+// newProber builds a Prober of chunks; opts are Options or itemsOpts.
+func newProber(cfg Config, opts ...any) (*Prober[chunk], error) {
+	items := Items[chunk]{Classify: classifyChunk}
+	var os []Option
+	for _, o := range opts {
+		switch o := o.(type) {
+		case Option:
+			os = append(os, o)
+		case itemsOpt:
+			o(&items)
+		default:
+			panic(fmt.Sprintf("newProber: %T is not an option", o))
+		}
+	}
+	return New(cfg, items, os...)
+}
+
+func mustNew(t testing.TB, cfg Config, opts ...any) *Prober[chunk] {
 	t.Helper()
-	p, err := New(cfg, classifyChunk, opts...)
+	p, err := newProber(cfg, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

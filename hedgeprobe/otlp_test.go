@@ -79,7 +79,7 @@ func TestTelemetryOTLPRoundTrip(t *testing.T) {
 		}
 		a := newUpstream("a", []step{hang()})
 		b := newUpstream("b", steps)
-		p := mustNew(t, Config{HedgeAfter: 800 * time.Millisecond, StallTimeout: time.Minute}, WithTracerProvider(tp))
+		p := mustNew(t, Config{HedgeAfter: 800 * time.Millisecond, StallTimeout: time.Minute, MaxAttempts: 2}, WithTracerProvider(tp))
 		if g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()); g.err != nil {
 			t.Fatal(g.err)
 		}

@@ -274,7 +274,7 @@ func TestParityToolCallsAreContent(t *testing.T) {
 			{after: 4 * time.Second, kind: Keepalive, text: "tool_call:}"},
 		}
 		a := newUpstream("a", steps)
-		p, err := New(Config{MaxAttempts: 1, TTFTTimeout: 5 * time.Second, StallTimeout: 5 * time.Second}, isTool)
+		p, err := New(Config{MaxAttempts: 1, TTFTTimeout: 5 * time.Second, StallTimeout: 5 * time.Second}, Items[chunk]{Classify: isTool})
 		if err != nil {
 			t.Fatal(err)
 		}

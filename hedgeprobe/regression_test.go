@@ -49,12 +49,12 @@ func TestRegressionEndLostAfterRelease(t *testing.T) {
 			wantTexts(t, g, "a0", "a1", "a2")
 			// The classifier-panic path had the same order.
 			n := 0
-			q, _ := New(Config{MaxAttempts: 1, Delivery: Buffered}, func(c chunk) Kind {
+			q, _ := New(Config{MaxAttempts: 1, Delivery: Buffered}, Items[chunk]{Classify: func(c chunk) Kind {
 				if n++; n == 2 {
 					panic("x")
 				}
 				return c.Kind
-			})
+			}})
 			g = drain(q.Stream(t.Context(), a.route()), time.Now())
 			if !errors.Is(g.err, ErrClassifierPanic) {
 				t.Fatalf("err = %v", g.err)
@@ -167,7 +167,7 @@ func TestRegressionPanicDoesNotWedgeCall(t *testing.T) {
 	t.Run("token count", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := newUpstream("a", []step{content(time.Second, "a0"), {after: time.Second, kind: Control, tok: 7}})
-			p, exp := recorded(t, Config{MaxAttempts: 1}, WithTokenCount(func(c chunk) (int64, bool) {
+			p, exp := recorded(t, Config{MaxAttempts: 1}, withTokens(func(c chunk) (int64, bool) {
 				if c.Tokens > 0 {
 					panic("bad usage item")
 				}
@@ -187,7 +187,7 @@ func TestRegressionPanicDoesNotWedgeCall(t *testing.T) {
 	t.Run("response model before commit", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := newUpstream("a", texts("a", 2, time.Second, time.Second))
-			p, _ := recorded(t, Config{MaxAttempts: 1}, WithResponseModel(func(chunk) (string, bool) { panic("x") }))
+			p, _ := recorded(t, Config{MaxAttempts: 1}, withModel(func(chunk) (string, bool) { panic("x") }))
 			g := drain(p.Stream(t.Context(), a.route()), time.Now())
 			if !errors.Is(g.err, ErrExtractorPanic) || len(g.texts) != 0 {
 				t.Fatalf("err %v, items %v", g.err, g.texts)
@@ -269,8 +269,8 @@ func TestRegressionSourcePanic(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a := newUpstream("a", texts("a", 4, time.Second, time.Second))
 				r := a.route()
-				r.Open = func(ctx context.Context) (Source[chunk], error) {
-					src, err := a.open(ctx)
+				r.Open = func(ctx context.Context, _ Attempt) (Source[chunk], error) {
+					src, err := a.open(ctx, Attempt{})
 					return &panicky{src.(*scripted), tc.n}, err
 				}
 				p := mustNew(t, Config{MaxAttempts: 1})
@@ -389,7 +389,7 @@ func TestRegressionStaleDeadline(t *testing.T) {
 					a := newUpstream("a", []step{keepalive(time.Millisecond), content(tc.content, "a0")})
 					first := true
 					p, _ := recorded(t, Config{MaxAttempts: 1, TTFTTimeout: 100 * time.Millisecond, Delivery: Buffered},
-						WithResponseModel(func(chunk) (string, bool) {
+						withModel(func(chunk) (string, bool) {
 							if first {
 								first = false
 								time.Sleep(150 * time.Millisecond)

@@ -32,7 +32,7 @@ func TestRule1Attempts(t *testing.T) {
 		if fmt.Sprint(got) != "[a/primary b/ttft c/ttft a/ttft]" {
 			t.Fatalf("attempts = %v", got)
 		}
-		if p.Config().MaxAttempts != 4 || mustNew(t, Config{}).Config().MaxAttempts != 2 || mustNew(t, Config{MaxAttempts: 50}).Config().MaxAttempts != 5 {
+		if p.Config().MaxAttempts != 4 || mustNew(t, Config{}).Config().MaxAttempts != DefaultMaxAttempts || mustNew(t, Config{MaxAttempts: 50}).Config().MaxAttempts != 5 {
 			t.Fatal("MaxAttempts default or clamp")
 		}
 	})
@@ -60,7 +60,7 @@ func TestRule3BudgetBoundsLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", texts("a", 1, 2*time.Second, 0))
 		b := newUpstream("b", texts("b", 1, 2*time.Second, 0))
-		p := mustNew(t, Config{HedgeAfter: time.Second})
+		p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, HedgeBudget: 0.1, HedgeBurst: 5})
 		var hedges, throttled int
 		for range 1000 {
 			s := p.Stream(t.Context(), a.route(), b.route())
@@ -68,7 +68,7 @@ func TestRule3BudgetBoundsLoad(t *testing.T) {
 			hedges += len(s.Stats().Attempts) - 1
 			throttled += s.Stats().HedgesThrottled
 		}
-		if limit := DefaultHedgeBurst + DefaultHedgeBudget*1000; float64(hedges) > limit {
+		if limit := 5 + 0.1*1000; float64(hedges) > limit {
 			t.Fatalf("%d hedges in 1000 calls, limit %v", hedges, limit)
 		}
 		if hedges+throttled != 1000 {
@@ -120,7 +120,7 @@ func TestRule5Losers(t *testing.T) {
 		if c := b.closes(); c[0] != 1 {
 			t.Fatalf("loser closes at commit = %v", c)
 		}
-		if len(done) != 1 || done[0].Attempt != 1 || done[0].Outcome != AttemptCanceled || done[0].Err != nil {
+		if len(done) != 1 || done[0].Index != 1 || done[0].Outcome != AttemptCanceled || done[0].Err != nil {
 			t.Fatalf("done = %+v", done)
 		}
 		time.Sleep(time.Second) // past the loser's scripted chunks
@@ -231,35 +231,43 @@ func TestRule8CallerCancelAfterCommit(t *testing.T) {
 	})
 }
 
-// Rule 9: configuration from the environment.
+// Rule 9: New reads the environment for every field the code left zero;
+// a value set in code wins (the OpenTelemetry convention), and
+// Prober.Config shows what is in force.
 func TestRule9Env(t *testing.T) {
 	t.Setenv(EnvHedgeAfter, "1.5")
 	t.Setenv(EnvStallAfter, "20")
 	t.Setenv(EnvTTFTTimeout, "250ms")
 	t.Setenv(EnvStallTimeout, " ")
-	c := Config{StallTimeout: time.Minute, TTFTTimeout: time.Hour}
-	if err := c.ApplyEnv(); err != nil {
-		t.Fatal(err)
+	t.Setenv(EnvResumeAfter, "0")
+	t.Setenv(EnvEjectFailures, "7")
+	p := mustNew(t, Config{StallTimeout: time.Minute, TTFTTimeout: time.Hour})
+	c := p.Config()
+	if c.HedgeAfter != 1500*time.Millisecond || c.StallAfter != 20*time.Second || c.TTFTTimeout != time.Hour ||
+		c.StallTimeout != time.Minute || c.ResumeAfter != Off || c.EjectFailures != 7 {
+		t.Fatalf("config = %+v", c)
 	}
-	want := Config{HedgeAfter: 1500 * time.Millisecond, StallAfter: 20 * time.Second, TTFTTimeout: 250 * time.Millisecond, StallTimeout: time.Minute}
-	if c != want {
-		t.Fatalf("config = %+v, want %+v", c, want)
+	// The issue's case: timeouts configured only through the environment.
+	t.Setenv(EnvStallTimeout, "2")
+	t.Setenv(EnvStallAfter, "1")
+	if c := mustNew(t, Config{}).Config(); c.StallTimeout != 2*time.Second || c.StallAfter != time.Second {
+		t.Fatalf("environment not read by New: %+v", c)
 	}
 	for _, bad := range []string{"-1", "soon", "NaN", "1e300"} {
 		t.Setenv(EnvStallTimeout, bad)
-		before := c
-		err := c.ApplyEnv()
-		if !errors.Is(err, ErrInvalidConfig) || c != before {
-			t.Fatalf("%q: err %v, config %+v", bad, err, c)
+		_, err := newProber(Config{})
+		if !errors.Is(err, ErrInvalidConfig) || !contains(err.Error(), EnvStallTimeout) || !contains(err.Error(), bad) {
+			t.Fatalf("%q: err %v, want the variable and the value named", bad, err)
 		}
-		if !contains(err.Error(), EnvStallTimeout) {
-			t.Fatalf("error does not name the variable: %v", err)
+		// A value set in code wins, so the malformed variable is not read.
+		if _, err := newProber(Config{StallTimeout: time.Second}); err != nil {
+			t.Fatalf("%q with StallTimeout set in code: %v", bad, err)
 		}
 	}
 	t.Setenv(EnvStallTimeout, "0")
-	c, err := ConfigFromEnv()
-	if err != nil || c.StallTimeout != 0 || c.HedgeAfter != 1500*time.Millisecond {
-		t.Fatalf("ConfigFromEnv = %+v, %v", c, err)
+	t.Setenv(EnvEjectFailures, "x")
+	if _, err := newProber(Config{}); err == nil || !contains(err.Error(), EnvEjectFailures+`="x"`) {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -71,17 +71,69 @@ type Classifier[T any] func(v T) Kind
 
 // Route names one upstream and how to open a stream on it.
 type Route[T any] struct {
-	// Name identifies the route in telemetry and pushback state, such as
-	// "openai-primary". Required.
+	// Name identifies the route in telemetry, route health and pushback,
+	// such as "openai-primary". Required.
 	Name string
 	// Provider is the gen_ai.provider.name of the upstream, such as "openai".
 	Provider string
 	// Model is the gen_ai.request.model asked of this upstream.
 	Model string
-	// Open starts one attempt. The context is the attempt's own: it is
-	// cancelled when the attempt loses, fails or the call ends, and Open and
-	// the Source it returns must stop all I/O when it is. Required.
-	Open func(ctx context.Context) (Source[T], error)
+	// Open starts one attempt, described by a (its index, trigger and, for
+	// a resume attempt, the text to continue). The context is the
+	// attempt's own: it is cancelled when the attempt loses, fails or the
+	// call ends, and Open and the Source it returns must stop all I/O when
+	// it is. Required.
+	Open func(ctx context.Context, a Attempt) (Source[T], error)
+	// Continues says the upstream can continue a partial answer: on a
+	// resume attempt (a.Trigger == TriggerResume) Open sends a.Prefix as the
+	// assistant's partial message, and the Source streams only what comes
+	// after it (docs/design.md §2 rule 10). A route that cannot (OpenAI's
+	// own API has no prefill) is never asked to resume; a resume then goes
+	// to the next route that can.
+	Continues bool
+}
+
+// Attempt describes the attempt Route.Open is asked to open, so a caller
+// can tag its own logs and metrics per attempt.
+type Attempt struct {
+	// Index is 0 for the primary, 1, 2, … for hedges and resumes, in
+	// launch order.
+	Index int
+	// Trigger is why the attempt was launched.
+	Trigger Trigger
+	// Prefix is, on a resume attempt, the text the call has already
+	// delivered (or, before commit, the text the stalled attempt had
+	// received): the upstream continues it. Empty on every other attempt.
+	// It is never recorded in telemetry.
+	Prefix string
+}
+
+// Items tells a Prober what it needs to know about the upstream item type
+// T. Only Classify is required. The SDK adapters export one for their
+// item type (sse.OpenAIItems, openaigo.Items, …); the fields are typed, so
+// a function for another item type does not compile.
+type Items[T any] struct {
+	// Classify says what kind each item is. Required.
+	Classify Classifier[T]
+	// OutputTokens reads the output token count from a usage item, for
+	// gen_ai.usage.output_tokens on attempt spans (and so TPOT in the
+	// collector). Optional. A panic in it fails the call with an error
+	// wrapping ErrExtractorPanic.
+	OutputTokens TokenCount[T]
+	// ResponseModel reads the model that answered, for
+	// gen_ai.response.model; it is asked about each item of an attempt
+	// until it reports ok. Optional; a panic fails the call like
+	// OutputTokens.
+	ResponseModel func(v T) (model string, ok bool)
+	// Text reads the answer text a content item adds, for resume
+	// (docs/design.md §2 rule 10): text is what a continuation must carry
+	// on from, and resumable is false for an item that cannot be continued
+	// (a tool-call delta: a half-written call is never resumed). Reasoning
+	// is content but not answer text: report ("", true). Without Text a
+	// Prober never resumes, and a committed stream costs what it costs
+	// without resume. Called only on delivered content items while resume
+	// is possible for the call.
+	Text func(v T) (text string, resumable bool)
 }
 
 // TransientError is implemented by upstream errors that know whether a

@@ -7,11 +7,14 @@ import "time"
 type Stats struct {
 	// Attempts lists the attempts launched, in order; index 0 is the primary.
 	Attempts []AttemptStats
-	// Winner is the index of the committed attempt, -1 when none committed.
+	// Winner is the index of the attempt the caller read last from (the
+	// committed attempt, or the resume that took over from it), -1 when
+	// none committed.
 	Winner int
-	// WinnerRoute is the committed attempt's route name.
+	// WinnerRoute is that attempt's route name.
 	WinnerRoute string
-	// HedgesThrottled counts hedges the budget or pushback refused.
+	// HedgesThrottled counts hedges and resumes the budget or pushback
+	// refused.
 	HedgesThrottled int
 	// TimeToFirstChunk is the time from the call's start (the first Next)
 	// to the first content chunk Next returned; 0 when there was none.
@@ -24,7 +27,8 @@ type Stats struct {
 	Outcome Outcome
 }
 
-// AttemptStats describes one attempt.
+// AttemptStats describes one attempt; AttemptEvent carries it to the
+// OnAttemptDone hook.
 type AttemptStats struct {
 	Index                  int
 	Route, Provider, Model string
@@ -38,8 +42,16 @@ type AttemptStats struct {
 	// TTFT is the time from the launch to the first content chunk; 0 when
 	// the attempt had none.
 	TTFT time.Duration
+	// Duration is the time from the launch to the end; 0 while it runs.
+	Duration time.Duration
 	// ContentChunks counts content chunks received (winner: read so far).
 	ContentChunks int64
+	// ResumeOf is, for a resume attempt, the index of the attempt it
+	// continues; −1 otherwise.
+	ResumeOf int
+	// DeliveredBefore is, for a resume after commit, the content chunks
+	// the caller had when it was launched.
+	DeliveredBefore int64
 }
 
 // Stats returns the call's figures so far. Like Err, it is complete and
@@ -52,25 +64,18 @@ func (s *Stream[T]) Stats() Stats { return s.stats() }
 func (s *Stream[T]) stats() Stats {
 	st := Stats{
 		Winner:           -1,
-		HedgesThrottled:  s.throttled,
-		TimeToFirstChunk: s.ttfc,
-		ChunksDelivered:  s.delivered,
-		ItemsDelivered:   s.items,
+		HedgesThrottled:  s.race.throttled,
+		TimeToFirstChunk: s.out.ttfc,
+		ChunksDelivered:  s.out.delivered,
+		ItemsDelivered:   s.out.items,
 		Outcome:          s.outcome,
 	}
-	if s.winner != nil {
-		st.Winner, st.WinnerRoute = s.winner.idx, s.winner.route.Name
+	if w := s.race.winner; w != nil {
+		st.Winner, st.WinnerRoute = w.idx, w.route.Name
 	}
 	st.Attempts = make([]AttemptStats, len(s.attempts))
 	for i, a := range s.attempts {
-		as := AttemptStats{
-			Index: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
-			Trigger: a.trigger, Outcome: a.outcome, Err: a.err, LaunchOffset: a.launch, ContentChunks: a.content,
-		}
-		if a.content > 0 {
-			as.TTFT = a.first - a.launch
-		}
-		st.Attempts[i] = as
+		st.Attempts[i] = a.stats()
 	}
 	return st
 }

@@ -52,18 +52,10 @@ func WithKeepaliveOffsets(n int) Option {
 	return func(o *options) { o.keepaliveCap, o.keepaliveCapSet = max(n, 0), true }
 }
 
-// WithResponseModel tells the Prober how to read the model that answered
-// from an item, for gen_ai.response.model on attempt spans. It is asked
-// about each item of an attempt until it reports ok. Its T must be the
-// Prober's, or New fails. A panic in f fails the call with an error
-// wrapping ErrExtractorPanic.
-func WithResponseModel[T any](f func(T) (model string, ok bool)) Option {
-	return func(o *options) { o.responseModel = f }
-}
-
-// Neither prompt nor completion text is ever recorded: hedgeprobe never
-// looks inside an item except through the classifier, TokenCount and the
-// response-model function, and records only their results.
+// Neither prompt nor completion text is ever recorded: hedgeprobe looks
+// inside an item only through Items, records only the kinds, counts and
+// model names they return, and keeps the text of Items.Text in memory for
+// a resume only, never on a span.
 
 type traceOptions struct {
 	tp              trace.TracerProvider
@@ -71,7 +63,6 @@ type traceOptions struct {
 	chunkEvents     bool
 	keepaliveCap    int
 	keepaliveCapSet bool
-	responseModel   any
 }
 
 // tracing creates the spans of a Prober's calls.
@@ -108,9 +99,16 @@ func newTracing(o traceOptions) *tracing {
 // is not recording: then nothing is recorded and nothing allocated per
 // chunk. Only the goroutine driving the Stream uses it.
 type callRecorder struct {
-	t    *tracing
-	span trace.Span
+	t        *tracing
+	span     trace.Span
+	start    time.Time
+	attempts []*attemptRecorder // by attempt index
+	// delivery is the caller's view: the arrival at the caller of every
+	// content chunk delivered, in µs since the call span's start.
+	delivery []int64
 }
+
+var _ observer = (*callRecorder)(nil)
 
 // startCall starts the call span at start and returns the context the
 // attempts derive from (it carries the span even when it is not
@@ -123,7 +121,7 @@ func (t *tracing) startCall(ctx context.Context, start time.Time, model string, 
 	if !span.IsRecording() {
 		return ctx, nil
 	}
-	return ctx, &callRecorder{t: t, span: span}
+	return ctx, &callRecorder{t: t, span: span, start: start, delivery: getOffsets()}
 }
 
 // attemptRecorder records one attempt on its own span: the compact
@@ -138,23 +136,36 @@ type attemptRecorder struct {
 	kaOffsets []int64
 	kaDropped int
 	model     string // gen_ai.response.model, once known
+	tokens    int64  // gen_ai.usage.output_tokens, when hasTokens
+	hasTokens bool
 }
 
-func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, at time.Time) (context.Context, *attemptRecorder) {
+func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
+	attrs := []attribute.KeyValue{
+		r.t.opAttr,
+		semconv.GenAIProviderName.String(route.provider),
+		semconv.GenAIRequestModel.String(route.model),
+		semconv.GenAIRequestStream.Bool(true),
+		semconv.Route.String(route.name),
+		semconv.AttemptIndex.Int(idx),
+		semconv.AttemptTrigger.String(string(trig)),
+		semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds()) / 1000),
+	}
+	if trig == TriggerResume {
+		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))
+	}
 	ctx, span := r.t.tracer.Start(ctx, r.t.operation+" "+route.model,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(at),
-		trace.WithAttributes(
-			r.t.opAttr,
-			semconv.GenAIProviderName.String(route.provider),
-			semconv.GenAIRequestModel.String(route.model),
-			semconv.GenAIRequestStream.Bool(true),
-			semconv.Route.String(route.name),
-			semconv.AttemptIndex.Int(idx),
-			semconv.AttemptTrigger.String(string(trig)),
-			semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds())/1000),
-		))
-	return ctx, &attemptRecorder{t: r.t, span: span, start: at, offsets: getOffsets()}
+		trace.WithAttributes(attrs...))
+	a := &attemptRecorder{t: r.t, span: span, start: at, offsets: getOffsets()}
+	r.attempts = append(r.attempts, a)
+	return ctx, a
+}
+
+// delivered records the delivery of a content chunk to the caller at at.
+func (r *callRecorder) delivered(at time.Time) {
+	r.delivery = appendOffset(r.delivery, at.Sub(r.start).Microseconds())
 }
 
 // offsetPool recycles timeline buffers: SetAttributes copies the offsets
@@ -183,30 +194,65 @@ func putOffsets(b []int64) {
 // routeNames are the strings of a Route, without its type parameter.
 type routeNames struct{ name, provider, model string }
 
-func (r *callRecorder) hedge(idx int, trig Trigger, route string, delay time.Duration, at time.Time) {
-	r.span.AddEvent(semconv.EventHedge, trace.WithTimestamp(at), trace.WithAttributes(
-		semconv.EventAttemptIndex.Int(idx), semconv.EventTrigger.String(string(trig)),
-		semconv.EventRoute.String(route), semconv.EventDelayMs.Float64(ms(delay))))
+func (r *callRecorder) hedge(e HedgeEvent) {
+	r.span.AddEvent(semconv.EventHedge, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
+		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
+		semconv.EventRoute.String(e.Route), semconv.EventDelayMs.Float64(ms(e.Delay))))
 }
 
-func (r *callRecorder) throttled(idx int, trig Trigger, route string, reason ThrottleReason, at time.Time) {
-	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(at), trace.WithAttributes(
-		semconv.EventAttemptIndex.Int(idx), semconv.EventTrigger.String(string(trig)),
-		semconv.EventRoute.String(route), semconv.EventThrottleReason.String(string(reason))))
+func (r *callRecorder) throttle(e ThrottleEvent) {
+	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
+		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
+		semconv.EventRoute.String(e.Route), semconv.EventThrottleReason.String(string(e.Reason))))
 }
 
-func (r *callRecorder) commit(idx int, at time.Time) {
-	r.span.AddEvent(semconv.EventCommit, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
+func (r *callRecorder) commit(e CommitEvent) {
+	r.span.AddEvent(semconv.EventCommit, trace.WithTimestamp(r.start.Add(e.Elapsed)),
+		trace.WithAttributes(semconv.EventAttemptIndex.Int(e.Attempt)))
 }
 
 func (r *callRecorder) canceled(idx int, at time.Time) {
 	r.span.AddEvent(semconv.EventAttemptCanceled, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
 }
 
-func (r *callRecorder) watchdog(kind TimeoutKind, timeout time.Duration, idx int, at time.Time) {
+func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
 	r.span.AddEvent(semconv.EventWatchdog, trace.WithTimestamp(at), trace.WithAttributes(
-		semconv.EventWatchdogKind.String(string(kind)), semconv.EventTimeoutMs.Float64(ms(timeout)),
-		semconv.EventAttemptIndex.Int(idx)))
+		semconv.EventWatchdogKind.String(string(e.Kind)), semconv.EventTimeoutMs.Float64(ms(e.Timeout)),
+		semconv.EventAttemptIndex.Int(e.Attempt)))
+}
+
+func (r *callRecorder) resume(e ResumeEvent) {
+	at := trace.WithTimestamp(r.start.Add(e.Elapsed))
+	if e.Skipped != "" {
+		r.span.AddEvent(semconv.EventResumeSkipped, at, trace.WithAttributes(
+			semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventRoute.String(e.Route),
+			semconv.EventResumeReason.String(string(e.Skipped))))
+		return
+	}
+	r.span.AddEvent(semconv.EventResume, at, trace.WithAttributes(
+		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventRoute.String(e.Route),
+		semconv.ResumeDeliveredChunks.Int64(e.DeliveredChunks)))
+}
+
+func (r *callRecorder) eject(e RouteEvent, at time.Time) {
+	r.span.AddEvent(semconv.EventRouteEjected, trace.WithTimestamp(at), trace.WithAttributes(
+		semconv.EventRoute.String(e.Route), semconv.EventEjectionMs.Float64(ms(e.For)),
+		semconv.EventEjectionReason.String(string(e.Reason))))
+}
+
+func (r *callRecorder) restore(e RouteEvent, at time.Time) {
+	r.span.AddEvent(semconv.EventRouteRestored, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventRoute.String(e.Route)))
+}
+
+func (r *callRecorder) routeSkipped(route string, at time.Time) {
+	r.span.AddEvent(semconv.EventRouteSkipped, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventRoute.String(route)))
+}
+
+// attemptDone ends the attempt's span.
+func (r *callRecorder) attemptDone(e AttemptEvent, at time.Time) {
+	if e.Index < len(r.attempts) {
+		r.attempts[e.Index].end(e.Outcome, e.Err, e.ContentChunks, at)
+	}
 }
 
 // end ends the call span with the call's figures.
@@ -221,7 +267,8 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		attrs = append(attrs, semconv.WinnerIndex.Int(st.Winner), semconv.WinnerRoute.String(st.WinnerRoute))
 	}
 	if st.ChunksDelivered > 0 {
-		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(st.TimeToFirstChunk.Seconds()))
+		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(st.TimeToFirstChunk.Seconds()),
+			semconv.CallerChunkOffsetsUs.Int64Slice(r.delivery))
 	}
 	if st.Outcome != OutcomeOK {
 		et := errorType(err)
@@ -237,18 +284,25 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 	}
 	r.span.SetAttributes(attrs...)
 	r.span.End(trace.WithTimestamp(at))
+	putOffsets(r.delivery)
+	r.delivery = nil
+}
+
+// appendOffset appends v to b, doubling by hand when b is full: append
+// grows large slices by 1.25×, which costs about 40 B per chunk in copies;
+// doubling costs at most 16.
+func appendOffset(b []int64, v int64) []int64 {
+	if len(b) == cap(b) {
+		grown := make([]int64, len(b), max(2*cap(b), 64))
+		copy(grown, b)
+		b = grown
+	}
+	return append(b, v)
 }
 
 // content records a content chunk that arrived at at.
 func (a *attemptRecorder) content(at time.Time) {
-	if len(a.offsets) == cap(a.offsets) {
-		// Double by hand: append grows large slices by 1.25×, which
-		// costs about 40 B per chunk in copies; doubling costs at most 16.
-		grown := make([]int64, len(a.offsets), 2*cap(a.offsets))
-		copy(grown, a.offsets)
-		a.offsets = grown
-	}
-	a.offsets = append(a.offsets, at.Sub(a.start).Microseconds())
+	a.offsets = appendOffset(a.offsets, at.Sub(a.start).Microseconds())
 	if a.t.chunkEvents {
 		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(at))
 	}
@@ -269,8 +323,9 @@ func (a *attemptRecorder) keepalive(at time.Time) {
 	}
 }
 
-// end ends the attempt span.
-func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, tokens int64, hasTokens bool, at time.Time) {
+// end ends the attempt span; the token count is the attempt's, set by the
+// race as usage items arrive.
+func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks int64, at time.Time) {
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		semconv.AttemptOutcome.String(string(o)),
@@ -282,8 +337,8 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, tokens int64,
 	if a.kaDropped > 0 {
 		attrs = append(attrs, semconv.KeepalivesDropped.Int(a.kaDropped))
 	}
-	if hasTokens {
-		attrs = append(attrs, semconv.GenAIUsageOutputTokens.Int64(tokens))
+	if a.hasTokens {
+		attrs = append(attrs, semconv.GenAIUsageOutputTokens.Int64(a.tokens))
 	}
 	if a.model != "" {
 		attrs = append(attrs, semconv.GenAIResponseModel.String(a.model))

@@ -19,11 +19,11 @@ import (
 
 // recorded returns a Prober whose spans go, with the SDK's default span
 // limits, to an in-memory exporter.
-func recorded(t testing.TB, cfg Config, opts ...Option) (*Prober[chunk], *tracetest.InMemoryExporter) {
+func recorded(t testing.TB, cfg Config, opts ...any) (*Prober[chunk], *tracetest.InMemoryExporter) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
-	return mustNew(t, cfg, append([]Option{WithTracerProvider(tp)}, opts...)...), exp
+	return mustNew(t, cfg, append([]any{WithTracerProvider(tp)}, opts...)...), exp
 }
 
 func attrOf(attrs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
@@ -85,7 +85,7 @@ func TestTelemetryLongTimeline(t *testing.T) {
 		}
 		steps = append(steps, step{after: time.Millisecond, kind: Control, tok: 4999})
 		u := newUpstream("a", steps)
-		p, exp := recorded(t, Config{MaxAttempts: 1, StallTimeout: time.Minute}, WithTokenCount(tokensOf))
+		p, exp := recorded(t, Config{MaxAttempts: 1, StallTimeout: time.Minute}, withTokens(tokensOf))
 		start := time.Now()
 		g := drain(p.Stream(t.Context(), u.route()), start)
 		if g.err != nil {
@@ -262,7 +262,7 @@ func TestTelemetryThrottleCancelEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", []step{keepalive(100 * time.Millisecond), keepalive(100 * time.Millisecond), keepalive(100 * time.Millisecond), content(2*time.Second, "x"), content(time.Second, "y")})
 		p, exp := recorded(t, Config{HedgeAfter: time.Second, HedgeBurst: 0.5}, WithChunkEvents(true), WithKeepaliveOffsets(2),
-			WithOperationName("text_completion"), WithResponseModel(func(c chunk) (string, bool) { return "served-" + c.Route, c.Kind == Content }))
+			WithOperationName("text_completion"), withModel(func(c chunk) (string, bool) { return "served-" + c.Route, c.Kind == Content }))
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route())
 		if !s.Next() {
@@ -335,7 +335,7 @@ func TestTelemetryNotRecording(t *testing.T) {
 	if !s.Next() {
 		t.Fatal(s.Err())
 	}
-	if s.rec != nil || s.winner.rec != nil {
+	if s.rec != nil || s.race.winner.rec != nil {
 		t.Fatal("recorder on a non-recording call")
 	}
 	if n := testing.AllocsPerRun(10000, func() { s.Next() }); n != 0 {

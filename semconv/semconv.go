@@ -104,6 +104,9 @@ const (
 	// EventRouteEjected marks a route being ejected by this call's failing
 	// attempt (docs/design.md §2 rule 11).
 	EventRouteEjected = "streamwatch.route.ejected"
+	// EventRouteRestored marks an ejected route restored by this call's
+	// successful probe attempt.
+	EventRouteRestored = "streamwatch.route.restored"
 	// EventRouteSkipped marks a route this call passed over because it was
 	// ejected.
 	EventRouteSkipped = "streamwatch.route.skipped"

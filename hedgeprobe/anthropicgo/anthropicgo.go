@@ -67,7 +67,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	if o.Provider == "" {
 		o.Provider = "anthropic"
 	}
-	open := func(ctx context.Context) (hedgeprobe.Source[Event], error) {
+	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Event], error) {
 		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
 		return &sse.EndChecked[Event]{
 			Source:     s,

@@ -166,7 +166,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	if req.StreamOptions == nil {
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
-	open := func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
 		ctx, cancel := context.WithCancel(ctx)
 		stream, err := client.CreateChatCompletionStream(ctx, req)
 		if err != nil {

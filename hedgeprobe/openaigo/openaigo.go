@@ -108,7 +108,7 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	if !params.StreamOptions.IncludeUsage.Valid() {
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 	}
-	open := func(ctx context.Context) (hedgeprobe.Source[Chunk], error) {
+	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
 		s := client.Chat.Completions.NewStreaming(ctx, params, o.RequestOptions...)
 		return &sse.EndChecked[Chunk]{
 			Source:   s,

@@ -15,11 +15,12 @@ import (
 func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {
 	r := AnthropicRoute(name, req)
 	return hedgeprobe.Route[ChatChunk]{
-		Name:     r.Name,
-		Provider: r.Provider,
-		Model:    r.Model,
-		Open: func(ctx context.Context) (hedgeprobe.Source[ChatChunk], error) {
-			src, err := r.Open(ctx)
+		Name:      r.Name,
+		Provider:  r.Provider,
+		Model:     r.Model,
+		Continues: r.Continues,
+		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
+			src, err := r.Open(ctx, a)
 			if err != nil {
 				return nil, err
 			}

@@ -61,7 +61,7 @@ func run[T any](t *testing.T, p *hedgeprobe.Prober[T], classify hedgeprobe.Class
 
 func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[sse.ChatChunk] {
 	t.Helper()
-	p, err := hedgeprobe.New(cfg, sse.ClassifyOpenAI, hedgeprobe.WithTokenCount(sse.OpenAITokens))
+	p, err := hedgeprobe.New(cfg, sse.OpenAIItems)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestE2EAnthropicRoute(t *testing.T) {
 		})
 	}
 	p, err := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second},
-		sse.ClassifyAnthropic, hedgeprobe.WithTokenCount(sse.AnthropicTokens))
+		sse.AnthropicItems)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 // item types whose classifier calls the zero item Keepalive.
 func KeepaliveRoute[T any](r hedgeprobe.Route[T]) hedgeprobe.Route[T] {
 	open := r.Open
-	r.Open = func(ctx context.Context) (hedgeprobe.Source[T], error) {
-		return Keepalives(ctx, open, func(Event) T {
+	r.Open = func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[T], error) {
+		openAttempt := func(ctx context.Context) (hedgeprobe.Source[T], error) { return open(ctx, a) }
+		return Keepalives(ctx, openAttempt, func(Event) T {
 			var zero T
 			return zero
 		})

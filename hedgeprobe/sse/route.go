@@ -43,6 +43,9 @@ type OpenAIRequest struct {
 	Client *http.Client
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
+	// Continue says how the upstream continues a partial answer; with
+	// anything but ContinueNone the route can resume (Route.Continues).
+	Continue Continuation
 }
 
 // OpenAIRoute returns the hedgeprobe route named name that streams req.
@@ -71,12 +74,20 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 		header.Set("Authorization", "Bearer "+req.APIKey)
 	}
 	return hedgeprobe.Route[ChatChunk]{
-		Name:     name,
-		Provider: req.Provider,
-		Model:    req.Model,
-		Open: func(ctx context.Context) (hedgeprobe.Source[ChatChunk], error) {
+		Name:      name,
+		Provider:  req.Provider,
+		Model:     req.Model,
+		Continues: req.Continue != ContinueNone,
+		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
 			if merr != nil {
 				return nil, merr
+			}
+			buf := buf
+			if a.Trigger == hedgeprobe.TriggerResume && req.Continue != ContinueNone {
+				var err error
+				if buf, err = openAIContinuation(body, req.Messages, req.Continue, a.Prefix); err != nil {
+					return nil, err
+				}
 			}
 			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
 			if err != nil {
@@ -117,6 +128,11 @@ type AnthropicRequest struct {
 	Client *http.Client
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
+	// Prefill says the model accepts a trailing assistant message (a
+	// prefill) and continues it: the route can resume. Newer Claude models
+	// refuse prefill with a 400; a resume there fails as refused and the
+	// route is not asked again for a while.
+	Prefill bool
 }
 
 // AnthropicRoute returns the hedgeprobe route named name that streams req,
@@ -153,20 +169,65 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 	}
 	header.Set("Anthropic-Version", req.Version)
 	return hedgeprobe.Route[AnthropicEvent]{
-		Name:     name,
-		Provider: req.Provider,
-		Model:    req.Model,
-		Open: func(ctx context.Context) (hedgeprobe.Source[AnthropicEvent], error) {
+		Name:      name,
+		Provider:  req.Provider,
+		Model:     req.Model,
+		Continues: req.Prefill,
+		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[AnthropicEvent], error) {
 			if merr != nil {
 				return nil, merr
+			}
+			buf, cut := buf, ""
+			if a.Trigger == hedgeprobe.TriggerResume && req.Prefill {
+				var sent string
+				sent, cut = trimPrefill(a.Prefix)
+				msgs := append(append([]Message(nil), req.Messages...), Message{Role: "assistant", Content: sent})
+				var err error
+				if buf, err = marshalWith(body, "messages", msgs); err != nil {
+					return nil, err
+				}
 			}
 			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
 			if err != nil {
 				return nil, err
 			}
-			return NewAnthropicStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel}), nil
+			src := NewAnthropicStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel})
+			if cut != "" {
+				return &anthropicContinued{Source: src, u: uncut{cut: cut}}, nil
+			}
+			return src, nil
 		},
 	}
+}
+
+// openAIContinuation returns the body of a resume attempt: the request's
+// messages with a trailing assistant message carrying prefix, in the way
+// the upstream continues it.
+func openAIContinuation(body map[string]any, msgs []Message, how Continuation, prefix string) ([]byte, error) {
+	type prefixMessage struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+		Prefix  bool   `json:"prefix,omitempty"`
+	}
+	out := make([]prefixMessage, 0, len(msgs)+1)
+	for _, m := range msgs {
+		out = append(out, prefixMessage{Role: m.Role, Content: m.Content})
+	}
+	out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: how == ContinuePrefix})
+	b := maps.Clone(body)
+	b["messages"] = out
+	if how == ContinueFinalMessage {
+		b["continue_final_message"] = true
+		b["add_generation_prompt"] = false
+	}
+	return json.Marshal(b)
+}
+
+// marshalWith marshals body with key set to v, leaving body as it is.
+func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
+	b := maps.Clone(body)
+	b[key] = v
+	return json.Marshal(b)
 }
 
 // post sends one streaming request under a context of its own, derived from

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 // captured is one request an upstream saw.
@@ -44,7 +46,7 @@ func TestOpenAIRouteRequest(t *testing.T) {
 	if route.Name != "primary" || route.Provider != "openai" || route.Model != "gpt-x" {
 		t.Fatalf("route %+v", route)
 	}
-	src, err := route.Open(t.Context())
+	src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestAnthropicRouteRequest(t *testing.T) {
 		System:   "be brief",
 		Messages: []Message{{Role: "user", Content: "hi"}},
 	})
-	src, err := route.Open(t.Context())
+	src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +108,7 @@ func TestRouteConnectionRefused(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	route := OpenAIRoute("r", OpenAIRequest{BaseURL: "http://" + addr + "/v1", Model: "m"})
-	_, err = route.Open(t.Context())
+	_, err = route.Open(t.Context(), hedgeprobe.Attempt{})
 	var ce *ConnectionError
 	if !errors.As(err, &ce) || ce.Connected || !ce.Transient() {
 		t.Fatalf("err %v (%T)", err, err)

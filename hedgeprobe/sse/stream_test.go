@@ -285,7 +285,7 @@ func TestContextCancelOverHTTP(t *testing.T) {
 	defer close(release)
 	ctx, cancel := context.WithCancel(t.Context())
 	route := OpenAIRoute("r", OpenAIRequest{BaseURL: ts.URL, Model: "m"})
-	src, err := route.Open(ctx)
+	src, err := route.Open(ctx, hedgeprobe.Attempt{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ type Adapter[T any] struct {
 // count; a config error fails the test.
 func (a Adapter[T]) NewProber(t testing.TB, cfg hedgeprobe.Config) *hedgeprobe.Prober[T] {
 	t.Helper()
-	p, err := hedgeprobe.New(cfg, a.Classify, hedgeprobe.WithTokenCount(a.Tokens))
+	p, err := hedgeprobe.New(cfg, hedgeprobe.Items[T]{Classify: a.Classify, OutputTokens: a.Tokens})
 	if err != nil {
 		t.Fatal(err)
 	}

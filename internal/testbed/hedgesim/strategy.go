@@ -135,7 +135,7 @@ func Strategies() ([]Strategy, error) {
 	}
 	for _, pc := range probes {
 		ps := &probeStrategy{retry: pc.retry}
-		p, err := hedgeprobe.New(pc.cfg, classify, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle))
+		p, err := hedgeprobe.New(pc.cfg, hedgeprobe.Items[Chunk]{Classify: classify}, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pc.name, err)
 		}

@@ -190,7 +190,9 @@ func (c *call) nextDraw(route string) draw {
 // route returns the hedgeprobe Route of name for this call.
 func (c *call) route(name string) hedgeprobe.Route[Chunk] {
 	return hedgeprobe.Route[Chunk]{Name: name, Provider: "sim", Model: "model-" + name,
-		Open: func(ctx context.Context) (hedgeprobe.Source[Chunk], error) { return c.open(ctx, name) }}
+		Open: func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
+			return c.open(ctx, name)
+		}}
 }
 
 func (c *call) open(ctx context.Context, name string) (hedgeprobe.Source[Chunk], error) {

@@ -109,8 +109,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	results := make([]Result, len(scenarios))
 	var wg sync.WaitGroup
 	for i, sc := range scenarios {
-		p, err := hedgeprobe.New(sc.Config, sse.ClassifyOpenAI,
-			hedgeprobe.WithTokenCount(sse.OpenAITokens),
+		p, err := hedgeprobe.New(sc.Config, sse.OpenAIItems,
 			hedgeprobe.WithTracerProvider(o.TracerProvider))
 		if err != nil {
 			return nil, fmt.Errorf("workload: scenario %q: %w", sc.Name, err)

@@ -1,0 +1,71 @@
+package hedgeprobe
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Regression (issue: Close before commit reported as an upstream failure):
+// a Close from another goroutine while no attempt has committed must end
+// the call as canceled, with Err nil and every attempt canceled — never
+// failed, so a circuit breaker fed from OnAttemptDone is not tripped by a
+// caller who hung up. Close used to cancel the call before the driver saw
+// the request, and the reader's end caused by the cancel was taken as the
+// attempt's failure. Random Close times across Streaming, HoldChunks and
+// Buffered, with Sources whose Close is instant and ones whose Close takes
+// 1 ms.
+func TestRegressionCloseBeforeCommitIsCanceled(t *testing.T) {
+	modes := []struct {
+		name string
+		cfg  Config
+	}{
+		{"streaming", Config{HedgeAfter: 300 * time.Millisecond}},
+		{"hold", Config{HedgeAfter: 300 * time.Millisecond, HoldChunks: 50}},
+		{"buffered", Config{HedgeAfter: 300 * time.Millisecond, Delivery: Buffered}},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, m := range modes {
+		for _, closeDelay := range []time.Duration{0, time.Millisecond} {
+			for i := range 60 {
+				at := time.Duration(rng.IntN(900)+1) * time.Millisecond
+				synctest.Test(t, func(t *testing.T) {
+					a := newUpstream("a", append([]step{keepalive(100 * time.Millisecond)}, texts("a", 40, time.Second, 10*time.Millisecond)...))
+					b := newUpstream("b", append([]step{keepalive(100 * time.Millisecond)}, texts("b", 40, time.Second, 10*time.Millisecond)...))
+					a.closeDelay, b.closeDelay = closeDelay, closeDelay
+					var mu sync.Mutex
+					var failed []AttemptEvent
+					p := mustNew(t, m.cfg, OnAttemptDone(func(e AttemptEvent) {
+						if e.Outcome != AttemptCanceled {
+							mu.Lock()
+							failed = append(failed, e)
+							mu.Unlock()
+						}
+					}))
+					s := p.Stream(t.Context(), a.route(), b.route())
+					go func() {
+						time.Sleep(at)
+						_ = s.Close()
+					}()
+					for s.Next() {
+						if s.Current().Kind == Content {
+							t.Fatalf("%s/%v/%d: content delivered before the 1 s first chunk", m.name, closeDelay, i)
+						}
+					}
+					_ = s.Close()
+					st := s.Stats()
+					if s.Err() != nil || st.Outcome != OutcomeCanceled {
+						t.Fatalf("%s close %v at %v: outcome %q err %v, want canceled and nil", m.name, closeDelay, at, st.Outcome, s.Err())
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if len(failed) > 0 {
+						t.Fatalf("%s close %v at %v: attempts reported %v, want canceled", m.name, closeDelay, at, failed)
+					}
+				})
+			}
+		}
+	}
+}

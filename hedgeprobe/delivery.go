@@ -1,0 +1,243 @@
+package hedgeprobe
+
+import (
+	"fmt"
+	"time"
+)
+
+// delivery is what the caller has been given and is about to be given:
+// the committed chain's items not yet returned, the counts, the caller's
+// silence clock and the text a resume would continue.
+type delivery[T any] struct {
+	pending []item[T]
+	pos     int
+
+	delivered int64 // content chunks returned
+	items     int64 // items returned
+	ttfc      time.Duration
+
+	// The silence clock after commit, in time since the call started:
+	// only the caller's waits in Next count, summed since the latest
+	// content chunk (a slow consumer is not a stalled upstream). enter is
+	// when the current wait began, waited the sum of earlier waits, and
+	// resumeMark the sum at the latest resume launch (or skip), from which
+	// the next resume is counted.
+	enter      time.Duration
+	waited     time.Duration
+	resumeMark time.Duration
+
+	text transcript
+}
+
+func (d *delivery[T]) ready() bool { return d.pos < len(d.pending) }
+
+func (d *delivery[T]) push(it item[T]) { d.pending = append(d.pending, it) }
+
+// replace drops what is pending and queues items instead.
+func (d *delivery[T]) replace(items []item[T]) {
+	clear(d.pending)
+	d.pending, d.pos = append(d.pending[:0], items...), 0
+}
+
+// waitFrom starts a wait of the caller at now.
+func (d *delivery[T]) waitFrom(now time.Duration) { d.enter = now }
+
+// silentSince returns how long the caller has waited, up to now, since
+// the latest content chunk (and since mark).
+func (d *delivery[T]) silent(now, mark time.Duration) time.Duration {
+	return d.waited + (now - d.enter) - mark
+}
+
+// dueAfter returns when the caller's waits since the latest content chunk
+// (less mark) reach after.
+func (d *delivery[T]) dueAfter(after, mark time.Duration) time.Duration {
+	return d.enter + after - (d.waited - mark)
+}
+
+// deliver returns the next pending item to the caller.
+func (s *Stream[T]) deliver() bool {
+	d := &s.out
+	it := d.pending[d.pos]
+	d.pending[d.pos] = item[T]{}
+	d.pos++
+	if d.pos == len(d.pending) {
+		d.pending, d.pos = d.pending[:0], 0
+	}
+	s.cur = it.v
+	d.items++
+	now := s.since()
+	if it.kind == Content {
+		d.delivered++
+		if d.delivered == 1 {
+			d.ttfc = now
+		}
+		if s.rec != nil {
+			s.rec.delivered(s.start.Add(now))
+		}
+		if s.race.resumable {
+			text, ok, err := textSafe(s.p.items.Text, it.v)
+			if err != nil {
+				s.finish(err, OutcomeError)
+				return false
+			}
+			d.text.appendText(text, ok)
+		}
+		d.waited, d.resumeMark = 0, 0
+	} else {
+		d.waited += now - d.enter
+	}
+	return true
+}
+
+// direct is the read of the winner's Source on the caller's goroutine
+// after a Streaming commit when no resume is possible: no channel, no
+// lock, no allocation per chunk.
+type direct[T any] struct {
+	src      Source[T]
+	inSource bool // the caller's goroutine is in a method of src
+	wd       *watchdog
+}
+
+// toDirect hands the winner's Source to the caller's goroutine: its
+// reading goroutine stops at the handoff, and the stall watchdog, when
+// StallTimeout is set, starts counting the caller's waits.
+func (s *Stream[T]) toDirect() {
+	w := s.race.winner
+	s.phase = phaseDirect
+	s.direct.src = w.source()
+	close(w.handoff)
+	if st := s.p.cfg.StallTimeout; st > 0 {
+		s.direct.wd = newWatchdog(st, s.start, w.release)
+	}
+}
+
+// nextDirect is the hot path after a Streaming commit: it reads the
+// winner's source on the caller's goroutine. The stall watchdog costs a
+// clock read and two atomic stores per content chunk (two clock reads per
+// other item), and only when StallTimeout is set.
+func (s *Stream[T]) nextDirect() bool {
+	dr := &s.direct
+	var from time.Duration
+	if dr.wd != nil {
+		from = dr.wd.enter()
+	}
+	dr.inSource = true
+	if !dr.src.Next() {
+		dr.inSource = false
+		return s.endDirect()
+	}
+	v := dr.src.Current()
+	dr.inSource = false
+	k, err := s.classifySafe(v)
+	if err != nil {
+		s.finish(err, OutcomeError)
+		return false
+	}
+	if dr.wd != nil && dr.wd.fired.Load() {
+		return s.endDirect()
+	}
+	a := s.race.winner
+	if a.rec != nil {
+		if err := s.record(a, k, v, time.Now()); err != nil {
+			s.finish(err, OutcomeError)
+			return false
+		}
+	}
+	switch k {
+	case Content:
+		a.content++
+		s.out.delivered++
+		if s.rec != nil {
+			s.rec.delivered(time.Now())
+		}
+		if dr.wd != nil {
+			dr.wd.content()
+		}
+	case Control:
+		if s.p.items.OutputTokens != nil {
+			if err := s.countTokens(a, v); err != nil {
+				s.finish(err, OutcomeError)
+				return false
+			}
+		}
+	}
+	if k != Content && dr.wd != nil {
+		dr.wd.away(from)
+	}
+	s.cur = v
+	s.out.items++
+	return true
+}
+
+// endDirect ends the call when the winner's source stopped.
+func (s *Stream[T]) endDirect() bool {
+	a := s.race.winner
+	dr := &s.direct
+	switch {
+	case dr.wd != nil && dr.wd.fired.Load():
+		err := &TimeoutError{
+			Kind: TimeoutStall, After: s.p.cfg.StallTimeout, Attempt: a.idx,
+			Route: a.route.Name, Model: a.route.Model,
+			ChunksReceived: a.content, ChunksDelivered: s.out.delivered, Truncated: s.out.delivered > 0,
+		}
+		s.watchdogFired(TimeoutStall, a, dr.wd.firedAfter())
+		s.finish(err, OutcomeStallTimeout)
+	case s.stopping():
+	default:
+		dr.inSource = true
+		err := dr.src.Err()
+		dr.inSource = false
+		if err != nil {
+			s.finish(err, OutcomeError)
+		} else {
+			s.finish(nil, OutcomeOK)
+		}
+	}
+	return false
+}
+
+// record puts an item's arrival on the attempt's span. It returns the
+// error of a panicking response-model function.
+func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) error {
+	switch k {
+	case Content:
+		a.rec.content(at)
+	case Keepalive:
+		a.rec.keepalive(at)
+	}
+	if s.p.items.ResponseModel != nil && a.rec.model == "" {
+		return s.responseModel(a, v)
+	}
+	return nil
+}
+
+// responseModel asks Items.ResponseModel about v; a panic becomes an
+// error wrapping ErrExtractorPanic.
+func (s *Stream[T]) responseModel(a *attempt[T], v T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: response model: %v", ErrExtractorPanic, r)
+		}
+	}()
+	if m, ok := s.p.items.ResponseModel(v); ok {
+		a.rec.model = m
+	}
+	return nil
+}
+
+// countTokens asks Items.OutputTokens about v; a panic becomes an error
+// wrapping ErrExtractorPanic.
+func (s *Stream[T]) countTokens(a *attempt[T], v T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: token count: %v", ErrExtractorPanic, r)
+		}
+	}()
+	if n, ok := s.p.items.OutputTokens(v); ok {
+		a.tokens, a.hasTokens = n, true
+		if a.rec != nil {
+			a.rec.tokens, a.rec.hasTokens = n, true
+		}
+	}
+	return nil
+}

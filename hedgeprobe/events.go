@@ -1,0 +1,188 @@
+package hedgeprobe
+
+import (
+	"context"
+	"time"
+)
+
+// Trigger is why an attempt was launched.
+type Trigger string
+
+// Values of Trigger (the streamwatch.attempt.trigger values).
+const (
+	TriggerPrimary Trigger = "primary"
+	TriggerTTFT    Trigger = "ttft"
+	TriggerStall   Trigger = "stall"
+	TriggerError   Trigger = "error"
+	// TriggerResume: a continuation of text a stalled attempt already
+	// produced, on a route that can continue it (docs/design.md §2 rule 10).
+	TriggerResume Trigger = "resume"
+)
+
+// AttemptOutcome is how an attempt ended.
+type AttemptOutcome string
+
+// Values of AttemptOutcome (the streamwatch.attempt.outcome values).
+const (
+	// AttemptRunning: the attempt has not ended yet.
+	AttemptRunning AttemptOutcome = ""
+	// AttemptWinner: the attempt committed and its stream ended cleanly.
+	AttemptWinner AttemptOutcome = "winner"
+	// AttemptCanceled: the attempt lost a race (before commit, or a resume
+	// race after it), or the caller cancelled or closed the call, or
+	// another attempt's failure ended the call. Never a failure.
+	AttemptCanceled AttemptOutcome = "canceled"
+	// AttemptFailed: the attempt failed with an error or a watchdog
+	// timeout, committed or not.
+	AttemptFailed AttemptOutcome = "failed"
+)
+
+// Outcome is how a call ended.
+type Outcome string
+
+// Values of Outcome (the streamwatch.outcome values).
+const (
+	// OutcomeRunning: the call has not ended.
+	OutcomeRunning      Outcome = ""
+	OutcomeOK           Outcome = "ok"
+	OutcomeTTFTTimeout  Outcome = "ttft_timeout"
+	OutcomeStallTimeout Outcome = "stall_timeout"
+	OutcomeError        Outcome = "error"
+	OutcomeCanceled     Outcome = "canceled"
+)
+
+// ThrottleReason says why a hedge or resume was refused.
+type ThrottleReason string
+
+// Values of ThrottleReason.
+const (
+	// ThrottleBudget: the hedge budget had no token.
+	ThrottleBudget ThrottleReason = "budget"
+	// ThrottlePushback: every route it could go to asked callers to stay
+	// away (Retry-After) or is ejected.
+	ThrottlePushback ThrottleReason = "pushback"
+)
+
+// ResumeSkip says why a resume that was due was not launched.
+type ResumeSkip string
+
+// Values of ResumeSkip (the streamwatch.resume.reason values).
+const (
+	// ResumeMaxAttempts: the call already has MaxAttempts attempts.
+	ResumeMaxAttempts ResumeSkip = "max_attempts"
+	// ResumeNoRoute: no route can continue (none has Continues, or every
+	// one that has refused a continuation recently or is ejected).
+	ResumeNoRoute ResumeSkip = "no_route"
+	// ResumeNotResumable: what was delivered cannot be continued: nothing
+	// but reasoning, or a tool call in progress.
+	ResumeNotResumable ResumeSkip = "not_resumable"
+	// ResumeTooLong: the delivered text passed Config.ResumeMaxText.
+	ResumeTooLong ResumeSkip = "too_long"
+	// ResumeRefused: the route answered the continuation with a fatal
+	// error (a 400 on prefill, say); it is not asked again for a while.
+	ResumeRefused ResumeSkip = "refused"
+)
+
+// HedgeEvent describes a hedge launch.
+type HedgeEvent struct {
+	// Context is the context the call was started with (Prober.Stream),
+	// so a hook can attribute the event to a request.
+	Context context.Context
+	// Attempt is the new attempt's index (1 for the first hedge).
+	Attempt                int
+	Route, Provider, Model string
+	Trigger                Trigger
+	// Delay is the hedge delay that was in force for the TTFT trigger.
+	Delay time.Duration
+	// Elapsed is the time since the call started.
+	Elapsed time.Duration
+}
+
+// ThrottleEvent describes a hedge or resume that was not launched for
+// lack of budget or of a route that accepts traffic.
+type ThrottleEvent struct {
+	// Context is the context the call was started with.
+	Context context.Context
+	// Attempt is the index the attempt would have had.
+	Attempt int
+	// Route is the route it would have gone to.
+	Route   string
+	Trigger Trigger
+	Reason  ThrottleReason
+	Elapsed time.Duration
+}
+
+// CommitEvent describes a commit.
+type CommitEvent struct {
+	// Context is the context the call was started with.
+	Context                context.Context
+	Attempt                int
+	Route, Provider, Model string
+	// Elapsed is the time since the call started.
+	Elapsed time.Duration
+}
+
+// AttemptEvent describes an attempt that ended: its figures, and the call
+// it belongs to.
+type AttemptEvent struct {
+	// Context is the context the call was started with.
+	Context context.Context
+	AttemptStats
+}
+
+// WatchdogEvent describes a watchdog firing.
+type WatchdogEvent struct {
+	// Context is the context the call was started with.
+	Context context.Context
+	Kind    TimeoutKind
+	Timeout time.Duration
+	Attempt int
+	Route   string
+	Elapsed time.Duration
+}
+
+// ResumeEvent describes a resume: a resume attempt launched, or, with
+// Skipped set, one that was due and was not.
+type ResumeEvent struct {
+	// Context is the context the call was started with.
+	Context context.Context
+	// Attempt is the resume attempt's index (the index it would have had
+	// when skipped).
+	Attempt int
+	// Of is the index of the stalled attempt it continues.
+	Of int
+	// Route is the route it went to; empty when skipped for lack of one.
+	Route string
+	// DeliveredChunks is the number of content chunks delivered to the
+	// caller before it (0 for a resume before commit).
+	DeliveredChunks int64
+	// Skipped is why it was not launched; empty when it was.
+	Skipped ResumeSkip
+	Elapsed time.Duration
+}
+
+// RouteEvent describes a change of a route's health (docs/design.md §2
+// rule 11): an ejection, or a restore after a successful probe.
+type RouteEvent struct {
+	// Context is the context of the call whose attempt caused it.
+	Context context.Context
+	Route   string
+	// Reason is why the route was ejected: EjectFailures or
+	// EjectRetryAfter; empty on a restore.
+	Reason EjectReason
+	// For is how long the route is ejected; 0 on a restore.
+	For time.Duration
+	// Ejections is the route's consecutive ejection count (0 on a restore).
+	Ejections int
+}
+
+// EjectReason says why a route was ejected.
+type EjectReason string
+
+// Values of EjectReason (the streamwatch.route.ejection_reason values).
+const (
+	// EjectFailures: Config.EjectFailures consecutive transient failures.
+	EjectFailures EjectReason = "failures"
+	// EjectRetryAfter: the upstream asked callers to stay away.
+	EjectRetryAfter EjectReason = "retry_after"
+)

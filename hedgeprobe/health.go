@@ -1,0 +1,186 @@
+package hedgeprobe
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// health is a Prober's route health table (docs/design.md §2 rule 11),
+// shared by all its calls: outlier ejection as Envoy does it, and the
+// pushback of Retry-After. A route whose attempts fail with transient
+// errors EjectFailures times in a row is ejected for EjectBase × its
+// consecutive ejection count (at most EjectMax); while ejected it is
+// skipped as primary and for hedges; when the time has passed one attempt
+// probes it: success restores it, failure ejects it again for longer. A
+// Retry-After ejects the route until then. With ejection off, a
+// Retry-After only keeps hedges away (pushback).
+//
+// The common case, no route with any state, costs one atomic load: marked
+// counts the routes that have any.
+type health struct {
+	threshold int // EjectFailures; ≤ 0: ejection off
+	base, max time.Duration
+
+	marked atomic.Int32
+	mu     sync.Mutex
+	routes map[string]*routeHealth
+}
+
+type routeHealth struct {
+	fails     int       // consecutive transient failures
+	ejections int       // consecutive ejections
+	until     time.Time // ejected (or, with ejection off, pushed back) until
+	probing   bool      // one attempt probes the route after its ejection
+}
+
+func (r *routeHealth) clear() bool {
+	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && !r.probing
+}
+
+func newHealth(cfg Config) *health {
+	return &health{threshold: cfg.EjectFailures, base: cfg.EjectBase, max: cfg.EjectMax}
+}
+
+func (h *health) on() bool { return h.threshold > 0 }
+
+// route returns name's entry, creating it; h.mu is held.
+func (h *health) route(name string) *routeHealth {
+	if h.routes == nil {
+		h.routes = make(map[string]*routeHealth)
+	}
+	r := h.routes[name]
+	if r == nil {
+		r = &routeHealth{}
+		h.routes[name] = r
+	}
+	return r
+}
+
+// settle drops name's entry when it holds nothing, keeping marked exact;
+// h.mu is held, and wasClear is whether it held nothing before the change.
+func (h *health) settle(name string, r *routeHealth, wasClear bool) {
+	switch now := r.clear(); {
+	case wasClear && !now:
+		h.marked.Add(1)
+	case !wasClear && now:
+		h.marked.Add(-1)
+		delete(h.routes, name)
+	case now:
+		delete(h.routes, name)
+	}
+}
+
+// admit reports whether an attempt may go to name now. An ejected route
+// whose time has passed admits one attempt, the probe (probe true), and
+// no other until that one's outcome is known.
+func (h *health) admit(name string, now time.Time, primary bool) (ok, probe bool) {
+	if h.marked.Load() == 0 {
+		return true, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.routes[name]
+	if r == nil || r.until.IsZero() {
+		return true, false
+	}
+	if !h.on() {
+		// Pushback only: it keeps hedges away, never the primary.
+		if primary || !now.Before(r.until) {
+			if !now.Before(r.until) {
+				r.until = time.Time{}
+				h.settle(name, r, false)
+			}
+			return true, false
+		}
+		return false, false
+	}
+	if now.Before(r.until) || r.probing {
+		return false, false
+	}
+	r.probing = true
+	return true, true
+}
+
+// soonest returns the index of the route whose ejection ends first: the
+// one to use when every route is ejected.
+func (h *health) soonest(names func(i int) string, n int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	best, bestAt := 0, time.Time{}
+	for i := range n {
+		r := h.routes[names(i)]
+		if r == nil {
+			return i
+		}
+		if i == 0 || r.until.Before(bestAt) {
+			best, bestAt = i, r.until
+		}
+	}
+	return best
+}
+
+// failure records a transient failure of an attempt on name; it returns
+// the ejection it caused, if any. retryAfter > 0 is the upstream's
+// pushback, which ejects (or pushes back) until then by itself.
+func (h *health) failure(name string, now time.Time, retryAfter time.Duration) (ev RouteEvent, ejected bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.route(name)
+	wasClear := r.clear()
+	defer func() { h.settle(name, r, wasClear) }()
+	wasProbe := r.probing
+	r.probing = false
+	if !h.on() {
+		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
+			r.until = now.Add(retryAfter)
+		}
+		return RouteEvent{}, false
+	}
+	r.fails++
+	switch {
+	case retryAfter > 0:
+		r.ejections++
+		r.fails = 0
+		r.until = now.Add(retryAfter)
+		return RouteEvent{Route: name, Reason: EjectRetryAfter, For: retryAfter, Ejections: r.ejections}, true
+	case r.fails >= h.threshold || wasProbe:
+		r.ejections++
+		r.fails = 0
+		d := min(h.base*time.Duration(r.ejections), h.max)
+		r.until = now.Add(d)
+		return RouteEvent{Route: name, Reason: EjectFailures, For: d, Ejections: r.ejections}, true
+	}
+	return RouteEvent{}, false
+}
+
+// success records an attempt on name that delivered content; it reports
+// whether that restored an ejected route (a successful probe).
+func (h *health) success(name string) (restored bool) {
+	if h.marked.Load() == 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.routes[name]
+	if r == nil {
+		return false
+	}
+	restored = h.on() && r.ejections > 0 && !r.until.IsZero()
+	r.fails = 0
+	if h.on() {
+		r.ejections, r.until, r.probing = 0, time.Time{}, false
+	}
+	h.settle(name, r, false)
+	return restored
+}
+
+// abandon releases name's probe when the probing attempt ended without
+// telling (it lost a race, or the caller hung up): the next call probes.
+func (h *health) abandon(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.routes[name]; r != nil {
+		r.probing = false
+	}
+}

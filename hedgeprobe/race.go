@@ -1,0 +1,564 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+)
+
+// race is the state of the attempts of a call: the events their reading
+// goroutines send, the deadline timer of the trigger table, and who has
+// won. The goroutine driving the call owns it.
+type race[T any] struct {
+	events chan event[T]
+	timer  *time.Timer
+	winner *attempt[T]
+	// next is the index in Stream.routes of the route the next hedge
+	// tries first.
+	next int
+	// resumable: resume is possible for this call (Items.Text, a route
+	// that Continues, ResumeAfter on, more than one attempt): after commit
+	// the winner's reader relays every item, so a resume can race it.
+	resumable   bool
+	streaming   bool
+	hold        int64
+	contentSeen bool // an attempt, live or not, has produced content: the TTFT watchdog is satisfied
+	ttftSpent   int  // index of the latest attempt the TTFT trigger fired for; −1 none
+	errorHedge  bool // a transient failure asks for the next attempt at once
+	resumeNow   bool // the committed stream failed: resume at once
+	lastErr     error
+	throttled   int
+	probe       bool // the route just picked takes the probe of its ejection
+}
+
+// begin starts the call: budget refill, call span, primary attempt.
+func (s *Stream[T]) begin() bool {
+	s.start = time.Now()
+	if s.initErr != nil {
+		s.phase = phaseDone
+		s.err, s.outcome = s.initErr, OutcomeError
+		return false
+	}
+	cfg := &s.p.cfg
+	s.p.budget.refill()
+	ctx, rec := s.p.tel.startCall(s.ctx, s.start, s.routes[0].Model, cfg.Delivery)
+	if rec != nil {
+		s.rec = rec
+		s.obs = append(s.obs, rec)
+	}
+	if s.p.hooks.any() {
+		s.obs = append(s.obs, &s.p.hooks)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.life.mu.Lock()
+	s.callCtx, s.life.cancel = ctx, cancel
+	s.life.mu.Unlock()
+	r := &s.race
+	r.streaming = cfg.Delivery == Streaming
+	r.hold = int64(max(cfg.HoldChunks, 1))
+	r.resumable = cfg.ResumeAfter > 0 && s.p.items.Text != nil && cfg.MaxAttempts > 1 && anyContinues(s.routes)
+	r.events = make(chan event[T], 4*cfg.MaxAttempts)
+	s.out.text.max = cfg.ResumeMaxText
+	s.phase = phaseRace
+	if !s.launch(launch[T]{trigger: TriggerPrimary, route: s.primary()}) {
+		s.finish(nil, OutcomeCanceled)
+		return false
+	}
+	return true
+}
+
+// primary picks the route of the primary attempt: the first healthy one in
+// the caller's order, or, when every route is ejected, the one whose
+// ejection ends first (a call never fails for lack of a healthy route).
+func (s *Stream[T]) primary() int {
+	now := time.Now()
+	for i := range s.routes {
+		if ok, probe := s.p.health.admit(s.routes[i].Name, now, true); ok {
+			s.race.probe = probe
+			return i
+		}
+		s.obs.routeSkipped(s.routes[i].Name, now)
+	}
+	return s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+}
+
+// launch describes an attempt to start.
+type launch[T any] struct {
+	trigger Trigger
+	route   int // index in Stream.routes
+	// Resume only: the stalled attempt continued; before commit, the
+	// part of its items that comes first (parent); the text; the chunks
+	// delivered.
+	of            *attempt[T]
+	parent        *attempt[T]
+	parentItems   int
+	parentContent int64
+	prefix        string
+	delivered     int64
+}
+
+// launch starts an attempt; false when the Stream is closing or the
+// budget refused it (then counted and reported).
+func (s *Stream[T]) launch(l launch[T]) bool {
+	if s.life.closeReq.Load() {
+		return false
+	}
+	now := time.Now()
+	route := &s.routes[l.route]
+	a, refused := s.add(l, route, now)
+	if a == nil && s.race.probe {
+		s.p.health.abandon(route.Name)
+		s.race.probe = false
+	}
+	if refused {
+		s.throttle(l.trigger, route.Name, ThrottleBudget)
+		return false
+	}
+	if a == nil {
+		return false
+	}
+	s.race.next = (l.route + 1) % len(s.routes)
+	go s.run(a)
+	n := len(s.attempts)
+	switch l.trigger {
+	case TriggerPrimary:
+	case TriggerResume:
+		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: l.of.idx, Route: route.Name,
+			DeliveredChunks: l.delivered, Elapsed: a.launch})
+	default:
+		delay := s.attempts[n-2].delay
+		s.obs.hedge(HedgeEvent{Context: s.ctx, Attempt: a.idx, Route: route.Name, Provider: route.Provider,
+			Model: route.Model, Trigger: l.trigger, Delay: delay, Elapsed: a.launch})
+	}
+	return true
+}
+
+// add creates the attempt and adds it to the call. It holds life.mu
+// throughout, so a Close either comes first, and then no budget token is
+// taken and no attempt span started, or sees the attempt and releases it.
+// It returns nil when the Stream is closing or, with refused, when the
+// budget refused a hedge or resume.
+func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt[T], refused bool) {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock() // deferred: a span processor may panic in Start
+	if s.life.closed {
+		return nil, false
+	}
+	if l.trigger != TriggerPrimary && !s.p.budget.take() {
+		return nil, true
+	}
+	a = &attempt[T]{
+		idx: len(s.attempts), route: route, trigger: l.trigger,
+		launchAt: now, launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
+		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
+		delivered: l.delivered, firstItem: -1,
+	}
+	a.probe, s.race.probe = s.race.probe, false
+	if s.p.cfg.HedgeAfter > 0 {
+		a.delay = s.p.cfg.HedgeAfter
+	} else {
+		a.delay = s.p.delays.delay(route.Name, route.Model, now)
+	}
+	ctx := s.callCtx
+	if s.rec != nil {
+		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model}, l.trigger, a.launch, l.delivered, now)
+	}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	if s.race.streaming && !s.race.resumable {
+		a.handoff = make(chan struct{})
+	}
+	s.attempts = append(s.attempts, a)
+	s.life.wg.Add(1)
+	return a, false
+}
+
+func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReason) {
+	s.race.throttled++
+	s.obs.throttle(ThrottleEvent{Context: s.ctx, Attempt: len(s.attempts), Route: route, Trigger: trigger,
+		Reason: reason, Elapsed: s.since()})
+}
+
+// hedgeRoute returns the route for a hedge: the next one, round robin,
+// that health admits; ok false (and the hedge throttled for pushback)
+// when none does.
+func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
+	now := time.Now()
+	for i := range s.routes {
+		j := (s.race.next + i) % len(s.routes)
+		if ok, probe := s.p.health.admit(s.routes[j].Name, now, false); ok {
+			s.race.probe = probe
+			return j, true
+		}
+	}
+	s.throttle(trigger, s.routes[s.race.next].Name, ThrottlePushback)
+	return 0, false
+}
+
+// step waits for one event or the next deadline of the trigger table and
+// acts on it. It reports false when the call ended.
+//
+// Events and the deadline are taken in the order they happened, by the
+// events' arrival times: when the driver was busy, select finds queued
+// events and an expired timer ready together and picks one at random, and
+// a chunk that arrived in time must not lose to a stale timer (nor a
+// chunk that came late win against it).
+func (s *Stream[T]) step() bool {
+	r := &s.race
+	d, due := s.nextDeadline()
+	var tc <-chan time.Time
+	if due {
+		wait := max(d-s.since(), 0)
+		if r.timer == nil {
+			r.timer = time.NewTimer(wait)
+		} else {
+			r.timer.Reset(wait)
+		}
+		tc = r.timer.C
+	}
+	select {
+	case ev := <-r.events:
+		s.take(ev, d, due)
+	case <-tc:
+		s.drain(d)
+	case <-s.ctx.Done():
+		s.finish(s.ctx.Err(), OutcomeCanceled)
+	case <-s.life.closing:
+		s.finish(nil, OutcomeCanceled)
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	return s.phase != phaseDone
+}
+
+// take handles ev; when the deadline d had passed before ev arrived, it
+// acts on the deadline first.
+func (s *Stream[T]) take(ev event[T], d time.Duration, due bool) {
+	if due && ev.at > d {
+		s.onDeadline()
+		if s.phase == phaseDone {
+			return
+		}
+	}
+	s.handle(ev)
+}
+
+// drain runs when the timer of the deadline d fired: it first handles the
+// events readers queued before d, without blocking, then acts on the
+// deadline unless one of them ended the call.
+func (s *Stream[T]) drain(d time.Duration) {
+	for s.phase != phaseDone {
+		select {
+		case ev := <-s.race.events:
+			if ev.at > d {
+				s.take(ev, d, true)
+				return
+			}
+			s.handle(ev)
+		default:
+			s.onDeadline()
+			return
+		}
+	}
+}
+
+// handle takes one event from a reading goroutine.
+func (s *Stream[T]) handle(ev event[T]) {
+	a := ev.a
+	if a.done {
+		return // a cancelled or failed attempt: discarded, never revived
+	}
+	if s.stopping() {
+		return
+	}
+	if ev.typ == evEnd {
+		if ev.err != nil {
+			s.fail(a, ev.err)
+			return
+		}
+		a.ended = true
+		switch {
+		case s.phase == phaseRace:
+			s.commit(a)
+		case a == s.race.winner:
+			s.cancelOthers(a) // the committed stream completed: no resume is needed
+		default:
+			// A continuation that ended without content: the answer was
+			// complete at the prefix, and this attempt says so first.
+			s.switchTo(a)
+		}
+		return
+	}
+	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind})
+	if a.rec != nil {
+		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
+			s.fail(a, err)
+			return
+		}
+	}
+	switch ev.kind {
+	case Content:
+		a.content++
+		a.last = ev.at
+		s.race.contentSeen = true
+		if a.content == 1 {
+			a.first, a.firstItem = ev.at, len(a.buf)-1
+			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
+			if s.p.health.success(a.route.Name) {
+				s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, time.Now())
+			}
+			a.probe = false
+		}
+	case Control:
+		if s.p.items.OutputTokens != nil {
+			if err := s.countTokens(a, ev.v); err != nil {
+				s.fail(a, err)
+				return
+			}
+		}
+	}
+	switch {
+	case s.phase == phaseRace:
+		if s.race.streaming && ev.kind == Content && a.chainContent() >= s.race.hold {
+			s.commit(a)
+		}
+	case a == s.race.winner:
+		if ev.kind != Keepalive {
+			// The stalled stream spoke first: every resume racing it loses.
+			s.cancelOthers(a)
+		}
+		s.out.push(a.buf[len(a.buf)-1])
+		a.buf = a.buf[:0]
+	case ev.kind == Content:
+		s.switchTo(a)
+	}
+}
+
+// commit makes a the winner: every other attempt is cancelled and closed
+// for good, and its chain's items are queued for the caller.
+func (s *Stream[T]) commit(a *attempt[T]) {
+	now := time.Now()
+	s.race.winner = a
+	s.phase = phaseRelay
+	s.obs.commit(CommitEvent{Context: s.ctx, Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider,
+		Model: a.route.Model, Elapsed: now.Sub(s.start)})
+	s.cancelOthers(a)
+	s.out.replace(chainItems(a))
+	a.buf = a.buf[:0]
+}
+
+// chainItems returns what the caller reads of a: its parent's items up to
+// where a continues them, then its own; a resume's own items start at its
+// first content chunk (its opening role or keepalive items are the
+// opening of an answer the caller already has).
+func chainItems[T any](a *attempt[T]) []item[T] {
+	var out []item[T]
+	if p := a.parent; p != nil {
+		out = chainItems(p)
+		out = out[:len(out)-(len(p.buf)-a.parentItems)]
+	}
+	own := a.buf
+	if a.trigger == TriggerResume && a.firstItem >= 0 {
+		own = own[a.firstItem:]
+	}
+	return append(out, own...)
+}
+
+// switchTo makes the resume attempt a the winner after commit: it
+// delivered its first content chunk before the stalled stream spoke again
+// (docs/design.md §2 rule 10). The stalled stream is cancelled; what it
+// still had pending (keepalives only: its content would have won) is
+// dropped.
+func (s *Stream[T]) switchTo(a *attempt[T]) {
+	now := time.Now()
+	s.race.winner = a
+	s.obs.commit(CommitEvent{Context: s.ctx, Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider,
+		Model: a.route.Model, Elapsed: now.Sub(s.start)})
+	s.cancelOthers(a)
+	own := a.buf
+	if a.firstItem >= 0 {
+		own = own[a.firstItem:]
+	}
+	s.out.replace(own)
+	a.buf = a.buf[:0]
+}
+
+// cancelOthers cancels every live attempt but keep: it lost a race.
+func (s *Stream[T]) cancelOthers(keep *attempt[T]) {
+	now := time.Now()
+	for _, b := range s.attempts {
+		if b == keep || b.done {
+			continue
+		}
+		s.end(b, AttemptCanceled, nil, now, true)
+	}
+}
+
+// end gives attempt a its outcome, releases it and reports it. censor
+// records an attempt that had no content in the delay sketch (it lost a
+// race, or the TTFT watchdog cut it): see delayBook.observeCensored.
+func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Time, censor bool) {
+	a.done, a.outcome, a.err, a.endAt = true, o, err, now.Sub(s.start)
+	a.release()
+	if censor && a.content == 0 {
+		s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
+	}
+	if a.probe && o == AttemptCanceled {
+		s.p.health.abandon(a.route.Name)
+	}
+	if o == AttemptCanceled && a != s.race.winner {
+		s.obs.canceled(a.idx, now)
+	}
+	s.obs.attemptDone(AttemptEvent{Context: s.ctx, AttemptStats: a.stats()}, now)
+}
+
+// fail ends attempt a with err: a transient error asks for the next
+// attempt at once (a hedge before commit, a resume after it), a fatal one
+// ends the call — except on a resume attempt, where it means the route
+// refused to continue: that route is not asked again for a while, and the
+// call goes on.
+func (s *Stream[T]) fail(a *attempt[T], err error) {
+	if s.stopping() {
+		return
+	}
+	now := time.Now()
+	transient := IsTransient(err)
+	refused := !transient && a.trigger == TriggerResume
+	s.end(a, AttemptFailed, err, now, false)
+	switch {
+	case transient:
+		if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err)); ejected {
+			ev.Context = s.ctx
+			s.obs.eject(ev, now)
+		}
+	case refused:
+		s.p.refusals.add(a.route.Name, now.Add(s.p.cfg.ResumeRefusedFor))
+		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: a.stats().ResumeOf, Route: a.route.Name,
+			DeliveredChunks: a.delivered, Skipped: ResumeRefused, Elapsed: now.Sub(s.start)})
+	}
+	r := &s.race
+	// The call's error, should nothing rescue it: the committed stream's,
+	// or before commit the latest failure; a racing resume's failure does
+	// not replace it.
+	if !refused && (s.phase == phaseRace || a == r.winner || r.lastErr == nil) {
+		r.lastErr = err
+	}
+	if !transient && !refused {
+		s.finish(err, outcomeOf(err))
+		return
+	}
+	canLaunch := len(s.attempts) < s.p.cfg.MaxAttempts
+	switch {
+	case transient && s.phase == phaseRace && canLaunch:
+		r.errorHedge = true
+	case transient && a == r.winner && r.resumable && canLaunch:
+		r.resumeNow = true
+	}
+	if r.errorHedge || r.resumeNow {
+		// Their triggers are due now: act before anything else happens.
+		s.onDeadline()
+	}
+	s.endIfNoneLeft(err)
+}
+
+// endIfNoneLeft ends the call when no attempt is live and none is about to
+// be launched: the latest failure (or err) is the call's error.
+func (s *Stream[T]) endIfNoneLeft(err error) {
+	r := &s.race
+	if s.phase == phaseDone || s.live() != nil || r.errorHedge || r.resumeNow {
+		return
+	}
+	if r.lastErr != nil {
+		err = r.lastErr
+	}
+	s.finish(err, outcomeOf(err))
+}
+
+// live returns the most recently launched live attempt, or nil.
+func (s *Stream[T]) live() *attempt[T] {
+	for i := len(s.attempts) - 1; i >= 0; i-- {
+		if !s.attempts[i].done {
+			return s.attempts[i]
+		}
+	}
+	return nil
+}
+
+func outcomeOf(err error) Outcome {
+	if te, ok := errors.AsType[*TimeoutError](err); ok {
+		if te.Kind == TimeoutTTFT {
+			return OutcomeTTFTTimeout
+		}
+		return OutcomeStallTimeout
+	}
+	return OutcomeError
+}
+
+func (s *Stream[T]) watchdogFired(kind TimeoutKind, a *attempt[T], at time.Duration) {
+	timeout := s.p.cfg.StallTimeout
+	if kind == TimeoutTTFT {
+		timeout = s.p.cfg.TTFTTimeout
+	}
+	s.obs.watchdog(WatchdogEvent{Context: s.ctx, Kind: kind, Timeout: timeout, Attempt: a.idx, Route: a.route.Name,
+		Elapsed: at}, s.start.Add(at))
+}
+
+// finish ends the call with err and outcome: every live attempt gets its
+// outcome and is released, timers stop, spans end, and finish waits for
+// every reading goroutine; then it closes finished. Only the goroutine
+// driving the Stream (or Close, once it owns the Stream) calls it.
+func (s *Stream[T]) finish(err error, outcome Outcome) {
+	if s.phase == phaseDone {
+		return
+	}
+	defer close(s.life.finished)
+	started := s.phase != phaseNew
+	s.phase = phaseDone
+	s.err, s.outcome = err, outcome
+	if s.direct.wd != nil {
+		s.direct.wd.stop()
+	}
+	if s.race.timer != nil {
+		s.race.timer.Stop()
+	}
+	if !started {
+		return
+	}
+	now := time.Now()
+	w := s.race.winner
+	for _, a := range s.attempts {
+		if a.done {
+			continue
+		}
+		switch {
+		case a == w && outcome == OutcomeOK:
+			s.end(a, AttemptWinner, nil, now, false)
+		case outcome == OutcomeCanceled:
+			s.end(a, AttemptCanceled, nil, now, false)
+		case a == w || outcome == OutcomeTTFTTimeout:
+			s.end(a, AttemptFailed, err, now, true)
+		default:
+			s.end(a, AttemptCanceled, nil, now, false)
+		}
+	}
+	s.life.mu.Lock()
+	cancel := s.life.cancel
+	s.life.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if s.rec != nil {
+		s.rec.end(s.stats(), err, now)
+	}
+	s.life.wg.Wait()
+}
+
+// timeoutOf builds the TimeoutError of kind for attempt a.
+func (s *Stream[T]) timeoutOf(kind TimeoutKind, after time.Duration, a *attempt[T]) *TimeoutError {
+	return &TimeoutError{Kind: kind, After: after, Attempt: a.idx, Route: a.route.Name, Model: a.route.Model,
+		ChunksReceived: a.content, ChunksDelivered: s.out.delivered, Truncated: s.out.delivered > 0}
+}
+
+// never is a deadline that is not due.
+const never = time.Duration(math.MaxInt64)

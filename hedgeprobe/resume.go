@@ -1,0 +1,195 @@
+package hedgeprobe
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Resume (docs/design.md §2 rule 10): a stream that falls silent is
+// continued on another route from the text it had produced, and the
+// continuation races the silent stream; the first to deliver its next
+// content chunk wins. After commit the text is what the caller has been
+// given (the transcript); before commit, the stalled attempt's items so
+// far. Only text is continued: a tool call in progress, or an answer of
+// nothing but reasoning, is not.
+
+// transcript is the answer text delivered to the caller, kept for a
+// resume and bounded by ResumeMaxText: past it, or after an item that
+// cannot be continued, the call is not resumed.
+type transcript struct {
+	b      strings.Builder
+	max    int
+	broken ResumeSkip // why the text cannot be continued; "" while it can
+}
+
+// skip returns why the transcript cannot be continued now, or "".
+func (t *transcript) skip() ResumeSkip {
+	if t.broken != "" {
+		return t.broken
+	}
+	if t.b.Len() == 0 {
+		return ResumeNotResumable
+	}
+	return ""
+}
+
+// appendText appends s, or breaks the transcript when ok is false or the
+// bound is passed.
+func (t *transcript) appendText(s string, ok bool) {
+	switch {
+	case t.broken != "":
+	case !ok:
+		t.broken = ResumeNotResumable
+	case t.b.Len()+len(s) > t.max:
+		t.broken = ResumeTooLong
+		t.b = strings.Builder{} // the text is of no use any more
+	default:
+		t.b.WriteString(s)
+	}
+}
+
+// textOf returns the text of items, or why it cannot be continued, or
+// the error of a panicking Text.
+func textOf[T any](text func(T) (string, bool), items []item[T], max int) (string, ResumeSkip, error) {
+	var t transcript
+	t.max = max
+	for _, it := range items {
+		if it.kind == Content {
+			s, ok, err := textSafe(text, it.v)
+			if err != nil {
+				return "", "", err
+			}
+			t.appendText(s, ok)
+		}
+	}
+	if skip := t.skip(); skip != "" {
+		return "", skip, nil
+	}
+	return t.b.String(), "", nil
+}
+
+// textSafe calls Items.Text; a panic becomes an error wrapping
+// ErrExtractorPanic.
+func textSafe[T any](text func(T) (string, bool), v T) (s string, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: text: %v", ErrExtractorPanic, r)
+		}
+	}()
+	s, ok = text(v)
+	return s, ok, nil
+}
+
+// refusals remembers the routes that refused a continuation, until when.
+type refusals struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func (r *refusals) add(route string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.until == nil {
+		r.until = make(map[string]time.Time)
+	}
+	r.until[route] = until
+}
+
+func (r *refusals) refused(route string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u, ok := r.until[route]
+	if ok && !now.Before(u) {
+		delete(r.until, route)
+		return false
+	}
+	return ok
+}
+
+func anyContinues[T any](routes []Route[T]) bool {
+	for i := range routes {
+		if routes[i].Continues {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeRoute returns the route for a resume of attempt a: the next route
+// after a's that Continues, has not refused a continuation lately and
+// health admits; a's own route comes last (with one route that can
+// continue, it is asked again: the silence may be one replica's).
+func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
+	now := time.Now()
+	from := 0
+	for i := range s.routes {
+		if &s.routes[i] == a.route {
+			from = i + 1
+		}
+	}
+	for i := range s.routes {
+		j := (from + i) % len(s.routes)
+		r := &s.routes[j]
+		if !r.Continues || s.p.refusals.refused(r.Name, now) {
+			continue
+		}
+		if ok, probe := s.p.health.admit(r.Name, now, false); ok {
+			s.race.probe = probe
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// resumeBeforeCommit launches a resume of the stalled attempt n, which has
+// not committed: the continuation of the text n has received so far. It
+// reports false when n cannot be resumed (the stall trigger then starts
+// over on a fresh attempt).
+func (s *Stream[T]) resumeBeforeCommit(n *attempt[T]) bool {
+	if !s.race.resumable {
+		return false
+	}
+	text, skip, err := textOf(s.p.items.Text, chainItems(n), s.p.cfg.ResumeMaxText)
+	if err != nil {
+		s.finish(err, OutcomeError)
+		return true
+	}
+	if skip != "" {
+		return false
+	}
+	i, ok := s.resumeRoute(n)
+	if !ok {
+		return false
+	}
+	s.launch(launch[T]{trigger: TriggerResume, route: i, of: n, parent: n, parentItems: len(n.buf),
+		parentContent: n.chainContent(), prefix: text})
+	return true
+}
+
+// resumeAfterCommit launches a resume of the committed stream: the
+// continuation of what the caller has been given. A resume that cannot be
+// launched is reported (a resume.skipped event, or a throttle), and the
+// stall watchdog remains.
+func (s *Stream[T]) resumeAfterCommit() {
+	w := s.race.winner
+	skip := s.out.text.skip()
+	i, ok := 0, false
+	switch {
+	case !s.canLaunch():
+		skip = ResumeMaxAttempts
+	case skip != "":
+	default:
+		if i, ok = s.resumeRoute(w); !ok {
+			skip = ResumeNoRoute
+		}
+	}
+	if skip != "" {
+		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: len(s.attempts), Of: w.idx,
+			DeliveredChunks: s.out.delivered, Skipped: skip, Elapsed: s.since()})
+		return
+	}
+	s.launch(launch[T]{trigger: TriggerResume, route: i, of: w, prefix: s.out.text.b.String(),
+		delivered: s.out.delivered})
+}

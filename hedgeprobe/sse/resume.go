@@ -1,0 +1,132 @@
+package sse
+
+import (
+	"strings"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// Continuation says how an OpenAI-compatible upstream continues a partial
+// answer (docs/design.md §2 rule 10): the route then has Continues set, and
+// a resume attempt sends the delivered text as a trailing assistant
+// message in the upstream's own way.
+type Continuation uint8
+
+const (
+	// ContinueNone: the upstream cannot continue a partial answer
+	// (OpenAI's own API has no prefill). The default.
+	ContinueNone Continuation = iota
+	// ContinueTrailingAssistant sends a trailing assistant message and
+	// nothing else: llama.cpp's server and Ollama continue it (with a
+	// template that leaves the last assistant message open).
+	ContinueTrailingAssistant
+	// ContinueFinalMessage adds "continue_final_message": true and
+	// "add_generation_prompt": false to the body (vLLM, SGLang).
+	ContinueFinalMessage
+	// ContinuePrefix marks the trailing assistant message "prefix": true
+	// (DeepSeek, Mistral).
+	ContinuePrefix
+)
+
+// OpenAIItems tells a hedgeprobe.Prober about ChatChunk: the classifier,
+// the token count, the response model and the answer text that a resume
+// continues.
+var OpenAIItems = hedgeprobe.Items[ChatChunk]{
+	Classify:      ClassifyOpenAI,
+	OutputTokens:  OpenAITokens,
+	ResponseModel: func(c ChatChunk) (string, bool) { return c.Model, c.Model != "" },
+	Text:          ChatText,
+}
+
+// AnthropicItems tells a hedgeprobe.Prober about AnthropicEvent.
+var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
+	Classify:     ClassifyAnthropic,
+	OutputTokens: AnthropicTokens,
+	ResponseModel: func(e AnthropicEvent) (string, bool) {
+		if e.Message != nil && e.Message.Model != "" {
+			return e.Message.Model, true
+		}
+		return "", false
+	},
+	Text: AnthropicText,
+}
+
+// ChatText is the hedgeprobe Items.Text of ChatChunk: the first choice's
+// content (and refusal) delta is answer text; reasoning is not (it is
+// content, but a continuation carries on the answer); a tool-call or
+// function-call fragment cannot be continued.
+func ChatText(c ChatChunk) (text string, resumable bool) {
+	if len(c.Choices) == 0 {
+		return "", true
+	}
+	d := &c.Choices[0].Delta
+	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
+		return "", false
+	}
+	return d.Content + d.Refusal, true
+}
+
+// AnthropicText is the hedgeprobe Items.Text of AnthropicEvent: text
+// deltas (and a text block's start) are answer text; thinking is not; a
+// tool_use block cannot be continued.
+func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
+	if b := e.ContentBlock; b != nil && e.Type == "content_block_start" {
+		if b.Type == "tool_use" || b.Type == "server_tool_use" {
+			return "", false
+		}
+		return b.Text, true
+	}
+	if d := e.Delta; d != nil {
+		if d.Type == "input_json_delta" {
+			return "", false
+		}
+		return d.Text, true
+	}
+	return "", true
+}
+
+// trimPrefill splits a prefill into what may be sent (Anthropic refuses a
+// final assistant message that ends in whitespace) and the whitespace cut.
+func trimPrefill(prefix string) (sent, cut string) {
+	sent = strings.TrimRight(prefix, " \t\r\n")
+	return sent, prefix[len(sent):]
+}
+
+// uncut drops from the start of a continuation what the caller already has:
+// the whitespace cut from the prefill, as far as the continuation repeats
+// it. It is given each text delta in turn and returns what is left of it.
+type uncut struct{ cut string }
+
+func (u *uncut) text(s string) string {
+	for u.cut != "" && s != "" && s[0] == u.cut[0] {
+		s, u.cut = s[1:], u.cut[1:]
+	}
+	if s != "" {
+		u.cut = "" // the continuation went its own way: nothing more to drop
+	}
+	return s
+}
+
+// anthropicContinued is the Source of a resume attempt on Anthropic: the
+// text deltas lose the whitespace the prefill cut, when the continuation
+// repeats it.
+type anthropicContinued struct {
+	hedgeprobe.Source[AnthropicEvent]
+	u   uncut
+	cur AnthropicEvent
+}
+
+func (c *anthropicContinued) Next() bool {
+	if !c.Source.Next() {
+		return false
+	}
+	c.cur = c.Source.Current()
+	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.cut != "" {
+		nd := *d
+		nd.Text = c.u.text(d.Text)
+		c.cur.Delta = &nd
+	}
+	return true
+}
+
+func (c *anthropicContinued) Current() AnthropicEvent { return c.cur }

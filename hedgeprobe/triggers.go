@@ -1,0 +1,207 @@
+package hedgeprobe
+
+import "time"
+
+// trigger is one rule of the race: when it is due and what it does, side
+// by side (docs/design.md §2 rules 2, 6 and 10). The race's deadline is
+// the earliest due of the table, and when it passes every trigger whose
+// time has come fires, in table order.
+type trigger[T any] struct {
+	name string
+	// due returns when, in time since the call started, the trigger acts
+	// next; ok is false when it cannot act in the call's present state.
+	due func(s *Stream[T]) (at time.Duration, ok bool)
+	// fire acts. It is called once due has passed, with the time since
+	// the call started.
+	fire func(s *Stream[T], now time.Duration)
+}
+
+// triggerTable is the table, in the order the triggers fire when several
+// are due at once: the watchdogs first (a call that has timed out
+// launches nothing), then the attempt launches.
+func triggerTable[T any]() []trigger[T] {
+	return []trigger[T]{
+		{
+			// TTFT watchdog: no content from any attempt, live or not, by
+			// TTFTTimeout after the call started ends the call.
+			name: "ttft_timeout",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				t := s.p.cfg.TTFTTimeout
+				return t, s.phase == phaseRace && t > 0 && !s.race.contentSeen
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				a := s.live()
+				if a == nil {
+					a = s.attempts[len(s.attempts)-1]
+				}
+				s.watchdogFired(TimeoutTTFT, a, now)
+				s.finish(&TimeoutError{Kind: TimeoutTTFT, After: s.p.cfg.TTFTTimeout, Attempt: a.idx,
+					Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content}, OutcomeTTFTTimeout)
+			},
+		},
+		{
+			// Stall watchdog before commit: an attempt whose content
+			// stopped StallTimeout ago fails, a transient error (so the
+			// error trigger may hedge it).
+			name: "attempt_stall_timeout",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				st := s.p.cfg.StallTimeout
+				at, ok := never, false
+				if s.phase != phaseRace || st <= 0 {
+					return at, ok
+				}
+				for _, a := range s.attempts {
+					if !a.done && a.content > 0 && a.last+st < at {
+						at, ok = a.last+st, true
+					}
+				}
+				return at, ok
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				st := s.p.cfg.StallTimeout
+				for _, a := range s.attempts {
+					if s.phase != phaseRace {
+						return
+					}
+					if !a.done && a.content > 0 && now >= a.last+st {
+						s.watchdogFired(TimeoutStall, a, now)
+						s.fail(a, &TimeoutError{Kind: TimeoutStall, After: st, Attempt: a.idx,
+							Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content})
+					}
+				}
+			},
+		},
+		{
+			// Stall watchdog after commit, while the winner's items are
+			// relayed: the caller waited StallTimeout in Next since the
+			// latest content chunk. (A direct read has its own watchdog.)
+			name: "stall_timeout",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				st := s.p.cfg.StallTimeout
+				return s.out.dueAfter(st, 0), s.phase == phaseRelay && st > 0
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				w := s.race.winner
+				s.watchdogFired(TimeoutStall, w, now)
+				s.finish(s.timeoutOf(TimeoutStall, s.p.cfg.StallTimeout, w), OutcomeStallTimeout)
+			},
+		},
+		{
+			// Error: an attempt failed with a transient error before
+			// commit; the next one launches at once.
+			name: "error",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				return 0, s.phase == phaseRace && s.race.errorHedge
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				s.race.errorHedge = false
+				s.hedge(TriggerError)
+				s.endIfNoneLeft(s.race.lastErr)
+			},
+		},
+		{
+			// TTFT hedge: no content from any live attempt within the
+			// hedge delay after the latest launch.
+			name: "ttft",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				latest := s.attempts[len(s.attempts)-1]
+				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContent() && s.race.ttftSpent != latest.idx
+				return latest.launch + latest.delay, ok
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				s.race.ttftSpent = s.attempts[len(s.attempts)-1].idx
+				s.hedge(TriggerTTFT)
+			},
+		},
+		{
+			// Stall hedge: the newest live attempt produced content, then
+			// none for StallAfter. It continues that attempt's text when
+			// it can (a resume), else starts over.
+			name: "stall",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				n := s.live()
+				ok := s.phase == phaseRace && s.canLaunch() && s.p.cfg.StallAfter > 0 &&
+					n != nil && n.content > 0 && n.stallSpent != n.last
+				if !ok {
+					return never, false
+				}
+				return n.last + s.p.cfg.StallAfter, true
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				n := s.live()
+				n.stallSpent = n.last
+				if !s.resumeBeforeCommit(n) {
+					s.hedge(TriggerStall)
+				}
+			},
+		},
+		{
+			// Resume after commit: the caller waited ResumeAfter in Next
+			// since the latest content chunk or resume launch, or the
+			// committed stream failed with a transient error.
+			name: "resume",
+			due: func(s *Stream[T]) (time.Duration, bool) {
+				r := &s.race
+				if s.phase != phaseRelay || !r.resumable {
+					return never, false
+				}
+				if r.resumeNow {
+					return 0, true
+				}
+				return s.out.dueAfter(s.p.cfg.ResumeAfter, s.out.resumeMark), !s.race.winner.ended
+			},
+			fire: func(s *Stream[T], now time.Duration) {
+				s.race.resumeNow = false
+				s.out.resumeMark = s.out.silent(now, 0)
+				s.resumeAfterCommit()
+				s.endIfNoneLeft(s.race.lastErr)
+			},
+		},
+	}
+}
+
+// nextDeadline returns the earliest due of the trigger table.
+func (s *Stream[T]) nextDeadline() (time.Duration, bool) {
+	d, ok := never, false
+	for i := range s.p.triggers {
+		if at, due := s.p.triggers[i].due(s); due && at < d {
+			d, ok = at, true
+		}
+	}
+	return d, ok
+}
+
+// onDeadline fires every trigger whose time has come, in table order,
+// each judged on the state the ones before it left.
+func (s *Stream[T]) onDeadline() {
+	for i := range s.p.triggers {
+		if s.phase == phaseDone {
+			return
+		}
+		t := &s.p.triggers[i]
+		now := s.since()
+		if at, due := t.due(s); due && now >= at {
+			t.fire(s, now)
+		}
+	}
+}
+
+// canLaunch reports whether the call may have one more attempt.
+func (s *Stream[T]) canLaunch() bool { return len(s.attempts) < s.p.cfg.MaxAttempts }
+
+// liveContent reports whether a live attempt has produced content.
+func (s *Stream[T]) liveContent() bool {
+	for _, a := range s.attempts {
+		if !a.done && a.content > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// hedge launches a hedge with trigger on the next route health admits.
+func (s *Stream[T]) hedge(trigger Trigger) {
+	if i, ok := s.hedgeRoute(trigger); ok {
+		s.launch(launch[T]{trigger: trigger, route: i})
+	}
+}
