@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -56,7 +55,7 @@ func (d openaiDialect) start(r *run) {
 
 func (d openaiDialect) content(r *run, i int) {
 	r.write("", d.chunk(r, []map[string]any{{
-		"index": 0, "delta": map[string]any{"content": word(i)}, "finish_reason": nil,
+		"index": 0, "delta": map[string]any{"content": r.text(i)}, "finish_reason": nil,
 	}}, nil))
 }
 
@@ -84,10 +83,6 @@ func (d openaiDialect) writeMidError(r *run, typ, code, msg string) {
 }
 
 func (d openaiDialect) whole(r *run) []byte {
-	var text strings.Builder
-	for i := range r.p.Chunks {
-		text.WriteString(word(i))
-	}
 	return mustJSON(map[string]any{
 		"id":      fmt.Sprintf("chatcmpl-fakellm-%d", r.id),
 		"object":  "chat.completion",
@@ -95,7 +90,7 @@ func (d openaiDialect) whole(r *run) []byte {
 		"model":   r.model,
 		"choices": []map[string]any{{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": text.String()},
+			"message":       map[string]any{"role": "assistant", "content": r.answer()},
 			"finish_reason": "stop",
 		}},
 		"usage": d.usage(r),
@@ -142,7 +137,7 @@ func (anthropicDialect) start(r *run) {
 func (anthropicDialect) content(r *run, i int) {
 	r.write("content_block_delta", mustJSON(map[string]any{
 		"type": "content_block_delta", "index": 0,
-		"delta": map[string]any{"type": "text_delta", "text": word(i)},
+		"delta": map[string]any{"type": "text_delta", "text": r.text(i)},
 	}))
 }
 
@@ -164,17 +159,13 @@ func (d anthropicDialect) writeMidError(r *run, typ, _, msg string) {
 }
 
 func (anthropicDialect) whole(r *run) []byte {
-	var text strings.Builder
-	for i := range r.p.Chunks {
-		text.WriteString(word(i))
-	}
 	return mustJSON(map[string]any{
 		"id": fmt.Sprintf("msg_fakellm_%d", r.id), "type": "message", "role": "assistant",
 		"model":         r.model,
-		"content":       []map[string]any{{"type": "text", "text": text.String()}},
+		"content":       []map[string]any{{"type": "text", "text": r.answer()}},
 		"stop_reason":   "end_turn",
 		"stop_sequence": nil,
-		"usage":         map[string]any{"input_tokens": 10, "output_tokens": r.p.Chunks * r.p.tokensPerChunk()},
+		"usage":         map[string]any{"input_tokens": 10, "output_tokens": r.outputTokens()},
 	})
 }
 

@@ -55,6 +55,9 @@ type Profile struct {
 	Error *MidError `yaml:"error"`
 	// Disconnect drops the response mid-stream without its terminal event.
 	Disconnect *Disconnect `yaml:"disconnect"`
+	// Continuation scripts the answer to a continuation request (a
+	// trailing assistant message): the switch it needs, or a refusal.
+	Continuation Continuation `yaml:"continuation"`
 }
 
 // Silence is a pause in the stream: the gap after chunk AfterChunk is the
@@ -274,7 +277,7 @@ func (p *Profile) validate(key string) error {
 	if d := p.Disconnect; d != nil && (d.AfterChunk < 0 || d.AfterChunk > p.Chunks) {
 		return fmt.Errorf("%s.disconnect.after_chunk: %d is outside 0..chunks (%d)", key, d.AfterChunk, p.Chunks)
 	}
-	return nil
+	return p.Continuation.validate(key + ".continuation")
 }
 
 func (p *Profile) usage() bool { return p.Usage == nil || *p.Usage }

@@ -91,7 +91,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	rec := &record{profile: profile, status: http.StatusOK}
+	rec := &record{profile: profile, status: http.StatusOK, continued: -1}
 	if rec.profile == "" {
 		rec.profile = s.cfg.Default
 	}
@@ -135,6 +135,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		run.fail()
 		return
 	}
+	cont, err := continuation(&req, d, p)
+	if err != nil {
+		rec.status, rec.outcome = http.StatusBadRequest, "bad_continuation"
+		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
+		return
+	}
+	if cont != nil {
+		rec.continued = cont.from
+		if p.Continuation.Status != 0 {
+			run.refuse()
+			return
+		}
+		run.cont = cont
+	}
 	if req.Stream {
 		run.stream()
 		return
@@ -156,6 +170,7 @@ type record struct {
 	stream                  bool
 	status, chunks          int
 	keepalives              int
+	continued               int // the first chunk of a continuation; -1 for a fresh answer
 }
 
 func (s *Server) logRequest(r *http.Request, rec *record, d time.Duration) {
@@ -165,7 +180,7 @@ func (s *Server) logRequest(r *http.Request, rec *record, d time.Duration) {
 	s.log.Info("request",
 		"method", r.Method, "path", r.URL.Path, "profile", rec.profile, "model", rec.model,
 		"stream", rec.stream, "status", rec.status, "chunks", rec.chunks,
-		"keepalives", rec.keepalives, "outcome", rec.outcome,
+		"keepalives", rec.keepalives, "continued_from", rec.continued, "outcome", rec.outcome,
 		"duration", d.Round(time.Millisecond))
 }
 
@@ -176,6 +191,12 @@ type request struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// Messages are read for a continuation: a trailing assistant message.
+	Messages []message `json:"messages"`
+	// ContinueFinalMessage and AddGenerationPrompt are vLLM's and
+	// SGLang's switch to continue the trailing assistant message.
+	ContinueFinalMessage bool  `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 }
 
 func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg string) {
@@ -197,6 +218,33 @@ type run struct {
 	id    uint64
 	model string
 	due   time.Time // when the scripted wait in progress ends
+	// cont is where a continuation starts; nil for a fresh answer.
+	cont *continued
+}
+
+// first is the index of the first content chunk the run sends.
+func (r *run) first() int {
+	if r.cont != nil {
+		return r.cont.from
+	}
+	return 0
+}
+
+// text is the text of content chunk i.
+func (r *run) text(i int) string {
+	if r.cont != nil && i == r.cont.from {
+		return r.cont.head
+	}
+	return word(i)
+}
+
+// answer is the text of the whole response: the script, or its rest.
+func (r *run) answer() string {
+	var b strings.Builder
+	for i := r.first(); i < r.p.Chunks; i++ {
+		b.WriteString(r.text(i))
+	}
+	return b.String()
 }
 
 func (r *run) scaled(d time.Duration) time.Duration {
@@ -317,15 +365,18 @@ func (r *run) stream() {
 	h.Set("X-Accel-Buffering", "no")
 	r.w.WriteHeader(http.StatusOK)
 	r.d.start(r)
-	if !r.boundary(0) {
+	// A continuation starts after its prefix: what the script does at that
+	// point (the silence the continuation rescues) is not replayed.
+	first := r.first()
+	if r.cont == nil && !r.boundary(0) {
 		return
 	}
 	if !r.sleep(r.p.TTFT.Sample(r.rng), r.p.TTFTKeepalive) {
 		r.rec.outcome = "canceled"
 		return
 	}
-	for i := range r.p.Chunks {
-		if i > 0 && !r.sleep(r.p.Interval.Sample(r.rng), Keepalive{}) {
+	for i := first; i < r.p.Chunks; i++ {
+		if i > first && !r.sleep(r.p.Interval.Sample(r.rng), Keepalive{}) {
 			r.rec.outcome = "canceled"
 			return
 		}
@@ -343,13 +394,13 @@ func (r *run) stream() {
 // would have taken, then answers with the whole message.
 func (r *run) whole() {
 	total := r.p.TTFT.Sample(r.rng)
-	for i := range r.p.Chunks {
-		if i > 0 {
-			total += r.p.Interval.Sample(r.rng)
-		}
+	for i := r.first() + 1; i < r.p.Chunks; i++ {
+		total += r.p.Interval.Sample(r.rng)
 	}
 	for _, s := range r.p.Silences {
-		total += s.Duration.Sample(r.rng)
+		if r.cont == nil || s.AfterChunk > r.first() {
+			total += s.Duration.Sample(r.rng)
+		}
 	}
 	if !r.sleep(total, Keepalive{}) {
 		r.rec.outcome = "canceled"
@@ -364,7 +415,7 @@ func (r *run) whole() {
 		r.rec.outcome = "disconnect"
 		panic(http.ErrAbortHandler)
 	}
-	r.rec.chunks, r.rec.outcome = r.p.Chunks, "done"
+	r.rec.chunks, r.rec.outcome = r.p.Chunks-r.first(), "done"
 	r.w.Header().Set("Content-Type", "application/json")
 	_, _ = r.w.Write(r.d.whole(r))
 }
