@@ -44,10 +44,15 @@ func newWatchdog(after time.Duration, start time.Time, fire func()) *watchdog {
 	// The clock starts afresh when the caller reaches the source: the
 	// first enter begins the first wait.
 	w.wait.Store(-1)
-	// Armed after the assignment: tick reads w.t.
-	w.t = time.AfterFunc(time.Duration(math.MaxInt64), w.tick)
-	w.t.Reset(after)
+	w.arm()
 	return w
+}
+
+// arm starts the timer; everything tick reads is set before.
+func (w *watchdog) arm() {
+	// Reset after the assignment: tick reads w.t.
+	w.t = time.AfterFunc(time.Duration(math.MaxInt64), w.tick)
+	w.t.Reset(w.after)
 }
 
 // enter starts a wait of the caller in Next and returns its origin.

@@ -69,3 +69,20 @@ func TestRegressionCloseBeforeCommitIsCanceled(t *testing.T) {
 		}
 	}
 }
+
+// Regression (issue: the stall watchdog can re-arm after the call has
+// finished): stop landing between the timer function's check and its
+// re-arm left a live timer. Now the re-arm checks again after it.
+func TestRegressionWatchdogStopHoldsAgainstRearm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &watchdog{after: time.Second, start: time.Now(), fire: func() { t.Error("fired") }}
+		w.wait.Store(-1 - int64(500*time.Millisecond)) // away, 0.5 s on the clock: re-arm for 0.5 s
+		w.testHookRearm = w.stop                       // finish stops it in the window
+		w.arm()
+		time.Sleep(time.Second) // the timer function runs
+		synctest.Wait()
+		if w.t.Stop() {
+			t.Fatal("the watchdog's timer is alive after stop")
+		}
+	})
+}

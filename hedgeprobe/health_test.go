@@ -1,0 +1,160 @@
+package hedgeprobe
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// down is a route that answers 503 without Retry-After, 10 ms after open.
+func down(name string) *upstream {
+	return newUpstream(name, []step{fail(10*time.Millisecond, &statusErr{code: 503})})
+}
+
+// Rule 11: a route is ejected after exactly EjectFailures consecutive
+// transient failures; while ejected, calls start on the next route and
+// hedges skip it; after the ejection one call probes it; a failed probe
+// ejects it again for longer, up to EjectMax; a success restores it.
+func TestHealthEjectProbeRestore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := down("a")
+		b := newUpstream("b", texts("b", 1, 100*time.Millisecond, 0))
+		var ej, rest []RouteEvent
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, EjectFailures: 3,
+			EjectBase: 10 * time.Second, EjectMax: 25 * time.Second},
+			OnEject(func(e RouteEvent) { ej = append(ej, e) }), OnRestore(func(e RouteEvent) { rest = append(rest, e) }))
+		call := func() Stats {
+			s := p.Stream(t.Context(), a.route(), b.route())
+			drain(s, time.Now())
+			return s.Stats()
+		}
+		for i := range 3 {
+			if st := call(); st.Attempts[0].Route != "a" || st.Outcome != OutcomeOK {
+				t.Fatalf("call %d: %+v", i, st)
+			}
+		}
+		if len(ej) != 1 || ej[0].Route != "a" || ej[0].For != 10*time.Second || ej[0].Reason != EjectFailures {
+			t.Fatalf("ejections %+v, want one of a for 10s after the 3rd failure", ej)
+		}
+		// Ejected: the call starts on b, and a is not opened.
+		opened := a.opened()
+		if st := call(); st.Attempts[0].Route != "b" || len(st.Attempts) != 1 || a.opened() != opened {
+			t.Fatalf("while ejected: %+v", st)
+		}
+		// 10 s later one call probes a; it fails: ejected for 20 s.
+		time.Sleep(10 * time.Second)
+		if st := call(); st.Attempts[0].Route != "a" {
+			t.Fatalf("no probe: %+v", st)
+		}
+		if len(ej) != 2 || ej[1].For != 20*time.Second || ej[1].Ejections != 2 {
+			t.Fatalf("ejections %+v", ej)
+		}
+		time.Sleep(20 * time.Second)
+		call()
+		if len(ej) != 3 || ej[2].For != 25*time.Second {
+			t.Fatalf("backoff not capped at EjectMax: %+v", ej)
+		}
+		// The route comes back: the probe succeeds and restores it.
+		a.scripts = [][]step{texts("a", 1, 100*time.Millisecond, 0)}
+		a.srcs = nil
+		time.Sleep(25 * time.Second)
+		if st := call(); st.Winner != 0 || st.WinnerRoute != "a" || len(rest) != 1 || rest[0].Route != "a" {
+			t.Fatalf("probe: %+v, restores %+v", st, rest)
+		}
+		if p.health.marked.Load() != 0 {
+			t.Fatal("a restored route still has health state")
+		}
+	})
+}
+
+// A Retry-After ejects a route until its time; every route ejected still
+// serves the call on the one whose ejection ends first; losers never
+// count as failures.
+func TestHealthRetryAfterAndAllEjected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{fail(10*time.Millisecond, &statusErr{code: 429, after: 30 * time.Second})})
+		b := newUpstream("b", []step{fail(10*time.Millisecond, &statusErr{code: 429, after: 20 * time.Second})})
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1})
+		s := p.Stream(t.Context(), a.route(), b.route())
+		drain(s, time.Now())
+		if st := s.Stats(); len(st.Attempts) != 2 || st.Outcome != OutcomeError {
+			t.Fatalf("first call %+v", st)
+		}
+		// Both ejected; b's ends first: the call goes there.
+		b.scripts = [][]step{texts("b", 1, 100*time.Millisecond, 0)}
+		b.srcs = nil
+		s = p.Stream(t.Context(), a.route(), b.route())
+		drain(s, time.Now())
+		if st := s.Stats(); st.Attempts[0].Route != "b" || st.Outcome != OutcomeOK {
+			t.Fatalf("all ejected: %+v", st)
+		}
+		// Losers: a hanging primary that loses to a TTFT hedge 100 times
+		// is never ejected.
+		c := newUpstream("c", []step{hang()})
+		d := newUpstream("d", texts("d", 1, 10*time.Millisecond, 0))
+		q := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, HedgeBudget: 1})
+		for range 100 {
+			drain(q.Stream(t.Context(), c.route(), d.route()), time.Now())
+		}
+		if ok, _ := q.health.admit("c", time.Now(), true); !ok {
+			t.Fatal("a loser was counted as a failure")
+		}
+	})
+}
+
+// NoEjection turns ejection off: a route that keeps failing is still the
+// primary; a Retry-After only keeps hedges away.
+func TestHealthOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := down("a")
+		b := newUpstream("b", texts("b", 1, 10*time.Millisecond, 0))
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, EjectFailures: NoEjection})
+		for range 10 {
+			s := p.Stream(t.Context(), a.route(), b.route())
+			drain(s, time.Now())
+			if st := s.Stats(); st.Attempts[0].Route != "a" {
+				t.Fatalf("with ejection off the call started on %s", st.Attempts[0].Route)
+			}
+		}
+	})
+}
+
+// The health table is shared by all calls of a Prober: 10,000 concurrent
+// calls under -race, against a route that always fails and one that
+// always answers, all succeed and the failing route ends up ejected.
+func TestHealthConcurrentCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A burst large enough for the first wave's error hedges: the
+		// budget is not what this test is about.
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 1000})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		failed := 0
+		for w := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 200 {
+					a := down("a")
+					b := newUpstream("b", texts("b", 1, time.Duration(w+1)*time.Millisecond, 0))
+					s := p.Stream(t.Context(), a.route(), b.route())
+					drain(s, time.Now())
+					if s.Stats().Outcome != OutcomeOK {
+						mu.Lock()
+						failed++
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if failed != 0 {
+			t.Fatalf("%d calls failed", failed)
+		}
+		if ok, _ := p.health.admit("a", time.Now(), true); ok {
+			t.Fatal("the failing route is not ejected")
+		}
+	})
+}
+

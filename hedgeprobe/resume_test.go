@@ -1,0 +1,333 @@
+package hedgeprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// resumeCfg is the policy of the resume tests: no TTFT hedge in the way.
+func resumeCfg() Config {
+	return Config{HedgeAfter: time.Hour, ResumeAfter: 2 * time.Second, MaxAttempts: 3}
+}
+
+func continuing(name string, scripts ...[]step) *upstream {
+	u := newUpstream(name, scripts...)
+	u.continues = true
+	return u
+}
+
+func joined(g got) string {
+	var b strings.Builder
+	for i, k := range g.kinds {
+		if k == Content {
+			b.WriteString(g.texts[i])
+		}
+	}
+	return b.String()
+}
+
+// The committed stream falls silent after "Hello": exactly ResumeAfter of
+// silence later (keepalives do not count) a resume attempt continues
+// "Hello" on the next route, wins with its first chunk, and the caller
+// reads one text; the stalled stream is cancelled, never failed.
+func TestResumeWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "Hel"), content(10*time.Millisecond, "lo"),
+			keepalive(500 * time.Millisecond), keepalive(500 * time.Millisecond), keepalive(500 * time.Millisecond), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, " wor"), content(10*time.Millisecond, "ld")})
+		var resumes []ResumeEvent
+		var done []AttemptEvent
+		p := mustNew(t, resumeCfg(), withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }),
+			OnAttemptDone(func(e AttemptEvent) { done = append(done, e) }))
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		if g.err != nil || joined(g) != "Hello world" {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if len(resumes) != 1 || resumes[0].Elapsed != 3010*time.Millisecond || resumes[0].Of != 0 || resumes[0].DeliveredChunks != 2 {
+			t.Fatalf("resumes = %+v, want one at 3.01s", resumes)
+		}
+		if got := b.attempts(); len(got) != 1 || got[0].Trigger != TriggerResume || got[0].Prefix != "Hello" || got[0].Index != 1 {
+			t.Fatalf("b asked %+v", got)
+		}
+		st := s.Stats()
+		if st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled ||
+			st.Attempts[1].Outcome != AttemptWinner || st.Attempts[1].ResumeOf != 0 || st.Attempts[1].DeliveredBefore != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+		wantDur(t, "continuation's first chunk", g.at[len(g.at)-2], 3110*time.Millisecond)
+		for _, e := range done {
+			if e.Outcome == AttemptFailed {
+				t.Fatalf("attempt reported failed: %+v", e)
+			}
+		}
+		if c := a.closes(); c[0] != 1 {
+			t.Fatalf("stalled stream closed %v times", c)
+		}
+	})
+}
+
+// The stalled stream speaks again before the continuation: it wins, and
+// the resume attempt is closed once and reported canceled.
+func TestResumeOriginalRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(2500*time.Millisecond, "B"), content(10*time.Millisecond, "C")})
+		b := continuing("b", []step{content(time.Second, "X")})
+		p := mustNew(t, resumeCfg(), withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if joined(g) != "ABC" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		st := s.Stats()
+		if len(st.Attempts) != 2 || st.Winner != 0 || st.Attempts[1].Outcome != AttemptCanceled || st.Attempts[1].Trigger != TriggerResume {
+			t.Fatalf("stats %+v", st)
+		}
+		if c := b.closes(); len(c) != 1 || c[0] != 1 {
+			t.Fatalf("resume attempt closed %v", c)
+		}
+	})
+}
+
+// A continuation that stalls too is resumed in turn, within MaxAttempts,
+// on the next route that continues (round robin: back to the first).
+func TestResumeTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()}, []step{content(100*time.Millisecond, "C")})
+		b := continuing("b", []step{content(100*time.Millisecond, "B"), hang()})
+		p := mustNew(t, resumeCfg(), withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if joined(g) != "ABC" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		// A at 1 s; resume 1 at 3 s, B at 3.1 s; resume 2 at 5.1 s, C at 5.2 s.
+		wantDur(t, "C", g.at[len(g.at)-1], 5200*time.Millisecond)
+		if asked := a.attempts(); len(asked) != 2 || asked[1].Prefix != "AB" || asked[1].Index != 2 {
+			t.Fatalf("a asked %+v", asked)
+		}
+		st := s.Stats()
+		if st.Winner != 2 || st.Attempts[1].Outcome != AttemptCanceled || st.Attempts[2].ResumeOf != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// A route that refuses the continuation (a fatal error on the resume
+// attempt) fails that attempt as refused, not the call; the next resume
+// goes to the next route that continues, and the refusing route is not
+// asked again.
+func TestResumeRefusedFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b")
+		b.openErr = &statusErr{code: 400}
+		c := continuing("c", []step{content(100*time.Millisecond, "B")})
+		var resumes []ResumeEvent
+		p := mustNew(t, resumeCfg(), withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		g := drain(s, time.Now())
+		if joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if len(resumes) != 3 || resumes[1].Skipped != ResumeRefused || resumes[2].Route != "c" || resumes[2].Elapsed != 5*time.Second {
+			t.Fatalf("resumes %+v", resumes)
+		}
+		if !p.refusals.refused("b", time.Now()) {
+			t.Fatal("b not remembered as refusing")
+		}
+		if ok, _ := p.health.admit("b", time.Now(), true); !ok {
+			t.Fatal("a refusal counted against b's health")
+		}
+	})
+}
+
+// What cannot be continued is not resumed: a tool call in progress; the
+// watchdog ends the call, and the skip is reported with its reason.
+func TestResumeNotResumable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "tool:lookup("), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "x")})
+		var resumes []ResumeEvent
+		cfg := resumeCfg()
+		cfg.StallTimeout = 5 * time.Second
+		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if !errors.Is(g.err, ErrStallTimeout) || b.opened() != 0 {
+			t.Fatalf("err %v, b opened %d", g.err, b.opened())
+		}
+		if len(resumes) == 0 || resumes[0].Skipped != ResumeNotResumable {
+			t.Fatalf("resumes %+v", resumes)
+		}
+	})
+}
+
+// A dry budget throttles the resume (counted, reported) and the stall
+// watchdog still ends the call at StallTimeout.
+func TestResumeBudgetDry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "B")})
+		cfg := resumeCfg()
+		cfg.StallTimeout = 5 * time.Second
+		var th []ThrottleEvent
+		p := mustNew(t, cfg, withText(), OnThrottle(func(e ThrottleEvent) { th = append(th, e) }))
+		p.budget.tokens = 0
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		var te *TimeoutError
+		if !errors.As(g.err, &te) || te.Kind != TimeoutStall || !te.Truncated || te.ChunksDelivered != 1 {
+			t.Fatalf("err %v", g.err)
+		}
+		wantDur(t, "watchdog", time.Since(start), 6*time.Second)
+		if s.Stats().HedgesThrottled < 1 || len(th) < 1 || th[0].Trigger != TriggerResume || th[0].Reason != ThrottleBudget || b.opened() != 0 {
+			t.Fatalf("throttled %d events %+v", s.Stats().HedgesThrottled, th)
+		}
+	})
+}
+
+// Close and the caller's cancel during a resume race end both attempts
+// as canceled, and leak nothing (goleak in TestMain).
+func TestResumeCloseAndCancelDuringRace(t *testing.T) {
+	for _, how := range []string{"close", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(time.Second, "A"), hang()})
+				b := continuing("b", []step{content(time.Minute, "B")})
+				p := mustNew(t, resumeCfg(), withText())
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				s := p.Stream(ctx, a.route(), b.route())
+				time.AfterFunc(4*time.Second, func() {
+					if how == "close" {
+						s.Close()
+					} else {
+						cancel()
+					}
+				})
+				drain(s, time.Now())
+				s.Close()
+				st := s.Stats()
+				if st.Outcome != OutcomeCanceled || len(st.Attempts) != 2 {
+					t.Fatalf("stats %+v", st)
+				}
+				for _, at := range st.Attempts {
+					if at.Outcome != AttemptCanceled {
+						t.Fatalf("attempt %+v", at)
+					}
+				}
+				if a.closes()[0] != 1 || b.closes()[0] != 1 {
+					t.Fatalf("closes a %v b %v", a.closes(), b.closes())
+				}
+			})
+		})
+	}
+}
+
+// Before commit (Buffered), the stall hedge continues the stalled
+// attempt's text instead of starting over, and the caller reads the
+// stalled attempt's items up to the prefix, then the continuation.
+func TestResumeBeforeCommitBuffered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{control(500*time.Millisecond, "role"), content(500*time.Millisecond, "A"), content(10*time.Millisecond, "B"), hang()})
+		b := continuing("b", []step{control(50*time.Millisecond, "role"), content(50*time.Millisecond, "C"), control(10*time.Millisecond, "stop")})
+		cfg := resumeCfg()
+		cfg.Delivery, cfg.StallAfter = Buffered, time.Second
+		p := mustNew(t, cfg, withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if joined(g) != "ABC" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if fmt.Sprint(g.texts) != "[role A B C stop]" {
+			t.Fatalf("items %v: the continuation's own role chunk must not be delivered", g.texts)
+		}
+		if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "AB" || asked[0].Trigger != TriggerResume {
+			t.Fatalf("b asked %+v", asked)
+		}
+		if st := s.Stats(); st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// Exactly once, under stress: thousands of calls whose streams fall
+// silent after commit at random points and recover at random times, with
+// continuations that may stall too. The caller's text is always one
+// contiguous prefix of the script, continued without a gap or a repeat,
+// and the whole script whenever the call ends ok.
+func TestResumeExactlyOnceStress(t *testing.T) {
+	words := make([]string, 40)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d ", i)
+	}
+	script := strings.Join(words, "")
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 11))
+		var mu sync.Mutex
+		route := func(name string) Route[chunk] {
+			return Route[chunk]{Name: name, Model: "m", Continues: true, Open: func(ctx context.Context, a Attempt) (Source[chunk], error) {
+				if !strings.HasPrefix(script, a.Prefix) {
+					return nil, fmt.Errorf("prefix %q is not a prefix of the script", a.Prefix)
+				}
+				k := len(strings.Fields(a.Prefix))
+				if a.Prefix != strings.Join(words[:k], "") {
+					return nil, fmt.Errorf("prefix %q does not end at a word", a.Prefix)
+				}
+				mu.Lock()
+				stallAt, stallFor := rng.IntN(60), time.Duration(rng.IntN(8000))*time.Millisecond
+				mu.Unlock()
+				steps := []step{control(50*time.Millisecond, "role")}
+				for i, w := range words[k:] {
+					d := 20 * time.Millisecond
+					if i == 0 {
+						d = 300 * time.Millisecond
+					}
+					if i == stallAt {
+						d += stallFor
+					}
+					steps = append(steps, content(d, w))
+				}
+				steps = append(steps, control(10*time.Millisecond, "stop"))
+				return &scripted{route: name, ctx: ctx, steps: steps, closed: make(chan struct{})}, nil
+			}}
+		}
+		p := mustNew(t, Config{HedgeAfter: time.Hour, ResumeAfter: time.Second, StallTimeout: 4 * time.Second,
+			MaxAttempts: 5, HedgeBudget: 1}, withText())
+		var ok, resumed int
+		for range 2000 {
+			s := p.Stream(t.Context(), route("a"), route("b"), route("c"))
+			g := drain(s, time.Now())
+			text := joined(g)
+			if !strings.HasPrefix(script, text) {
+				t.Fatalf("caller read %q: not a prefix of the script", text)
+			}
+			st := s.Stats()
+			if st.Outcome == OutcomeOK {
+				ok++
+				if text != script {
+					t.Fatalf("ok call read %q", text)
+				}
+			} else if !errors.Is(g.err, ErrStallTimeout) {
+				t.Fatalf("outcome %q err %v", st.Outcome, g.err)
+			}
+			if len(st.Attempts) > 1 {
+				resumed++
+			}
+		}
+		if resumed < 500 || ok < 1500 {
+			t.Fatalf("ok %d resumed %d of 2000: the stress did not exercise resume", ok, resumed)
+		}
+		t.Logf("2000 calls: %d ok, %d resumed", ok, resumed)
+	})
+}
