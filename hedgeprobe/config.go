@@ -76,7 +76,7 @@ const (
 	DefaultHedgeWindow      = 5 * time.Minute
 	DefaultHedgeWarmup      = 20
 	DefaultMaxAttempts      = 3
-	DefaultHedgeBudget      = 0.2
+	DefaultHedgeBudget      = 0.3
 	DefaultHedgeBurst       = 10
 	DefaultResumeAfter      = 2 * time.Second
 	DefaultResumeMaxText    = 256 << 10
@@ -165,8 +165,10 @@ type Config struct {
 	MaxAttempts int
 	// HedgeBudget is the number of hedge tokens each call adds to the
 	// Prober's bucket; every hedge and every resume takes one token.
-	// Default 0.2, so hedges and resumes stay near 20 % of calls and an
-	// outage cannot double the load.
+	// Default 0.3: it must cover the calls that need a rescue (about 5 %
+	// TTFT hedges at the p95 delay, plus the share of streams that fall
+	// silent — 10 % in the seed's workload), and it keeps extra attempts
+	// below a third of calls, so an outage cannot double the load.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.

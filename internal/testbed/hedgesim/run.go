@@ -86,7 +86,7 @@ type Summary struct {
 	// the calls.
 	Hedges, Streams, Throttled, ThrottledPushback int
 	// ByTrigger totals Result.ByTrigger.
-	ByTrigger [3]int
+	ByTrigger [4]int
 	// Failures counts failed calls by cause (see cause).
 	Failures map[string]int
 	// Wasted is the total of content chunks received by losers and
@@ -160,7 +160,7 @@ func (r *Report) Markdown() string {
 			sec(s.TTFT[0]), sec(s.TTFT[1]), sec(s.TTFT[2]),
 			s.ExtraAttempts, float64(s.Wasted)/float64(max(s.Calls, 1)), s.Throttled)
 	}
-	b.WriteString("\n| strategy | hedges/call | hedges ttft / stall / error | retries/call | throttled: budget / pushback | failed calls by cause |\n|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n| strategy | hedges/call | ttft / stall / error / resume | retries/call | throttled: budget / pushback | failed calls by cause |\n|---|---:|---:|---:|---:|---|\n")
 	for _, row := range r.Rows {
 		s := row.Summary
 		n := float64(max(s.Calls, 1))
@@ -168,8 +168,8 @@ func (r *Report) Markdown() string {
 		if s.Streams > 0 {
 			retries = float64(s.Streams-s.Calls) / n
 		}
-		fmt.Fprintf(&b, "| %s | %.3f | %d / %d / %d | %.3f | %d / %d | %s |\n", row.Strategy.Name, float64(s.Hedges)/n,
-			s.ByTrigger[byTTFT], s.ByTrigger[byStall], s.ByTrigger[byError], retries,
+		fmt.Fprintf(&b, "| %s | %.3f | %d / %d / %d / %d | %.3f | %d / %d | %s |\n", row.Strategy.Name, float64(s.Hedges)/n,
+			s.ByTrigger[byTTFT], s.ByTrigger[byStall], s.ByTrigger[byError], s.ByTrigger[byResume], retries,
 			s.Throttled-s.ThrottledPushback, s.ThrottledPushback, failures(s.Failures))
 	}
 	b.WriteString("\nCompletion: call start → last content chunk delivered, or → failure. TTFT: call start → first content chunk delivered, over calls that delivered one. Percentiles are nearest-rank.\n")

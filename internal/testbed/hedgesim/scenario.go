@@ -72,6 +72,18 @@ type Scenario struct {
 	RetryAfter         time.Duration
 }
 
+// SeedScenario is the seed research's own workload (docs/design.md §6):
+// 10 % of streams fall silent once, median 55 s, no outage, no 429 storm;
+// 100 content chunks 40 ms apart.
+func SeedScenario(calls int) Scenario {
+	sc := DefaultScenario(calls)
+	sc.Chunks, sc.ChunkGap = 100, 40*time.Millisecond
+	sc.StallShare = 0.10
+	sc.OutageFrom, sc.OutageTo = 0, 0
+	sc.StormFrom, sc.StormTo, sc.StormShare = 0, 0, 0
+	return sc
+}
+
 // DefaultScenario is the stall-heavy scenario of the report: 20 % of
 // streams fall silent for a median 55 s, a 5 % outage of the primary and a
 // 5 % 429 storm on both routes.

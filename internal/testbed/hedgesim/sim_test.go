@@ -179,11 +179,16 @@ func TestSimulationReport(t *testing.T) {
 	if *callsFlag <= 0 {
 		t.Skip("set -calls=N to print the report")
 	}
-	rep := simulate(t, DefaultScenario(*callsFlag))
-	if t.Failed() {
-		return
+	for _, sc := range []struct {
+		name string
+		sc   Scenario
+	}{{"seed", SeedScenario(*callsFlag)}, {"stress", DefaultScenario(*callsFlag)}} {
+		rep := simulate(t, sc.sc)
+		if t.Failed() {
+			return
+		}
+		fmt.Printf("## Scenario %s\n\n%s\n", sc.name, rep.Markdown())
 	}
-	fmt.Println(rep.Markdown())
 }
 
 // TestScriptTiming checks one scripted stream's exact virtual timing.

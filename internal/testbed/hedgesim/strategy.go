@@ -39,9 +39,9 @@ type Result struct {
 	// Stats.HedgesThrottled); ThrottledPushback is the share of them that
 	// pushback (Retry-After) refused, from the OnThrottle hook.
 	Throttled, ThrottledPushback int
-	// ByTrigger counts hedges by trigger (ttft, stall, error), from the
-	// OnHedge hook.
-	ByTrigger [3]int
+	// ByTrigger counts hedges by trigger (ttft, stall, error, resume),
+	// from the OnHedge and OnResume hooks.
+	ByTrigger [4]int
 	// Err is the error the caller finally got; nil when OK.
 	Err error
 }
@@ -51,6 +51,7 @@ const (
 	byTTFT = iota
 	byStall
 	byError
+	byResume
 )
 
 // Strategy is one way of making the calls.
@@ -81,6 +82,9 @@ const (
 	// stallTimeout: the README's example watchdog; after commit it ends a
 	// silent stream and the caller retries on the other route.
 	stallTimeout = 30 * time.Second
+	// resumeAfter: ten times the p99.9 of a healthy stream's chunk gap,
+	// and the library default.
+	resumeAfter = 2 * time.Second
 	// watchdogTimeout: LangChain's stream_chunk_timeout default.
 	watchdogTimeout = 120 * time.Second
 	// hedgedDelay: the hedgedhttp delay a user would pick from TTFT (about
@@ -115,27 +119,36 @@ func Strategies() ([]Strategy, error) {
 		retry      bool
 	}{
 		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog",
-			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst}, false},
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off}, false},
 		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, then one retry on the other route", watchdogTimeout),
-			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout}, true},
-		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry", stallAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off}, true},
+		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry, no resume", stallAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, HoldChunks: 10,
-				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
-		{"hedgeprobe buffered", fmt.Sprintf("Buffered, StallAfter %v, StallTimeout %v + one retry", stallAfter, stallTimeout),
+				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
+		{"hedgeprobe buffered", fmt.Sprintf("Buffered, StallAfter %v, StallTimeout %v + one retry, no resume", stallAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
-				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
+		{"hedgeprobe streaming + resume", fmt.Sprintf("Streaming, ResumeAfter %v, MaxAttempts 3, StallTimeout %v + one retry", resumeAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
+				ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
+		{"hedgeprobe buffered + resume", fmt.Sprintf("Buffered, StallAfter %v (the stall hedge continues the stalled text), StallTimeout %v + one retry", resumeAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
+				StallAfter: resumeAfter, ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
+		{"zero-value Config", "hedgeprobe.Config{} with resumable routes: the library's defaults, no retry",
+			hedgeprobe.Config{}, false},
 		// The budget is the knob that trades tail for load: the same
 		// buffered prober at the library default and at a generous budget.
-		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with the default HedgeBudget 0.1 and HedgeBurst 5",
-			hedgeprobe.Config{MaxAttempts: 3, Delivery: hedgeprobe.Buffered,
-				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with HedgeBudget 0.1 and HedgeBurst 5 (the first release's defaults)",
+			hedgeprobe.Config{MaxAttempts: 3, Delivery: hedgeprobe.Buffered, HedgeBudget: 0.1, HedgeBurst: 5,
+				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
 		{"hedgeprobe buffered, budget 0.6", "as hedgeprobe buffered with HedgeBudget 0.6, HedgeBurst 10",
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: 0.6, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
-				StallAfter: stallAfter, StallTimeout: stallTimeout}, true},
+				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
 	}
 	for _, pc := range probes {
 		ps := &probeStrategy{retry: pc.retry}
-		p, err := hedgeprobe.New(pc.cfg, hedgeprobe.Items[Chunk]{Classify: classify}, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle))
+		p, err := hedgeprobe.New(pc.cfg, items, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle),
+			hedgeprobe.OnResume(ps.onResume))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pc.name, err)
 		}
@@ -192,6 +205,12 @@ func (ps *probeStrategy) onHedge(e hedgeprobe.HedgeEvent) {
 		ps.tally.ByTrigger[byStall]++
 	case hedgeprobe.TriggerError:
 		ps.tally.ByTrigger[byError]++
+	}
+}
+
+func (ps *probeStrategy) onResume(e hedgeprobe.ResumeEvent) {
+	if e.Skipped == "" {
+		ps.tally.ByTrigger[byResume]++
 	}
 }
 

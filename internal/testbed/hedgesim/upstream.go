@@ -25,6 +25,13 @@ type Chunk struct {
 
 func classify(c Chunk) hedgeprobe.Kind { return c.Kind }
 
+// text is the sim's Items.Text: one byte per content chunk, so a resume
+// prefix says how many chunks the continuation starts after.
+func text(c Chunk) (string, bool) { return "x", true }
+
+// items tells hedgeprobe about Chunk.
+var items = hedgeprobe.Items[Chunk]{Classify: classify, Text: text}
+
 // StatusError is a scripted upstream's HTTP error, as an SDK adapter would
 // report it: 429 and 5xx are transient, and carry Retry-After when given.
 type StatusError struct {
@@ -64,6 +71,17 @@ type script struct {
 func newScript(ctx context.Context, sc *Scenario, d draw) *script {
 	return &script{sc: sc, d: d, ctx: ctx, closed: make(chan struct{}),
 		jitter: rand.New(rand.NewPCG(d.gapSeed, 1)), silence: -1}
+}
+
+// continueFrom makes the script a continuation of a stream whose first k
+// content chunks the caller has: it plays the rest, with its own draw's
+// time to first chunk and its own silence (as far into the rest as the
+// draw's silence was into a whole stream), as fakellm does.
+func (s *script) continueFrom(k int) {
+	s.content = min(k, s.sc.Chunks)
+	if s.d.stallAt >= 0 {
+		s.d.stallAt += s.content
+	}
 }
 
 // wait sleeps d unless the attempt is cancelled or closed.
@@ -187,19 +205,26 @@ func (c *call) nextDraw(route string) draw {
 	return c.sc.draw(c.index, route, k, c.faults)
 }
 
-// route returns the hedgeprobe Route of name for this call.
+// route returns the hedgeprobe Route of name for this call; every route
+// of the sim can continue a partial answer.
 func (c *call) route(name string) hedgeprobe.Route[Chunk] {
-	return hedgeprobe.Route[Chunk]{Name: name, Provider: "sim", Model: "model-" + name,
-		Open: func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
-			return c.open(ctx, name)
+	return hedgeprobe.Route[Chunk]{Name: name, Provider: "sim", Model: "model-" + name, Continues: true,
+		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
+			return c.openAt(ctx, name, len(a.Prefix))
 		}}
 }
 
 func (c *call) open(ctx context.Context, name string) (hedgeprobe.Source[Chunk], error) {
+	return c.openAt(ctx, name, 0)
+}
+
+// openAt opens an attempt that continues after the first k chunks.
+func (c *call) openAt(ctx context.Context, name string, k int) (hedgeprobe.Source[Chunk], error) {
 	s := newScript(ctx, c.sc, c.nextDraw(name))
 	if err := s.headers(); err != nil {
 		return nil, err
 	}
+	s.continueFrom(k)
 	return &source{s: s}, nil
 }
 
