@@ -111,7 +111,7 @@ Where to look next:
   * the full stack with Grafana, Prometheus and Tempo (needs Docker):
     make collector && docker compose -f deploy/compose.yaml up
     then open http://localhost:3000, dashboard "streamwatch: LLM streams" (built from dashboards/)
-  * the definitions behind every figure: README.md, section "Definitions"
+  * the definitions behind every figure: docs/design.md §4 (metrics: docs/telemetry.md)
 `)
 	if keep {
 		fmt.Printf("\n==> still running: fakellm http://%s/v1, OTLP/HTTP %s, metrics http://%s/metrics; Ctrl-C stops everything\n",
