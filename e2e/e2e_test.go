@@ -112,7 +112,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	}
 
-	cfg, err := fakellm.LoadFile(filepath.Join(root, "testdata", "fakellm", "profiles.yaml"))
+	cfg, err := fakellm.DefaultProfiles()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func main() {
 	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
 	config := flag.String("config", "deploy/collector.yaml", "collector configuration")
-	profiles := flag.String("profiles", "testdata/fakellm/profiles.yaml", "fakellm timing profiles")
+	profiles := flag.String("profiles", "", "fakellm timing profiles file (default: fakellm's built-in profiles)")
 	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
 	flag.Parse()
 
@@ -54,7 +54,11 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 		return err
 	}
 	llmAddr := stack.Addr(port)
-	llm, err := stack.Start(ctx, dir, "fakellm", fakellmBin, []string{"-addr", llmAddr, "-profiles", profiles, "-seed", "1"}, nil)
+	llmArgs := []string{"-addr", llmAddr, "-seed", "1"}
+	if profiles != "" {
+		llmArgs = append(llmArgs, "-profiles", profiles)
+	}
+	llm, err := stack.Start(ctx, dir, "fakellm", fakellmBin, llmArgs, nil)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func budget(c hedgeprobe.Config) hedgeprobe.Config {
 }
 
 // Scenarios is the demo workload. Profile timings are in
-// testdata/fakellm/profiles.yaml: "steady" streams 40 chunks 25 ms apart
+// fakellm's built-in profiles: "steady" streams 40 chunks 25 ms apart
 // after ~300 ms; "stall" falls silent for 30 s (with keepalives) after
 // chunk 5; "slow-first" waits 8 s for its first chunk; "server-error"
 // answers 503.
