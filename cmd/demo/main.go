@@ -107,7 +107,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 		return err
 	}
 	printProbe(os.Stdout, results)
-	printCollector(os.Stdout, m)
+	printCollector(os.Stdout, m, workload.Totals(results))
 	fmt.Printf(`
 Where to look next:
   * keep the stack up and read the raw metrics:  make demo DEMO_FLAGS=-keep
