@@ -37,18 +37,21 @@ type Panel struct {
 
 // Prometheus names of the connector's metrics.
 var (
-	ttftCall      = PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
-	perChunk      = PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false)
-	callDuration  = PromName(semconv.MetricOperationDuration, semconv.UnitSeconds, false)
-	ttftAttempt   = PromName(semconv.MetricAttemptTimeToFirstChunk, semconv.UnitSeconds, false)
-	generation    = PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
-	active        = PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
-	stallDuration = PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
-	streams       = PromName(semconv.MetricStreams, semconv.UnitCount, true)
-	stalls        = PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	hedges        = PromName(semconv.MetricHedges, semconv.UnitCount, true)
-	calls         = PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	wasted        = PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
+	ttftCall          = PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
+	perChunk          = PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false)
+	callDuration      = PromName(semconv.MetricOperationDuration, semconv.UnitSeconds, false)
+	ttftAttempt       = PromName(semconv.MetricAttemptTimeToFirstChunk, semconv.UnitSeconds, false)
+	generation        = PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+	active            = PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+	stallDuration     = PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+	callStallDuration = PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
+	streams           = PromName(semconv.MetricStreams, semconv.UnitCount, true)
+	stalls            = PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	callStalls        = PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
+	hedges            = PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	calls             = PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	wasted            = PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
+	ejections         = PromName(semconv.MetricRouteEjections, semconv.UnitCount, true)
 
 	model    = PromLabel(string(semconv.GenAIRequestModel))
 	route    = PromLabel(string(semconv.Route))
@@ -56,29 +59,62 @@ var (
 	aOutcome = PromLabel(string(semconv.AttemptOutcome))
 	outcome  = PromLabel(string(semconv.Outcome))
 	stalled  = PromLabel(string(semconv.Stalled))
+	reason   = PromLabel(string(semconv.EventEjectionReason))
 )
 
-// sel is the label selector every panel applies: the model and route
-// variables. Call-level metrics carry the winner's route.
+// CallerViewMetrics are the Prometheus names of the metrics the connector
+// derives from the caller's view and from route ejections
+// (docs/design.md §5). A workload without resumes or ejections leaves them
+// empty, so a check that every expression returns data must skip the
+// expressions that read them.
+var CallerViewMetrics = []string{callStallDuration, callStalls, ejections}
+
+// sel is the label selector of most panels: the model and route
+// variables. Attempt metrics carry the attempt's route, call metrics the
+// winner's.
 func sel(extra ...string) string {
-	parts := append([]string{model + `=~"$model"`, route + `=~"$route"`}, extra...)
-	return "{" + strings.Join(parts, ", ") + "}"
+	return selector(append([]string{model + `=~"$model"`, route + `=~"$route"`}, extra...))
+}
+
+// selModel is the selector of panels that divide an attempt metric by a
+// call metric: their route labels mean different routes (the hedge's, the
+// winner's), so filtering both by $route would divide unrelated counts.
+// These panels follow the model variable only.
+func selModel(extra ...string) string {
+	return selector(append([]string{model + `=~"$model"`}, extra...))
+}
+
+func selector(parts []string) string { return "{" + strings.Join(parts, ", ") + "}" }
+
+func rate(metric, sel string) string {
+	return fmt.Sprintf("rate(%s%s[$__rate_interval])", metric, sel)
 }
 
 func quantile(q string, metric string, by ...string) string {
 	groups := strings.Join(append([]string{"le"}, by...), ", ")
-	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (rate(%s_bucket%s[$__rate_interval])))", q, groups, metric, sel())
+	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (%s))", q, groups, rate(metric+"_bucket", sel()))
 }
 
 func mean(metric string) string {
-	return fmt.Sprintf("sum(rate(%s_sum%s[$__rate_interval])) / sum(rate(%s_count%s[$__rate_interval]))", metric, sel(), metric, sel())
+	return fmt.Sprintf("sum(%s) / sum(%s)", rate(metric+"_sum", sel()), rate(metric+"_count", sel()))
+}
+
+// perCall divides the rate of an attempt- or call-level metric by the
+// rate of calls, both under the model variable only.
+func perCall(metric string) string {
+	return fmt.Sprintf("sum(%s) / sum(%s)", rate(metric, selModel()), rate(calls, selModel()))
 }
 
 // Panels lists the dashboard's graphs in layout order.
 func Panels() []Panel {
 	return []Panel{
+		{Row: "Experience", Title: "Calls by outcome", Unit: "reqps",
+			Description: "Calls per second by streamwatch.outcome (ok, ttft_timeout, stall_timeout, error, canceled). The route of a call is the route that won it.",
+			Queries: []Query{
+				{fmt.Sprintf("sum by (%s) (%s)", outcome, rate(calls, sel())), "{{" + outcome + "}}"},
+			}},
 		{Row: "Experience", Title: "Time to first chunk (caller)", Unit: "s",
-			Description: "What callers waited for their first content chunk, hedges included (gen_ai.client.operation.time_to_first_chunk).",
+			Description: "What callers waited for their first content chunk, hedges included (gen_ai.client.operation.time_to_first_chunk). Quantiles are interpolated inside the GenAI buckets.",
 			Queries: []Query{
 				{quantile("0.5", ttftCall), "p50"},
 				{quantile("0.95", ttftCall), "p95"},
@@ -93,17 +129,34 @@ func Panels() []Panel {
 		{Row: "Experience", Title: "Stall share of generation time", Unit: "percentunit",
 			Description: "Share of raw generation time spent in silences longer than the stall threshold.",
 			Queries: []Query{
-				{fmt.Sprintf("1 - sum(rate(%s_sum%s[$__rate_interval])) / sum(rate(%s_sum%s[$__rate_interval]))", active, sel(), generation, sel()), "stall share"},
+				{fmt.Sprintf("1 - sum(%s) / sum(%s)", rate(active+"_sum", sel()), rate(generation+"_sum", sel())), "stall share"},
 			}},
-		{Row: "Stalls", Title: "Stalls per stream and share of streams that stalled", Unit: "short",
+		{Row: "Stalls", Title: "Stalls per stream", Unit: "short",
+			Description: "Stall segments per stream (an attempt with at least one content chunk). A run of consecutive long gaps is one segment. An attempt cut while silent — a loser a stall hedge replaced, a stream the watchdog ended — has no segment: a silence after the last chunk is not a gap.",
 			Queries: []Query{
-				{fmt.Sprintf("sum(rate(%s%s[$__rate_interval])) / sum(rate(%s%s[$__rate_interval]))", stalls, sel(), streams, sel()), "stalls per stream"},
-				{fmt.Sprintf(`sum(rate(%s%s[$__rate_interval])) / sum(rate(%s%s[$__rate_interval]))`, streams, sel(stalled+`="yes"`), streams, sel()), "share of streams stalled"},
+				{fmt.Sprintf("sum(%s) / sum(%s)", rate(stalls, sel()), rate(streams, sel())), "stalls per stream"},
+			}},
+		{Row: "Stalls", Title: "Share of streams that stalled", Unit: "percentunit",
+			Description: "Streams with at least one stall segment, over all streams.",
+			Queries: []Query{
+				{fmt.Sprintf("sum(%s) / sum(%s)", rate(streams, sel(stalled+`="yes"`)), rate(streams, sel())), "share of streams stalled"},
 			}},
 		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true,
-			Description: "One observation per stall segment, buckets up to 10 minutes.",
+			Description: "One observation per upstream stall segment, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (le) (increase(%s_bucket%s[$__rate_interval]))", stallDuration, sel()), "{{le}}"},
+			}},
+		{Row: "Stalls", Title: "Stall time per call: upstreams versus callers", Unit: "s",
+			Description: "Upstream: the silence of every attempt (streamwatch.stall.duration). Callers: the silence callers actually waited through (streamwatch.call.stall.duration, from the caller's view). The gap is what hedging and resuming saved. Follows the model variable only.",
+			Queries: []Query{
+				{perCall(stallDuration + "_sum"), "upstream stall"},
+				{perCall(callStallDuration + "_sum"), "stall callers saw"},
+			}},
+		{Row: "Stalls", Title: "Stall segments per call: upstreams versus callers", Unit: "short",
+			Description: "Upstream stall segments (streamwatch.stalls) and the stall segments callers saw (streamwatch.call.stalls), per call. Follows the model variable only.",
+			Queries: []Query{
+				{perCall(stalls), "upstream"},
+				{perCall(callStalls), "callers saw"},
 			}},
 		{Row: "Stalls", Title: "Inter-chunk latency (winner, pooled gaps)", Unit: "s",
 			Description: "gen_ai.client.operation.time_per_output_chunk: one observation per gap between content chunks of the committed attempt.",
@@ -111,29 +164,44 @@ func Panels() []Panel {
 				{quantile("0.5", perChunk), "p50"},
 				{quantile("0.99", perChunk), "p99"},
 			}},
-		{Row: "Hedging", Title: "Hedge rate by trigger (hedges per call)", Unit: "percentunit",
+		{Row: "Hedging", Title: "Hedge rate by trigger (hedges per call)", Unit: "short",
+			Description: "Hedges launched per call, by trigger: ttft (late first chunk), stall (silent before commit), error (transient failure), resume (silent after commit, continued elsewhere). Follows the model variable only: a hedge's route is where it went, a call's route where it was won; 'Hedges sent to each route' splits hedges by route.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s) (rate(%s%s[$__rate_interval])) / scalar(sum(rate(%s%s[$__rate_interval])))", trigger, hedges, sel(), calls, sel()), "{{" + trigger + "}}"},
+				{fmt.Sprintf("sum by (%s) (%s) / scalar(sum(%s))", trigger, rate(hedges, selModel()), rate(calls, selModel())), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Hedge win rate by trigger", Unit: "percentunit",
+			Description: "Share of hedges that won their call, by trigger.",
 			Queries: []Query{
-				{fmt.Sprintf(`sum by (%s) (rate(%s%s[$__rate_interval])) / sum by (%s) (rate(%s%s[$__rate_interval]))`, trigger, hedges, sel(aOutcome+`="winner"`), trigger, hedges, sel()), "{{" + trigger + "}}"},
+				{fmt.Sprintf(`sum by (%s) (%s) / sum by (%s) (%s)`, trigger, rate(hedges, sel(aOutcome+`="winner"`)), trigger, rate(hedges, sel())), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Watchdog timeouts and failed calls", Unit: "reqps",
+			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation.",
 			Queries: []Query{
-				{fmt.Sprintf(`sum by (%s) (rate(%s%s[$__rate_interval]))`, outcome, calls, sel()), "{{" + outcome + "}}"},
+				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, sel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
-		{Row: "Hedging", Title: "Wasted chunks (received by losers)", Unit: "short",
+		{Row: "Hedging", Title: "Wasted chunks (received by cancelled losers)", Unit: "short",
+			Description: "Content chunks per second received by attempts cancelled because another attempt won (streamwatch.wasted_chunks with attempt outcome canceled). Chunks a committed attempt delivered before failing reached the caller and are not counted here.",
 			Queries: []Query{
-				{fmt.Sprintf("sum(rate(%s%s[$__rate_interval]))", wasted, sel()), "chunks/s"},
+				{fmt.Sprintf("sum(%s)", rate(wasted, sel(aOutcome+`="`+semconv.AttemptOutcomeCanceled+`"`))), "chunks/s"},
 			}},
 		{Row: "Routes", Title: "Attempt time to first chunk by route (p95)", Unit: "s",
 			Queries: []Query{
 				{quantile("0.95", ttftAttempt, route), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Stalls by route", Unit: "short",
+		{Row: "Routes", Title: "Hedges sent to each route", Unit: "short",
+			Description: "Hedges launched per second, by the route they went to and their trigger.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s) (rate(%s%s[$__rate_interval]))", route, stalls, sel()), "{{" + route + "}}"},
+				{fmt.Sprintf("sum by (%s, %s) (%s)", route, trigger, rate(hedges, sel())), "{{" + route + "}} {{" + trigger + "}}"},
+			}},
+		{Row: "Routes", Title: "Stall segments by route (streams that outlived the silence)", Unit: "short",
+			Description: "Stall segments per second on each route's attempts. Only silences followed by another chunk count: a route whose every stall was cut short by a hedge or a watchdog reads 0 here — look at stall hedges and stall timeouts for those.",
+			Queries: []Query{
+				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
+			}},
+		{Row: "Routes", Title: "Route ejections by reason", Unit: "short",
+			Description: "Routes ejected per second (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback).",
+			Queries: []Query{
+				{fmt.Sprintf("sum by (%s, %s) (%s)", route, reason, rate(ejections, sel())), "{{" + route + "}} {{" + reason + "}}"},
 			}},
 		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
 			Queries: []Query{
@@ -169,8 +237,8 @@ func Build() (dashboard.Dashboard, error) {
 		Refresh("10s").
 		Time("now-30m", "now").
 		Timezone(common.TimeZoneBrowser).
-		WithVariable(labelVariable("model", "Model", ttftAttempt+"_count", model)).
-		WithVariable(labelVariable("route", "Route", ttftAttempt+"_count", route))
+		WithVariable(labelVariable("model", "Model", model)).
+		WithVariable(labelVariable("route", "Route", route))
 	row := ""
 	for _, p := range Panels() {
 		if p.Row != row {
@@ -182,8 +250,15 @@ func Build() (dashboard.Dashboard, error) {
 	return b.Build()
 }
 
-func labelVariable(name, label, metric, labelName string) *dashboard.QueryVariableBuilder {
-	q := fmt.Sprintf("label_values(%s, %s)", metric, labelName)
+// VariableSeries is the series selector the model and route variables take
+// their values from: metrics that carry every route an attempt went to —
+// also a route that never produced a chunk (a route that only answers 503
+// has failed attempts: wasted chunks +0, hedges), which the attempt TTFT
+// histogram alone would miss — and every model of a call.
+var VariableSeries = fmt.Sprintf(`{__name__=~"%s"}`, strings.Join([]string{ttftAttempt + "_count", wasted, hedges, calls}, "|"))
+
+func labelVariable(name, label, labelName string) *dashboard.QueryVariableBuilder {
+	q := fmt.Sprintf("label_values(%s, %s)", VariableSeries, labelName)
 	return dashboard.NewQueryVariableBuilder(name).
 		Label(label).
 		Datasource(promDS).
@@ -205,7 +280,10 @@ func targets(p Panel, format prometheus.PromQueryFormat) []cog.Builder[variants.
 
 func panel(p Panel) cog.Builder[dashboard.Panel] {
 	if p.Heatmap {
+		// The data is already bucketed (calculate off); the unit belongs on
+		// the y axis, where the buckets are, not on the cells, which count.
 		return heatmap.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
+			Calculate(false).YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.Unit)).Unit("short").
 			Height(8).Span(12).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
 	}
 	return timeseries.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).

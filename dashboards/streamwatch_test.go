@@ -88,13 +88,97 @@ func TestPanels(t *testing.T) {
 		t.Errorf("%d expressions in JSON, %d from Exprs", exprs, len(Exprs()))
 	}
 	for _, want := range []string{
-		"Time to first chunk (caller)", "Raw versus active generation (mean per stream)", "Stall share of generation time",
-		"Stalls per stream and share of streams that stalled", "Stall duration", "Inter-chunk latency (winner, pooled gaps)",
+		"Calls by outcome", "Time to first chunk (caller)", "Raw versus active generation (mean per stream)", "Stall share of generation time",
+		"Stalls per stream", "Share of streams that stalled", "Stall duration", "Inter-chunk latency (winner, pooled gaps)",
+		"Stall time per call: upstreams versus callers", "Stall segments per call: upstreams versus callers",
 		"Hedge rate by trigger (hedges per call)", "Hedge win rate by trigger", "Watchdog timeouts and failed calls",
-		"Wasted chunks (received by losers)", "Attempt time to first chunk by route (p95)", "Stalls by route",
+		"Wasted chunks (received by cancelled losers)", "Attempt time to first chunk by route (p95)", "Hedges sent to each route",
+		"Stall segments by route (streams that outlived the silence)", "Route ejections by reason",
 	} {
 		if !titles[want] {
 			t.Errorf("no panel %q", want)
+		}
+	}
+}
+
+// panelByTitle returns the panel of Panels with the given title.
+func panelByTitle(t *testing.T, title string) Panel {
+	t.Helper()
+	for _, p := range Panels() {
+		if p.Title == title {
+			return p
+		}
+	}
+	t.Fatalf("no panel %q", title)
+	return Panel{}
+}
+
+// Each panel answers the question its title asks (the review of issue 13):
+// failed calls leave ok out, wasted chunks are the cancelled losers',
+// ratios of attempt metrics to call metrics do not filter two different
+// routes by $route, shares are percentages, and the heatmap has a unit.
+func TestPanelsAnswerTheirTitles(t *testing.T) {
+	if e := panelByTitle(t, "Watchdog timeouts and failed calls").Queries[0].Expr; !strings.Contains(e, outcome+`!="ok"`) {
+		t.Errorf("failed calls include ok: %s", e)
+	}
+	if e := panelByTitle(t, "Wasted chunks (received by cancelled losers)").Queries[0].Expr; !strings.Contains(e, aOutcome+`="canceled"`) {
+		t.Errorf("wasted chunks are not the cancelled losers': %s", e)
+	}
+	for _, p := range Panels() {
+		for _, q := range p.Queries {
+			if strings.Contains(q.Expr, calls) && (strings.Contains(q.Expr, hedges) || strings.Contains(q.Expr, stallDuration) || strings.Contains(q.Expr, stalls+"{")) &&
+				strings.Contains(q.Expr, "$route") {
+				t.Errorf("panel %q divides attempt and call metrics under $route: %s", p.Title, q.Expr)
+			}
+		}
+		if strings.Contains(strings.ToLower(p.Title), "share") && p.Unit != "percentunit" {
+			t.Errorf("panel %q is a share on unit %q", p.Title, p.Unit)
+		}
+	}
+	raw, err := JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Type    string `json:"type"`
+			Options struct {
+				YAxis struct {
+					Unit string `json:"unit"`
+				} `json:"yAxis"`
+				Calculate *bool `json:"calculate"`
+			} `json:"options"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	heatmaps := 0
+	for _, p := range d.Panels {
+		if p.Type != "heatmap" {
+			continue
+		}
+		heatmaps++
+		if p.Options.YAxis.Unit != "s" || p.Options.Calculate == nil || *p.Options.Calculate {
+			t.Errorf("heatmap y axis unit %q, calculate %v; want s and false", p.Options.YAxis.Unit, p.Options.Calculate)
+		}
+	}
+	if heatmaps != 1 {
+		t.Errorf("%d heatmaps, want 1", heatmaps)
+	}
+	// A route that only ever fails has no attempt TTFT; the route
+	// variable must still offer it.
+	for _, v := range d.Templating.List {
+		for _, m := range []string{ttftAttempt, wasted, hedges} {
+			if !strings.Contains(v.Definition, m) {
+				t.Errorf("variable %s (%s) does not read %s", v.Name, v.Definition, m)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +115,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	}
 
-	cfg, err := fakellm.LoadFile(filepath.Join(root, "testdata", "fakellm", "profiles.yaml"))
+	cfg, err := fakellm.DefaultProfiles()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +224,12 @@ func TestCollectorEndToEnd(t *testing.T) {
 		// A series born in the last flush has one sample and no rate yet;
 		// give each expression a few scrapes (1 s apart) to show data.
 		for _, expr := range dashboards.Exprs() {
+			if m := readsCallerView(expr); m != "" {
+				// The caller-view and ejection metrics need resumes and
+				// ejections the workload does not script yet.
+				t.Logf("skipped (reads %s, no data in this workload): %s", m, expr)
+				continue
+			}
 			q := strings.NewReplacer("$__rate_interval", "10m", "$model", ".*", "$route", ".*").Replace(expr)
 			deadline := time.Now().Add(20 * time.Second)
 			for {
@@ -240,9 +249,208 @@ func TestCollectorEndToEnd(t *testing.T) {
 			}
 		}
 	})
+	t.Run("dashboard panels return the numbers the script implies", func(t *testing.T) {
+		checkPanels(ctx, t, prom, total)
+	})
+	t.Run("the route variable offers a route that only answers 503", func(t *testing.T) {
+		vals, _, _, err := prom.API.LabelValues(ctx, "streamwatch_route", []string{dashboards.VariableSeries}, start, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, v := range vals {
+			got = append(got, string(v))
+		}
+		for _, want := range []string{"fakellm-server-error", "fakellm-stall", "fakellm-steady", "fakellm-slow-first"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("route variable offers %v, not %s", got, want)
+			}
+		}
+	})
+	t.Run("exemplars link stall and TTFT buckets to the stalled calls' traces", func(t *testing.T) {
+		checkExemplars(ctx, t, prom, traces.all(), start)
+	})
 	t.Run("processor output on a stalled winner", func(t *testing.T) {
 		checkStalledWinner(t, traces.all())
 	})
+}
+
+// scriptedStalls is the number of stall segments the workload scripts: the
+// three committed "stall" streams of "stall after commit" each live through
+// one 30 s silence. Every other stalling stream is cut inside its silence
+// (a hedge won, or the watchdog fired), and a silence after the last chunk
+// is not a gap.
+const scriptedStalls = 3
+
+// readsCallerView names the caller-view or ejection metric an expression
+// reads, or "".
+func readsCallerView(expr string) string {
+	for _, m := range dashboards.CallerViewMetrics {
+		if strings.Contains(expr, m) {
+			return m
+		}
+	}
+	return ""
+}
+
+var rateOf = regexp.MustCompile(`(?:rate|increase)\(([^()\[\]]+)\[\$__rate_interval\]\)`)
+
+// cumulative turns a panel expression into its answer over the whole run:
+// each rate(M[$__rate_interval]) becomes the counter M itself. The rest of
+// the expression — selectors, groupings, ratios — is the panel's own, so
+// the figures are what the panel shows in proportion, without the noise of
+// rate extrapolation over a 30 s workload.
+func cumulative(expr string) string {
+	e := rateOf.ReplaceAllString(expr, "$1")
+	return strings.NewReplacer("$model", ".*", "$route", ".*").Replace(e)
+}
+
+// panelValues evaluates every query of a panel cumulatively and keys the
+// results by their legend (with {{label}} filled in).
+func panelValues(ctx context.Context, t *testing.T, prom *stack.Prometheus, title string) map[string]float64 {
+	t.Helper()
+	var panel *dashboards.Panel
+	for _, p := range dashboards.Panels() {
+		if p.Title == title {
+			panel = &p
+			break
+		}
+	}
+	if panel == nil {
+		t.Fatalf("no panel %q", title)
+	}
+	out := map[string]float64{}
+	for _, q := range panel.Queries {
+		v, err := prom.Query(ctx, cumulative(q.Expr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range v {
+			key := q.Legend
+			for name, value := range s.Metric {
+				key = strings.ReplaceAll(key, "{{"+string(name)+"}}", string(value))
+			}
+			out[key] = float64(s.Value)
+		}
+	}
+	return out
+}
+
+// checkPanels compares the calls, failed calls, hedges, stalls and wasted
+// chunks panels with the probe's own figures and the script.
+func checkPanels(ctx context.Context, t *testing.T, prom *stack.Prometheus, total workload.Result) {
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	expect := func(title string, want map[string]float64) {
+		t.Helper()
+		got := panelValues(ctx, t, prom, title)
+		if len(got) != len(want) {
+			t.Errorf("%s: %v, the script implies %v", title, got, want)
+			return
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || !near(g, w) {
+				t.Errorf("%s: %v, the script implies %v", title, got, want)
+				return
+			}
+		}
+	}
+
+	calls, failed := map[string]float64{}, map[string]float64{}
+	for o, n := range total.Outcomes {
+		calls[string(o)] = float64(n)
+		if o != hedgeprobe.OutcomeOK {
+			failed[string(o)] = float64(n)
+		}
+	}
+	expect("Calls by outcome", calls)
+	expect("Watchdog timeouts and failed calls", failed)
+
+	rate, win := map[string]float64{}, map[string]float64{}
+	for trig, n := range total.Hedges {
+		rate[string(trig)] = float64(n) / float64(total.Calls)
+		win[string(trig)] = float64(total.HedgeWins[trig]) / float64(n)
+	}
+	expect("Hedge rate by trigger (hedges per call)", rate)
+	expect("Hedge win rate by trigger", win)
+
+	expect("Stalls per stream", map[string]float64{"stalls per stream": scriptedStalls / float64(total.Streams)})
+	expect("Share of streams that stalled", map[string]float64{"share of streams stalled": scriptedStalls / float64(total.Streams)})
+	byRoute := panelValues(ctx, t, prom, "Stall segments by route (streams that outlived the silence)")
+	for r, v := range byRoute {
+		want := 0.0
+		if r == "fakellm-stall" {
+			want = scriptedStalls
+		}
+		if v != want {
+			t.Errorf("stall segments by route: %v, the script implies %d on fakellm-stall and none elsewhere", byRoute, scriptedStalls)
+			break
+		}
+	}
+	expect("Wasted chunks (received by cancelled losers)", map[string]float64{"chunks/s": float64(total.CanceledChunks)})
+}
+
+// checkExemplars asks Prometheus for the exemplars of the stall-duration
+// and caller-TTFT histograms — what a Grafana user clicks to go from a
+// bucket to a trace — and checks they lead to the scripted stalled calls:
+// every stall exemplar to a committed "stall" stream, every TTFT exemplar
+// of the fakellm-stall route's series to a call that route won (the
+// "stall after commit" and watchdog calls), each with the value that
+// call's span carries.
+func checkExemplars(ctx context.Context, t *testing.T, prom *stack.Prometheus, spans []ptrace.Span, start time.Time) {
+	stallOf, ttftOf := map[string]float64{}, map[string]float64{}
+	for _, sp := range spans {
+		a := sp.Attributes()
+		id := sp.TraceID().String()
+		if str(a, semconv.Route) == "fakellm-stall" && str(a, semconv.AttemptOutcome) == "winner" {
+			if v, ok := a.Get(string(semconv.StallMs)); ok {
+				stallOf[id] = v.Double() / 1000
+			}
+		}
+		if sp.Name() == semconv.CallSpanName && str(a, semconv.WinnerRoute) == "fakellm-stall" {
+			if v, ok := a.Get(string(semconv.GenAIResponseTimeToFirstChunk)); ok {
+				ttftOf[id] = v.Double()
+			}
+		}
+	}
+	if len(stallOf) != scriptedStalls || len(ttftOf) != 5 {
+		t.Fatalf("traces: %d committed stall streams (want %d), %d calls won by fakellm-stall (want 5)", len(stallOf), scriptedStalls, len(ttftOf))
+	}
+	check := func(metric string, want map[string]float64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res, err := prom.API.QueryExemplars(ctx, metric+`_bucket{streamwatch_route="fakellm-stall"}`, start, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen, wrong []string
+			for _, r := range res {
+				for _, ex := range r.Exemplars {
+					id := string(ex.Labels["trace_id"])
+					if v, ok := want[id]; ok && math.Abs(float64(ex.Value)-v) < 1e-3 {
+						seen = append(seen, id)
+					} else {
+						wrong = append(wrong, fmt.Sprintf("%s=%.3fs (trace's own: %v)", id, float64(ex.Value), want[id]))
+					}
+				}
+			}
+			if len(wrong) > 0 {
+				t.Errorf("%s exemplars that do not lead to %s: %v", metric, what, wrong)
+				return
+			}
+			if len(seen) > 0 {
+				t.Logf("%s: %d exemplars, each leading to %s with its value", metric, len(seen), what)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: no exemplar after 20 s (is exemplar storage on?)", metric)
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	check(dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false), stallOf, "a committed stall stream")
+	check(dashboards.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false), ttftOf, "a call the stalling route won")
 }
 
 // checkStalledWinner compares the processed attempt span of a committed

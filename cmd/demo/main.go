@@ -30,7 +30,7 @@ func main() {
 	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
 	config := flag.String("config", "deploy/collector.yaml", "collector configuration")
-	profiles := flag.String("profiles", "testdata/fakellm/profiles.yaml", "fakellm timing profiles")
+	profiles := flag.String("profiles", "", "fakellm timing profiles file (default: fakellm's built-in profiles)")
 	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
 	flag.Parse()
 
@@ -54,7 +54,11 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 		return err
 	}
 	llmAddr := stack.Addr(port)
-	llm, err := stack.Start(ctx, dir, "fakellm", fakellmBin, []string{"-addr", llmAddr, "-profiles", profiles, "-seed", "1"}, nil)
+	llmArgs := []string{"-addr", llmAddr, "-seed", "1"}
+	if profiles != "" {
+		llmArgs = append(llmArgs, "-profiles", profiles)
+	}
+	llm, err := stack.Start(ctx, dir, "fakellm", fakellmBin, llmArgs, nil)
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 		return err
 	}
 	printProbe(os.Stdout, results)
-	printCollector(os.Stdout, m)
+	printCollector(os.Stdout, m, workload.Totals(results))
 	fmt.Printf(`
 Where to look next:
   * keep the stack up and read the raw metrics:  make demo DEMO_FLAGS=-keep
@@ -111,7 +115,7 @@ Where to look next:
   * the full stack with Grafana, Prometheus and Tempo (needs Docker):
     make collector && docker compose -f deploy/compose.yaml up
     then open http://localhost:3000, dashboard "streamwatch: LLM streams" (built from dashboards/)
-  * the definitions behind every figure: README.md, section "Definitions"
+  * the definitions behind every figure: docs/design.md §4 (metrics: docs/telemetry.md)
 `)
 	if keep {
 		fmt.Printf("\n==> still running: fakellm http://%s/v1, OTLP/HTTP %s, metrics http://%s/metrics; Ctrl-C stops everything\n",

@@ -33,6 +33,8 @@ var (
 	streamsName = dashboards.PromName(semconv.MetricStreams, semconv.UnitCount, true)
 	wastedName  = dashboards.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
 	stallDur    = dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+	callStall   = dashboards.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
+	callStalls  = dashboards.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
 )
 
 // waitMetrics scrapes url until the calls counter has seen every call.
@@ -218,7 +220,10 @@ func hedges(r workload.Result) string {
 	return strings.Join(parts, " ")
 }
 
-func printCollector(w io.Writer, f families) {
+// printCollector prints what the collector measured. Where the probe knows
+// a figure exactly (TTFT per call), the exact value is printed beside the
+// collector's bucket estimate, each labelled.
+func printCollector(w io.Writer, f families, probe workload.Result) {
 	fmt.Fprintln(w, "\nWhat the collector measured (read back from its Prometheus endpoint):")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	calls := byLabel(f, callsName, "streamwatch_outcome", nil)
@@ -232,7 +237,10 @@ func printCollector(w io.Writer, f families) {
 	sort.Strings(hs)
 	fmt.Fprintf(tw, "  hedges by trigger\t%s\n", strings.Join(hs, " "))
 	ttft := merged(f, ttftName)
-	fmt.Fprintf(tw, "  time to first chunk (caller)\tp50 %s   p99 %s\n", secs(ttft.quantile(0.5)), secs(ttft.quantile(0.99)))
+	fmt.Fprintf(tw, "  time to first chunk (caller)\tp50 %s   p99 %s   estimated: interpolated in the GenAI buckets, as histogram_quantile does\n",
+		secs(ttft.quantile(0.5)), secs(ttft.quantile(0.99)))
+	fmt.Fprintf(tw, "    … exact, from hedgeprobe\tp50 %s   p99 %s   exact: order statistics of the %d calls' Stats.TimeToFirstChunk\n",
+		dur(probe.TTFTQuantile(0.5)), dur(probe.TTFTQuantile(0.99)), len(probe.TTFTs))
 	gen, act := merged(f, genName), merged(f, activeName)
 	fmt.Fprintf(tw, "  generation per stream, mean\traw %s   active %s\n", secs(gen.mean()), secs(act.mean()))
 	share := math.NaN()
@@ -241,10 +249,17 @@ func printCollector(w io.Writer, f families) {
 	}
 	fmt.Fprintf(tw, "  stall share of generation\t%.1f %%\n", 100*share)
 	sd := merged(f, stallDur)
-	fmt.Fprintf(tw, "  stalls\t%v segments, mean %s; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
-		sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
+	fmt.Fprintf(tw, "  stalls (upstream)\t%v segments, mean %s, %s in all; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
+		secs(sd.sum), sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
+	if cs := merged(f, callStall); cs.count > 0 {
+		fmt.Fprintf(tw, "  stalls callers saw\t%v segments, %s in all over %d calls (upstream − callers = what hedging and resuming saved)\n",
+			sumCounter(f, callStalls, nil), secs(cs.sum), cs.count)
+	} else {
+		fmt.Fprintf(tw, "  stalls callers saw\tn/a: this collector does not report %s yet\n", semconv.MetricCallStallDuration)
+	}
 	fmt.Fprintf(tw, "  watchdog timeouts\tttft %v   stall %v\n", calls["ttft_timeout"], calls["stall_timeout"])
-	fmt.Fprintf(tw, "  wasted chunks (losers)\t%v\n", sumCounter(f, wastedName, nil))
+	fmt.Fprintf(tw, "  wasted chunks (cancelled losers)\t%v   (hedgeprobe: %d)\n",
+		sumCounter(f, wastedName, map[string]string{"streamwatch_attempt_outcome": "canceled"}), probe.CanceledChunks)
 	tw.Flush()
 }
 
@@ -255,6 +270,13 @@ func kv(m map[string]float64) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+func dur(d time.Duration) string {
+	if d == 0 {
+		return "n/a"
+	}
+	return secs(d.Seconds())
 }
 
 func secs(v float64) string {

@@ -1,12 +1,15 @@
 // Command fakellm is a scripted LLM upstream for tests, demos and
 // benchmarks: an OpenAI-compatible POST /v1/chat/completions and an
-// Anthropic POST /v1/messages whose timing and faults follow the profiles of
-// a YAML file, chosen per request with the X-Fakellm-Profile header.
+// Anthropic POST /v1/messages whose timing and faults follow named
+// profiles, chosen per request with the X-Fakellm-Profile header or the
+// path prefix /p/NAME. The profiles are built in; -profiles reads a file
+// instead, and -print-profiles prints the built-in ones to start one from.
+// fakellm -h lists the profiles and what each does.
 //
 // Usage:
 //
-//	fakellm [-addr 127.0.0.1:8089] [-profiles testdata/fakellm/profiles.yaml]
-//	        [-default steady] [-scale 1] [-seed 1]
+//	fakellm [-addr 127.0.0.1:8089] [-profiles FILE] [-default steady]
+//	        [-scale 1] [-seed 1] [-print-profiles]
 //
 // The first line on stdout is "fakellm listening on http://ADDR", so that a
 // script started with -addr 127.0.0.1:0 can find the port. One log line per
@@ -25,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
@@ -44,17 +48,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fakellm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8089", "listen address; 127.0.0.1:0 picks a free port")
-	profiles := fs.String("profiles", "testdata/fakellm/profiles.yaml", "profiles YAML file")
-	def := fs.String("default", "", "profile of requests without an "+fakellm.ProfileHeader+" header (default: the file's)")
+	profiles := fs.String("profiles", "", "profiles YAML file (default: the built-in profiles)")
+	def := fs.String("default", "", "profile of requests without an "+fakellm.ProfileHeader+" header (default: the profiles' own)")
 	scale := fs.Float64("scale", 1, "time scale of every scripted duration (0.01 = 100x faster)")
 	seed := fs.Uint64("seed", 1, "seed of the random draws")
-	if err := fs.Parse(args); err != nil {
+	printProfiles := fs.Bool("print-profiles", false, "print the built-in profiles as YAML and exit")
+	fs.Usage = func() { usage(fs) }
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil // -h: the usage is the answer
+	} else if err != nil {
+		return err
+	}
+	if *printProfiles {
+		_, err := stdout.Write(fakellm.DefaultProfilesYAML())
 		return err
 	}
 	if *scale <= 0 {
 		return fmt.Errorf("-scale: %v must be > 0", *scale)
 	}
-	cfg, err := fakellm.LoadFile(*profiles)
+	cfg, err := loadProfiles(*profiles)
 	if err != nil {
 		return err
 	}
@@ -78,7 +90,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
 	fmt.Fprintf(stdout, "fakellm listening on http://%s\n", ln.Addr())
-	logger.Info("ready", "profiles", *profiles, "default", cfg.Default, "names", cfg.Names(), "scale", *scale, "seed", *seed)
+	source := *profiles
+	if source == "" {
+		source = "built-in"
+	}
+	logger.Info("ready", "profiles", source, "default", cfg.Default, "names", cfg.Names(), "scale", *scale, "seed", *seed)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -96,4 +112,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// loadProfiles reads path, or the built-in profiles when path is empty.
+func loadProfiles(path string) (*fakellm.Config, error) {
+	if path == "" {
+		return fakellm.DefaultProfiles()
+	}
+	return fakellm.LoadFile(path)
+}
+
+// usage is -h: the flags, how a request picks a profile, and the built-in
+// profiles with what each does.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, `fakellm: a scripted OpenAI- and Anthropic-compatible upstream.
+
+  POST /v1/chat/completions (OpenAI)   POST /v1/messages (Anthropic)
+  Pick a profile per request with the header %s: NAME, or per client
+  with the base URL http://ADDR/p/NAME/v1 (Anthropic: http://ADDR/p/NAME).
+
+Flags:
+`, fakellm.ProfileHeader)
+	fs.PrintDefaults()
+	cfg, err := fakellm.DefaultProfiles()
+	if err != nil {
+		fmt.Fprintln(w, "\n", err)
+		return
+	}
+	fmt.Fprintf(w, "\nBuilt-in profiles (default %s):\n", cfg.Default)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, name := range cfg.Names() {
+		fmt.Fprintf(tw, "  %s\t%s\n", name, cfg.Profiles[name].Description)
+	}
+	_ = tw.Flush()
 }

@@ -11,22 +11,26 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestRunServesAndShutsDown starts the command in-process on a free port,
-// finds the address on its first stdout line, streams a request that would
-// last 30 s, and checks that cancelling (what SIGINT/SIGTERM do) ends the
-// stream and returns nil.
+// from a directory without any profiles file (they are built in), finds the
+// address on its first stdout line, streams a request that would last 30 s,
+// and checks that cancelling (what SIGINT/SIGTERM do) ends the stream and
+// returns nil.
 func TestRunServesAndShutsDown(t *testing.T) {
+	t.Chdir(t.TempDir())
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	outR, outW := io.Pipe()
 	logs := &syncWriter{b: &strings.Builder{}}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-addr", "127.0.0.1:0", "-profiles", "../../testdata/fakellm/profiles.yaml", "-scale", "1", "-seed", "3"}, outW, logs)
+		errc <- run(ctx, []string{"-addr", "127.0.0.1:0", "-scale", "1", "-seed", "3"}, outW, logs)
 		_ = outW.Close()
 	}()
 	line, err := bufio.NewReader(outR).ReadString('\n')
@@ -72,6 +76,44 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	if !strings.Contains(logs.String(), "profile=stall") {
 		t.Errorf("no request log line in:\n%s", logs.String())
+	}
+}
+
+// -h succeeds and lists every built-in profile with its description, and
+// how a request picks one.
+func TestHelpListsProfiles(t *testing.T) {
+	var out strings.Builder
+	if err := run(t.Context(), []string{"-h"}, io.Discard, &out); err != nil {
+		t.Fatalf("-h: %v", err)
+	}
+	cfg, err := fakellm.DefaultProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range cfg.Names() {
+		line := "  " + name + " "
+		if !strings.Contains(out.String(), line) || !strings.Contains(out.String(), cfg.Profiles[name].Description) {
+			t.Errorf("-h does not list %s (%q)", name, cfg.Profiles[name].Description)
+		}
+	}
+	for _, want := range []string{"X-Fakellm-Profile: NAME", "/p/NAME/v1", "-print-profiles"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h does not say %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// -print-profiles prints the built-in file, which -profiles reads back.
+func TestPrintProfiles(t *testing.T) {
+	var out strings.Builder
+	if err := run(t.Context(), []string{"-print-profiles"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(fakellm.DefaultProfilesYAML()) {
+		t.Error("-print-profiles is not the built-in profiles file")
+	}
+	if _, err := fakellm.Parse([]byte(out.String())); err != nil {
+		t.Errorf("printed profiles do not parse: %v", err)
 	}
 }
 

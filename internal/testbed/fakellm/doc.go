@@ -1,7 +1,7 @@
 // Package fakellm is the scripted upstream behind cmd/fakellm: an
 // OpenAI-compatible POST /v1/chat/completions and an Anthropic POST
 // /v1/messages, streaming or not, whose timing and faults follow named
-// profiles from a YAML file (testdata/fakellm/profiles.yaml): a TTFT
+// profiles from a YAML file (built in: profiles.yaml here, DefaultProfiles): a TTFT
 // distribution, the inter-chunk time, the chunk count, silences with or
 // without keepalives, a mid-stream error payload, a disconnect without the
 // terminal event, an HTTP status with Retry-After.
@@ -14,7 +14,7 @@
 //
 // Tests start it in-process:
 //
-//	cfg, _ := fakellm.LoadFile("testdata/fakellm/profiles.yaml")
+//	cfg, _ := fakellm.DefaultProfiles() // or LoadFile(path) for your own
 //	srv, _ := fakellm.New(fakellm.Options{Config: cfg, Scale: 0.01})
 //	ts := httptest.NewServer(srv)
 //	defer ts.Close()

@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,7 +47,7 @@ func budget(c hedgeprobe.Config) hedgeprobe.Config {
 }
 
 // Scenarios is the demo workload. Profile timings are in
-// testdata/fakellm/profiles.yaml: "steady" streams 40 chunks 25 ms apart
+// fakellm's built-in profiles: "steady" streams 40 chunks 25 ms apart
 // after ~300 ms; "stall" falls silent for 30 s (with keepalives) after
 // chunk 5; "slow-first" waits 8 s for its first chunk; "server-error"
 // answers 503.
@@ -90,6 +92,16 @@ type Result struct {
 	Truncated int
 	// ChunksDelivered sums content chunks the callers received.
 	ChunksDelivered int64
+	// TTFTs holds, per call that delivered content, the time the caller
+	// waited for its first content chunk (Stats.TimeToFirstChunk): exact
+	// figures, where the collector's histogram only has buckets.
+	TTFTs []time.Duration
+	// Streams counts attempts that received at least one content chunk:
+	// what the connector's streamwatch.streams counts.
+	Streams int
+	// CanceledChunks sums the content chunks of attempts cancelled because
+	// another won: the wasted chunks of the dashboard and the demo.
+	CanceledChunks int64
 	// Errors holds one example error text per outcome other than ok.
 	Errors map[hedgeprobe.Outcome]string
 }
@@ -157,7 +169,16 @@ func call(ctx context.Context, p *hedgeprobe.Prober[sse.ChatChunk], routes []hed
 func record(r *Result, st hedgeprobe.Stats, err error) {
 	r.Outcomes[st.Outcome]++
 	r.ChunksDelivered += st.ChunksDelivered
+	if st.ChunksDelivered > 0 {
+		r.TTFTs = append(r.TTFTs, st.TimeToFirstChunk)
+	}
 	for _, a := range st.Attempts {
+		if a.ContentChunks > 0 {
+			r.Streams++
+		}
+		if a.Outcome == hedgeprobe.AttemptCanceled && st.Winner >= 0 && a.Index != st.Winner {
+			r.CanceledChunks += a.ContentChunks
+		}
 		if a.Index == 0 {
 			continue
 		}
@@ -183,6 +204,9 @@ func Totals(rs []Result) Result {
 		t.Calls += r.Calls
 		t.Truncated += r.Truncated
 		t.ChunksDelivered += r.ChunksDelivered
+		t.TTFTs = append(t.TTFTs, r.TTFTs...)
+		t.Streams += r.Streams
+		t.CanceledChunks += r.CanceledChunks
 		for k, v := range r.Outcomes {
 			t.Outcomes[k] += v
 		}
@@ -194,4 +218,17 @@ func Totals(rs []Result) Result {
 		}
 	}
 	return t
+}
+
+// TTFTQuantile is the exact q-quantile of r.TTFTs by nearest rank: the
+// smallest TTFT that at least q of the calls did not exceed. It is 0 when
+// no call delivered content.
+func (r Result) TTFTQuantile(q float64) time.Duration {
+	if len(r.TTFTs) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.TTFTs)
+	slices.Sort(s)
+	rank := int(math.Ceil(q * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
 }

@@ -1,0 +1,52 @@
+package workload
+
+import (
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+func TestTTFTQuantileIsExact(t *testing.T) {
+	var r Result
+	for _, ms := range []int{300, 310, 320, 8000, 305, 1000, 290, 315, 330, 1005} {
+		r.TTFTs = append(r.TTFTs, time.Duration(ms)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{
+		0.5:  315 * time.Millisecond, // 5th of 10
+		0.9:  1005 * time.Millisecond,
+		0.99: 8 * time.Second, // never above the slowest call
+		0:    290 * time.Millisecond,
+	} {
+		if got := r.TTFTQuantile(q); got != want {
+			t.Errorf("q%v = %v, want %v", q, got, want)
+		}
+	}
+	if got := (Result{}).TTFTQuantile(0.5); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+// A hedged call counts every attempt that streamed, the loser's chunks as
+// cancelled, and the caller's TTFT; a call that failed after delivering
+// content counts its committed attempt's chunks as delivered, not wasted.
+func TestRecordCountsStreamsAndWaste(t *testing.T) {
+	r := Result{Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
+		HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
+	record(&r, hedgeprobe.Stats{
+		Winner: 1, Outcome: hedgeprobe.OutcomeOK, TimeToFirstChunk: 2 * time.Second, ChunksDelivered: 40,
+		Attempts: []hedgeprobe.AttemptStats{
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptCanceled, ContentChunks: 5},
+			{Index: 1, Trigger: hedgeprobe.TriggerStall, Outcome: hedgeprobe.AttemptWinner, ContentChunks: 40},
+		},
+	}, nil)
+	record(&r, hedgeprobe.Stats{
+		Winner: 0, Outcome: hedgeprobe.OutcomeStallTimeout, TimeToFirstChunk: 300 * time.Millisecond, ChunksDelivered: 5,
+		Attempts: []hedgeprobe.AttemptStats{
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptFailed, ContentChunks: 5},
+		},
+	}, nil)
+	if r.Streams != 3 || r.CanceledChunks != 5 || len(r.TTFTs) != 2 || r.Hedges[hedgeprobe.TriggerStall] != 1 {
+		t.Errorf("streams %d, cancelled chunks %d, TTFTs %v, hedges %v", r.Streams, r.CanceledChunks, r.TTFTs, r.Hedges)
+	}
+}
