@@ -45,6 +45,7 @@ var ownCounters = []string{
 	"otelcol_processor_streamwatch_spans_derived",
 	"otelcol_processor_streamwatch_spans_partial",
 	"otelcol_processor_streamwatch_spans_anomaly",
+	"otelcol_processor_streamwatch_spans_burst",
 	"otelcol_processor_streamwatch_segments_dropped",
 }
 

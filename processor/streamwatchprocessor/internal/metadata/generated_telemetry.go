@@ -32,6 +32,7 @@ type TelemetryBuilder struct {
 	registrations                       []metric.Registration
 	ProcessorStreamwatchSegmentsDropped metric.Int64Counter
 	ProcessorStreamwatchSpansAnomaly    metric.Int64Counter
+	ProcessorStreamwatchSpansBurst      metric.Int64Counter
 	ProcessorStreamwatchSpansDerived    metric.Int64Counter
 	ProcessorStreamwatchSpansPartial    metric.Int64Counter
 }
@@ -71,6 +72,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.ProcessorStreamwatchSpansBurst, err = builder.meter.Int64Counter(
+		"otelcol_processor_streamwatch_spans_burst",
+		metric.WithDescription("Number of derived spans whose chunks arrived together (mean gap under 1 ms); their rates (ITL, TPOT, active TPS) are absent. [Alpha]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorStreamwatchSpansDerived, err = builder.meter.Int64Counter(
 		"otelcol_processor_streamwatch_spans_derived",
 		metric.WithDescription("Number of spans carrying a chunk timeline that the processor derived figures for (any derivation status). [Alpha]"),
@@ -79,7 +86,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorStreamwatchSpansPartial, err = builder.meter.Int64Counter(
 		"otelcol_processor_streamwatch_spans_partial",
-		metric.WithDescription("Number of derived spans whose derivation is partial (timeline shorter than streamwatch.chunk.count, or span events dropped). [Alpha]"),
+		metric.WithDescription("Number of derived spans whose timeline is incomplete (shorter than streamwatch.chunk.count, or span events dropped), whether their derivation is partial or burst. [Alpha]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

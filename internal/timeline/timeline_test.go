@@ -64,7 +64,7 @@ func TestReadForms(t *testing.T) {
 	assert.Equal(t, int64(1), in.ExpectedChunks)
 	assert.False(t, in.EventsDropped, "dropped events only matter to the event form")
 	assert.Contains(t, in.Note, "both timeline forms present")
-	require.Empty(t, in.Problem)
+	require.Empty(t, in.Malformed)
 }
 
 func TestReadLaunchOffset(t *testing.T) {
