@@ -83,10 +83,10 @@ func TestBadInput(t *testing.T) {
 		{"route as int", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Route), 7) },
 			"attribute=streamwatch.route,reason=wrong_type", "", semconv.MetricHedges},
 		{"offsets as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.ChunkOffsetsUs), "1,2,3") },
-			"attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+			"attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
 		{"offsets with a string element", false, func(sp ptrace.Span) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(1), "x"})
-		}, "attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
 		{"offsets going back", false, func(sp ptrace.Span) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
 		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
@@ -98,7 +98,7 @@ func TestBadInput(t *testing.T) {
 				sp.Attributes().Remove(k)
 			}
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
-		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
+		}, "attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {

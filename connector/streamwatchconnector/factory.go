@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 )
 
 // typeStr is the component type.
@@ -33,7 +35,7 @@ func createDefaultConfig() component.Config {
 		Interval:       15 * time.Second,
 		MaxSeries:      1000,
 		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
-		StallThreshold: 2 * time.Second,
+		StallThreshold: stallthreshold.Default,
 	}
 }
 
