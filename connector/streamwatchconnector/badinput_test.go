@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/internal/stagetest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -140,7 +141,7 @@ func TestBadInput(t *testing.T) {
 			require.NotPanics(t, func() { require.NoError(t, c.ConsumeTraces(context.Background(), td)) })
 			require.NoError(t, c.flush(context.Background()))
 
-			got := telemetryCounts(t, tel)
+			got := stagetest.Counters(t, tel)
 			assert.Equal(t, int64(1), got[telemetryInvalid+"{"+tt.want+"}"], "telemetry: %v", got)
 			names := map[string]bool{}
 			for _, md := range sink.AllMetrics() {
