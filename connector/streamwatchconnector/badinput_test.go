@@ -142,7 +142,7 @@ func TestBadInput(t *testing.T) {
 			require.NoError(t, c.flush(context.Background()))
 
 			got := stagetest.Counters(t, tel)
-			assert.Equal(t, int64(1), got[telemetryInvalid+"{"+tt.want+"}"], "telemetry: %v", got)
+			assert.Equal(t, int64(1), got["otelcol_connector_streamwatch_invalid_values{"+tt.want+"}"], "telemetry: %v", got)
 			names := map[string]bool{}
 			for _, md := range sink.AllMetrics() {
 				assertSane(t, md)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
 )
 
@@ -22,8 +23,8 @@ func TestLoadConfig(t *testing.T) {
 		id   component.ID
 		want *Config
 	}{
-		{id: component.NewID(component.MustNewType(typeStr)), want: createDefaultConfig().(*Config)},
-		{id: component.NewIDWithName(component.MustNewType(typeStr), "custom"), want: &Config{
+		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
+		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
 			Interval:       time.Second,
 			MaxSeries:      50,
 			Exemplars:      ExemplarsConfig{MaxPerDataPoint: 0},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/measure"
+	"github.com/streamwatch/streamwatch/internal/owntelemetry/owntelemetrytest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -22,7 +23,7 @@ func TestReadmeMetricTable(t *testing.T) {
 		row := "| `" + d.Name + "` | `" + semconv.PromName(d.Name, d.Unit, d.Kind == aggregate.Sum) + "` |"
 		assert.Contains(t, readme, row, "README row for %s", d.Name)
 	}
-	for _, name := range []string{telemetryInvalid, telemetryOverflow, telemetryDerived, telemetryNoGaps} {
-		assert.Contains(t, readme, "`"+name+"`")
+	for _, c := range owntelemetrytest.Declared(t, "metadata.yaml") {
+		assert.Contains(t, readme, "`"+c.Name+"`")
 	}
 }
