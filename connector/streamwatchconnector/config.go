@@ -83,14 +83,9 @@ var builtin = map[string]bool{
 	semconv.MetricOverflow:              true,
 }
 
-// Unmarshal decodes the configuration. stall_threshold is checked before
-// decoding so that a value that is not a duration names where it came from.
-func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	if err := stallthreshold.CheckRaw(conf.Get(stallthreshold.Key)); err != nil {
-		return err
-	}
-	return conf.Unmarshal(c)
-}
+// Unmarshal decodes the configuration; a stall_threshold that is not a
+// duration is reported with where it most likely came from.
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
 
 // Validate checks the configuration and reports every invalid field.
 func (c *Config) Validate() error {

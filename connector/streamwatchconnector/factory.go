@@ -14,11 +14,8 @@ import (
 
 // NewFactory returns the factory of the streamwatch connector.
 func NewFactory() connector.Factory {
-	return connector.NewFactory(
-		metadata.Type,
-		createDefaultConfig,
-		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability),
-	)
+	return connector.NewFactory(metadata.Type, createDefaultConfig,
+		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability))
 }
 
 func createDefaultConfig() component.Config {

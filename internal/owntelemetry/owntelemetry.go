@@ -6,20 +6,24 @@
 //
 // The canonical use, in a component's internal/metadata:
 //
-//	cs, err := owntelemetry.Int64Counters(Meter(settings), []owntelemetry.Counter{
-//		{Name: "otelcol_processor_streamwatch_spans_derived", Unit: "{span}", Description: "…"},
+//	b := new(TelemetryBuilder)
+//	err := owntelemetry.Create(settings, ScopeName, []owntelemetry.Counter{
+//		{Into: &b.SpansDerived, Name: "otelcol_processor_streamwatch_spans_derived", Unit: "{span}", Description: "…"},
 //	})
 package owntelemetry
 
 import (
 	"errors"
 
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/metric"
 )
 
 // Counter declares one monotonic int64 sum, as a telemetry.metrics entry
-// of metadata.yaml does.
+// of metadata.yaml does, and where it goes.
 type Counter struct {
+	// Into is the builder field the created counter is stored in.
+	Into *metric.Int64Counter
 	// Name is the full metric name, "otelcol_" included.
 	Name string
 	// Description is metadata.yaml's description; the stability is
@@ -27,18 +31,21 @@ type Counter struct {
 	Description string
 	// Unit is the UCUM unit, such as "{span}".
 	Unit string
+	// Attributes are the keys its data points carry (documentation; the
+	// component sets them when it records).
+	Attributes []string
 }
 
-// Int64Counters creates one counter per declaration on meter, in order.
-// Every creation error is reported, joined; a counter that failed is the
-// no-op the meter returned.
-func Int64Counters(meter metric.Meter, decls []Counter) ([]metric.Int64Counter, error) {
-	out := make([]metric.Int64Counter, len(decls))
+// Create creates every declared counter on the meter of scope and stores
+// it in its Into. Every creation error is reported, joined; a counter that
+// failed is the no-op the meter returned.
+func Create(settings component.TelemetrySettings, scope string, decls []Counter) error {
+	meter := settings.MeterProvider.Meter(scope)
 	var errs []error
-	for i, d := range decls {
+	for _, d := range decls {
 		c, err := meter.Int64Counter(d.Name, metric.WithDescription(d.Description+" [Alpha]"), metric.WithUnit(d.Unit))
-		out[i] = c
+		*d.Into = c
 		errs = append(errs, err)
 	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }

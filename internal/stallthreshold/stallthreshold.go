@@ -7,13 +7,7 @@
 //
 // The canonical use, in a component's config:
 //
-//	func (c *Config) Unmarshal(conf *confmap.Conf) error {
-//		if err := stallthreshold.CheckRaw(conf.Get(stallthreshold.Key)); err != nil {
-//			return err
-//		}
-//		return conf.Unmarshal(c)
-//	}
-//
+//	func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
 //	func (c *Config) Validate() error { return stallthreshold.Check(c.StallThreshold) }
 package stallthreshold
 
@@ -21,6 +15,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/collector/confmap"
 )
 
 // Key is the YAML key of the threshold in both components.
@@ -50,6 +46,15 @@ func Check(d time.Duration) error {
 		return fmt.Errorf("%s must be a whole number of microseconds (the timeline's resolution), got %q", Key, d.String())
 	}
 	return nil
+}
+
+// Unmarshal decodes conf into cfg, a component config holding Key, after
+// checking Key's raw value with CheckRaw.
+func Unmarshal(conf *confmap.Conf, cfg any) error {
+	if err := CheckRaw(conf.Get(Key)); err != nil {
+		return err
+	}
+	return conf.Unmarshal(cfg)
 }
 
 // CheckRaw checks the configured value before it is decoded, so that a

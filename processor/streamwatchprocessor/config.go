@@ -58,22 +58,14 @@ var (
 	_ confmap.Unmarshaler = (*Config)(nil)
 )
 
-// Unmarshal decodes the configuration. stall_threshold is checked before
-// decoding so that a value that is not a duration names where it came from.
-func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	if err := stallthreshold.CheckRaw(conf.Get(stallthreshold.Key)); err != nil {
-		return err
-	}
-	return conf.Unmarshal(c)
-}
+// Unmarshal decodes the configuration; a stall_threshold that is not a
+// duration is reported with where it most likely came from.
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
 
 // Validate checks the configuration and reports every invalid field;
 // messages name the YAML key and the value.
 func (c *Config) Validate() error {
-	var errs []error
-	if err := stallthreshold.Check(c.StallThreshold); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{stallthreshold.Check(c.StallThreshold)}
 	if c.MaxSegments < 0 {
 		errs = append(errs, fmt.Errorf("max_segments must be 0 or more, got %d", c.MaxSegments))
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
@@ -44,11 +43,11 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run("streamwatch/"+tt.id, func(t *testing.T) {
-			id := component.NewID(typ)
+			key := "streamwatch"
 			if tt.id != "" {
-				id = component.NewIDWithName(typ, tt.id)
+				key += "/" + tt.id
 			}
-			sub, err := cm.Sub(id.String())
+			sub, err := cm.Sub(key)
 			require.NoError(t, err)
 			cfg := NewFactory().CreateDefaultConfig()
 			require.NoError(t, sub.Unmarshal(cfg))

@@ -44,11 +44,6 @@ func newProcessor(cfg *Config, set component.TelemetrySettings) (*streamwatch, e
 	}, nil
 }
 
-func (p *streamwatch) shutdown(context.Context) error {
-	p.telemetry.Shutdown()
-	return nil
-}
-
 func (p *streamwatch) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
 	sc := p.scratch.Get().(*timeline.Buffers)
 	var c counts

@@ -18,10 +18,6 @@ import (
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/metadata"
 )
 
-// -update rewrites every stage's expected.yaml and telemetry.yaml from the
-// processor's current output. Review the diff before committing it.
-var update = flag.Bool("update", false, "rewrite the expected output of every stage in testdata/")
-
 // TestStages runs every stage directory under testdata/ (the layout of
 // internal/stagetest, shared with the connector): expected.yaml holds the
 // output traces.
@@ -67,3 +63,7 @@ func runProcessor(t testing.TB, cfg *Config, tel *componenttest.Telemetry, in pt
 	require.Len(t, all, 1)
 	return all[0]
 }
+
+// -update rewrites every stage's expected.yaml and telemetry.yaml from the
+// processor's current output. Review the diff before committing it.
+var update = flag.Bool("update", false, "rewrite the expected output of every stage in testdata/")

@@ -4,9 +4,11 @@ package owntelemetrytest
 
 import (
 	"os"
+	"reflect"
 	"sort"
 	"testing"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/internal/owntelemetry"
@@ -16,8 +18,9 @@ import (
 type metadata struct {
 	Telemetry struct {
 		Metrics map[string]struct {
-			Description string `yaml:"description"`
-			Unit        string `yaml:"unit"`
+			Description string   `yaml:"description"`
+			Unit        string   `yaml:"unit"`
+			Attributes  []string `yaml:"attributes"`
 		} `yaml:"metrics"`
 	} `yaml:"telemetry"`
 }
@@ -36,14 +39,15 @@ func Declared(t *testing.T, path string) []owntelemetry.Counter {
 	}
 	out := make([]owntelemetry.Counter, 0, len(md.Telemetry.Metrics))
 	for name, m := range md.Telemetry.Metrics {
-		out = append(out, owntelemetry.Counter{Name: "otelcol_" + name, Description: m.Description, Unit: m.Unit})
+		out = append(out, owntelemetry.Counter{Name: "otelcol_" + name, Description: m.Description, Unit: m.Unit, Attributes: m.Attributes})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // CheckInStep fails the test unless code declares exactly the counters of
-// metadata.yaml at path, with the same units and descriptions.
+// metadata.yaml at path, with the same units, descriptions and attributes,
+// each stored in a field of its own.
 func CheckInStep(t *testing.T, path string, code []owntelemetry.Counter) {
 	t.Helper()
 	got := append([]owntelemetry.Counter(nil), code...)
@@ -52,8 +56,14 @@ func CheckInStep(t *testing.T, path string, code []owntelemetry.Counter) {
 	if len(got) != len(want) {
 		t.Fatalf("the code declares %d counters, %s %d", len(got), path, len(want))
 	}
+	into := map[*metric.Int64Counter]bool{}
 	for i := range want {
-		if got[i] != want[i] {
+		if into[got[i].Into] || got[i].Into == nil {
+			t.Errorf("counter %s has no field of its own", got[i].Name)
+		}
+		into[got[i].Into] = true
+		got[i].Into = nil
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("counter %d:\n code %+v\n yaml %+v", i, got[i], want[i])
 		}
 	}

@@ -7,5 +7,5 @@ import (
 )
 
 func TestTelemetryInStepWithMetadata(t *testing.T) {
-	owntelemetrytest.CheckInStep(t, "../../metadata.yaml", telemetryCounters)
+	owntelemetrytest.CheckInStep(t, "../../metadata.yaml", new(TelemetryBuilder).counters())
 }
