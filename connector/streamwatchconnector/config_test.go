@@ -78,6 +78,8 @@ func TestConfigInvalid(t *testing.T) {
 			`dimensions[0] "streamwatch.route" is already an attribute of the connector's metrics`},
 		{"overflow dimension", map[string]any{"dimensions": []any{"otel.metric.overflow"}},
 			`dimensions[0] "otel.metric.overflow" is already an attribute of the connector's metrics`},
+		{"derivation dimension", map[string]any{"dimensions": []any{"streamwatch.derivation"}},
+			`dimensions[0] "streamwatch.derivation" is already an attribute of the connector's metrics`},
 		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
 	}
 	for _, tt := range tests {
