@@ -182,19 +182,3 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 		}
 	}
 }
-
-func TestPromName(t *testing.T) {
-	for _, tc := range []struct {
-		name, unit string
-		counter    bool
-		want       string
-	}{
-		{"gen_ai.client.operation.time_to_first_chunk", "s", false, "gen_ai_client_operation_time_to_first_chunk_seconds"},
-		{"streamwatch.stalls", "{count}", true, "streamwatch_stalls_total"},
-		{"streamwatch.wasted_chunks", "{chunk}", true, "streamwatch_wasted_chunks_total"},
-	} {
-		if got := PromName(tc.name, tc.unit, tc.counter); got != tc.want {
-			t.Errorf("PromName(%q) = %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}

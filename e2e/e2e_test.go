@@ -172,7 +172,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		t.Logf("probe: %-45s %v hedges=%v wins=%v truncated=%d", r.Scenario, r.Outcomes, r.Hedges, r.HedgeWins, r.Truncated)
 	}
 
-	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total.Calls))
 
 	t.Run("calls by outcome match the probe", func(t *testing.T) {
@@ -184,7 +184,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("hedges launched and won match the probe", func(t *testing.T) {
-		hedges := dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+		hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
 		for _, trig := range []hedgeprobe.Trigger{hedgeprobe.TriggerTTFT, hedgeprobe.TriggerStall, hedgeprobe.TriggerError} {
 			got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="`+string(trig)+`"})`)
 			if got != float64(total.Hedges[trig]) {
@@ -200,9 +200,9 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("a scripted 30 s silence is a 30 s stall", func(t *testing.T) {
-		stall := dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
-		gen := dashboards.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
-		act := dashboards.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+		stall := semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+		gen := semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+		act := semconv.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
 		// Only the committed "stall" streams live through their silence;
 		// hedged-away losers are cut inside it (a silence after the last
 		// chunk is not a gap), and the watchdog scenario fails at 10 s.
@@ -449,8 +449,8 @@ func checkExemplars(ctx context.Context, t *testing.T, prom *stack.Prometheus, s
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
-	check(dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false), stallOf, "a committed stall stream")
-	check(dashboards.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false), ttftOf, "a call the stalling route won")
+	check(semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false), stallOf, "a committed stall stream")
+	check(semconv.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false), ttftOf, "a call the stalling route won")
 }
 
 // checkStalledWinner compares the processed attempt span of a committed

@@ -214,7 +214,9 @@ const (
 	CallTTFTMs = attribute.Key("streamwatch.call_ttft_ms")
 	// StallThresholdMs is the threshold T used, for audit.
 	StallThresholdMs = attribute.Key("streamwatch.stall_threshold_ms")
-	// Derivation is "complete", "partial" or "anomaly".
+	// Derivation is "complete", "partial", "burst" or "anomaly"; the
+	// connector also puts it on MetricStreams, so the share of streams
+	// whose rates cannot be measured (bursts) is one query.
 	Derivation = attribute.Key("streamwatch.derivation")
 	// DerivationProblem says, in words, why a derivation is not complete.
 	DerivationProblem = attribute.Key("streamwatch.derivation.problem")

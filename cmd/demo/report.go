@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/streamwatch/streamwatch/dashboards"
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 	"github.com/streamwatch/streamwatch/semconv"
@@ -24,17 +23,17 @@ import (
 type families map[string]*dto.MetricFamily
 
 var (
-	callsName   = dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	hedgesName  = dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
-	ttftName    = dashboards.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
-	genName     = dashboards.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
-	activeName  = dashboards.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
-	stallsName  = dashboards.PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	streamsName = dashboards.PromName(semconv.MetricStreams, semconv.UnitCount, true)
-	wastedName  = dashboards.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
-	stallDur    = dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
-	callStall   = dashboards.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
-	callStalls  = dashboards.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
+	callsName   = semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	hedgesName  = semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	ttftName    = semconv.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
+	genName     = semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+	activeName  = semconv.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+	stallsName  = semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	streamsName = semconv.PromName(semconv.MetricStreams, semconv.UnitCount, true)
+	wastedName  = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
+	stallDur    = semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+	callStall   = semconv.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
+	callStalls  = semconv.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
 )
 
 // waitMetrics scrapes url until the calls counter has seen every call.

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/internal/stagetest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -83,10 +84,10 @@ func TestBadInput(t *testing.T) {
 		{"route as int", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Route), 7) },
 			"attribute=streamwatch.route,reason=wrong_type", "", semconv.MetricHedges},
 		{"offsets as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.ChunkOffsetsUs), "1,2,3") },
-			"attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+			"attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
 		{"offsets with a string element", false, func(sp ptrace.Span) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(1), "x"})
-		}, "attribute=streamwatch.chunk.offsets_us,reason=wrong_type", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
+		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
 		{"offsets going back", false, func(sp ptrace.Span) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
 		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
@@ -98,7 +99,7 @@ func TestBadInput(t *testing.T) {
 				sp.Attributes().Remove(k)
 			}
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
-		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
+		}, "attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {
@@ -140,8 +141,8 @@ func TestBadInput(t *testing.T) {
 			require.NotPanics(t, func() { require.NoError(t, c.ConsumeTraces(context.Background(), td)) })
 			require.NoError(t, c.flush(context.Background()))
 
-			got := telemetryCounts(t, tel)
-			assert.Equal(t, int64(1), got[telemetryInvalid+"{"+tt.want+"}"], "telemetry: %v", got)
+			got := stagetest.Counters(t, tel)
+			assert.Equal(t, int64(1), got["otelcol_connector_streamwatch_invalid_values{"+tt.want+"}"], "telemetry: %v", got)
 			names := map[string]bool{}
 			for _, md := range sink.AllMetrics() {
 				assertSane(t, md)

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -31,11 +32,15 @@ type Config struct {
 	// Exemplars configures the exemplars attached to histogram data points.
 	Exemplars ExemplarsConfig `mapstructure:"exemplars"`
 
-	// StallThreshold is the threshold T used only for attempt spans the
-	// streamwatch processor did not derive (no streamwatch.derivation
-	// attribute) but that still carry their raw chunk timeline: the connector
-	// then derives the figures itself with the same math. Keep it equal to
-	// the processor's stall_threshold. Default 2s. Must be positive.
+	// StallThreshold is the threshold T used only for spans the streamwatch
+	// processor did not derive (no streamwatch.derivation attribute) but
+	// that still carry their raw chunk timeline: the connector then derives
+	// the figures itself on the processor's path (internal/timeline). Keep
+	// it equal to the processor's stall_threshold. Default 2s. The
+	// processor's rule applies (internal/stallthreshold): at least 1µs and a
+	// whole number of microseconds, and a value that is not a duration is
+	// rejected with an error naming STREAM__STALL_THRESHOLD_MS, which the
+	// shipped collector config reads it from.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
 
 	// Dimensions are extra span attribute keys added to every metric of the
@@ -58,22 +63,31 @@ type ExemplarsConfig struct {
 	_ struct{}
 }
 
-var _ confmap.Validator = (*Config)(nil)
+var (
+	_ confmap.Validator   = (*Config)(nil)
+	_ confmap.Unmarshaler = (*Config)(nil)
+)
 
 // builtin are the attribute keys the connector sets itself; a dimension
 // may not shadow them.
 var builtin = map[string]bool{
-	string(semconv.GenAIProviderName): true,
-	string(semconv.GenAIRequestModel): true,
-	string(semconv.Route):             true,
-	string(semconv.AttemptOutcome):    true,
-	string(semconv.AttemptTrigger):    true,
-	string(semconv.Outcome):           true,
-	string(semconv.Stalled):           true,
-	semconv.MetricOverflow:            true,
+	string(semconv.GenAIProviderName):   true,
+	string(semconv.GenAIRequestModel):   true,
+	string(semconv.Route):               true,
+	string(semconv.AttemptOutcome):      true,
+	string(semconv.AttemptTrigger):      true,
+	string(semconv.Outcome):             true,
+	string(semconv.Stalled):             true,
+	string(semconv.Derivation):          true,
+	string(semconv.EventEjectionReason): true,
+	semconv.MetricOverflow:              true,
 }
 
-// Validate checks the configuration.
+// Unmarshal decodes the configuration; a stall_threshold that is not a
+// duration is reported with where it most likely came from.
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+
+// Validate checks the configuration and reports every invalid field.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.Interval <= 0 {
@@ -85,8 +99,8 @@ func (c *Config) Validate() error {
 	if c.Exemplars.MaxPerDataPoint < 0 {
 		errs = append(errs, fmt.Errorf("exemplars::max_per_data_point must not be negative, got %d", c.Exemplars.MaxPerDataPoint))
 	}
-	if c.StallThreshold <= 0 {
-		errs = append(errs, fmt.Errorf("stall_threshold must be positive, got %s", c.StallThreshold))
+	if err := stallthreshold.Check(c.StallThreshold); err != nil {
+		errs = append(errs, err)
 	}
 	seen := map[string]bool{}
 	for i, d := range c.Dimensions {

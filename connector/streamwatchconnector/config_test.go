@@ -11,6 +11,9 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
+	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -20,8 +23,8 @@ func TestLoadConfig(t *testing.T) {
 		id   component.ID
 		want *Config
 	}{
-		{id: component.NewID(component.MustNewType(typeStr)), want: createDefaultConfig().(*Config)},
-		{id: component.NewIDWithName(component.MustNewType(typeStr), "custom"), want: &Config{
+		{id: component.NewID(metadata.Type), want: createDefaultConfig().(*Config)},
+		{id: component.NewIDWithName(metadata.Type, "custom"), want: &Config{
 			Interval:       time.Second,
 			MaxSeries:      50,
 			Exemplars:      ExemplarsConfig{MaxPerDataPoint: 0},
@@ -66,12 +69,17 @@ func TestConfigInvalid(t *testing.T) {
 		{"negative max_series", map[string]any{"max_series": -3}, "max_series must be at least 1, got -3"},
 		{"negative exemplars", map[string]any{"exemplars": map[string]any{"max_per_data_point": -1}},
 			"exemplars::max_per_data_point must not be negative, got -1"},
-		{"zero stall_threshold", map[string]any{"stall_threshold": "0ms"}, "stall_threshold must be positive, got 0s"},
+		{"zero stall_threshold", map[string]any{"stall_threshold": "0ms"}, `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
+		// The processor's rule: 500ns would be 0µs, making every gap a stall.
+		{"sub-microsecond stall_threshold", map[string]any{"stall_threshold": "500ns"}, `stall_threshold must be at least 1µs (the timeline's resolution), got "500ns"`},
+		{"fractional stall_threshold", map[string]any{"stall_threshold": "2500ns"}, `stall_threshold must be a whole number of microseconds (the timeline's resolution), got "2.5µs"`},
 		{"empty dimension", map[string]any{"dimensions": []any{"a", ""}}, "dimensions[1] must not be empty"},
 		{"builtin dimension", map[string]any{"dimensions": []any{"streamwatch.route"}},
 			`dimensions[0] "streamwatch.route" is already an attribute of the connector's metrics`},
 		{"overflow dimension", map[string]any{"dimensions": []any{"otel.metric.overflow"}},
 			`dimensions[0] "otel.metric.overflow" is already an attribute of the connector's metrics`},
+		{"derivation dimension", map[string]any{"dimensions": []any{"streamwatch.derivation"}},
+			`dimensions[0] "streamwatch.derivation" is already an attribute of the connector's metrics`},
 		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
 	}
 	for _, tt := range tests {
@@ -83,6 +91,20 @@ func TestConfigInvalid(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// TestConfigThresholdFromEnv: the shipped collector config's line, with
+// STREAM__STALL_THRESHOLD_MS good, with a unit, and set but empty.
+func TestConfigThresholdFromEnv(t *testing.T) {
+	value := func(s string) *string { return &s }
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, stallthresholdtest.Unmarshal(t, cfg, value("1500")))
+	assert.Equal(t, 1500*time.Millisecond, cfg.StallThreshold)
+
+	err := stallthresholdtest.Unmarshal(t, createDefaultConfig(), value("2s"))
+	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS (the shipped collector config appends "ms" to it), that variable must be a whole number of milliseconds such as 2000, got "2s"`)
+	err = stallthresholdtest.Unmarshal(t, createDefaultConfig(), value(""))
+	require.ErrorContains(t, err, "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is set but empty")
 }
 
 func TestConfigUnknownKey(t *testing.T) {

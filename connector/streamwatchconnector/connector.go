@@ -15,6 +15,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/measure"
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
 )
 
 // streamwatch is the connector. ConsumeTraces may run concurrently with
@@ -23,7 +24,7 @@ type streamwatch struct {
 	cfg     Config
 	next    consumer.Metrics
 	logger  *zap.Logger
-	tel     *telemetry
+	tel     telemetry
 	version string
 
 	mu  sync.Mutex
@@ -37,10 +38,11 @@ type streamwatch struct {
 var _ connector.Traces = (*streamwatch)(nil)
 
 func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*streamwatch, error) {
-	tel, err := newTelemetry(set.TelemetrySettings.MeterProvider)
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
+	tel := telemetry{tb}
 	c := &streamwatch{
 		cfg:     *cfg,
 		next:    next,
@@ -128,7 +130,7 @@ func (c *streamwatch) flush(ctx context.Context) error {
 		return nil
 	}
 	md := pmetric.NewMetrics()
-	c.rec.Emit(md, scopeName, c.version, now)
+	c.rec.Emit(md, metadata.ScopeName, c.version, now)
 	c.rec.TakeOverflowed(c.tel.overflowed)
 	c.mu.Unlock()
 	return c.next.ConsumeMetrics(ctx, md)

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
 )
 
 func hedgedInput(t testing.TB) ptrace.Traces {
@@ -62,7 +64,7 @@ func metricCount(md pmetric.Metrics, name string) int64 {
 func TestFactory(t *testing.T) {
 	f := NewFactory()
 	assert.Equal(t, "streamwatch", f.Type().String())
-	assert.Equal(t, stability, f.TracesToMetricsStability())
+	assert.Equal(t, metadata.TracesToMetricsStability, f.TracesToMetricsStability())
 	c := create(t, createDefaultConfig().(*Config), consumertest.NewNop())
 	assert.False(t, c.Capabilities().MutatesData)
 }

@@ -7,25 +7,15 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/connector"
 	"go.opentelemetry.io/collector/consumer"
+
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 )
-
-// typeStr is the component type.
-const typeStr = "streamwatch"
-
-// stability of the traces → metrics pair.
-const stability = component.StabilityLevelAlpha
-
-// scopeName is the instrumentation scope of the metrics produced and of the
-// connector's own telemetry.
-const scopeName = "github.com/streamwatch/streamwatch/connector/streamwatchconnector"
 
 // NewFactory returns the factory of the streamwatch connector.
 func NewFactory() connector.Factory {
-	return connector.NewFactory(
-		component.MustNewType(typeStr),
-		createDefaultConfig,
-		connector.WithTracesToMetrics(createTracesToMetrics, stability),
-	)
+	return connector.NewFactory(metadata.Type, createDefaultConfig,
+		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability))
 }
 
 func createDefaultConfig() component.Config {
@@ -33,7 +23,7 @@ func createDefaultConfig() component.Config {
 		Interval:       15 * time.Second,
 		MaxSeries:      1000,
 		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
-		StallThreshold: 2 * time.Second,
+		StallThreshold: stallthreshold.Default,
 	}
 }
 

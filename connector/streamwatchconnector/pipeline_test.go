@@ -2,16 +2,21 @@ package streamwatchconnector
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/streamwatch/streamwatch/internal/stagetest"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor"
 	"github.com/streamwatch/streamwatch/semconv"
 )
@@ -77,4 +82,66 @@ func TestAfterProcessor(t *testing.T) {
 		pmetrictest.IgnoreStartTimestamp(),
 		pmetrictest.IgnoreMetricDataPointsOrder(),
 	))
+}
+
+// TestSameWithOrWithoutProcessor: for the processor's raw stage inputs of a
+// resumed call, bursts and malformed timelines, the connector gives the
+// same metrics and reports the same problems whether the processor derived
+// the spans or the connector derives them itself on the shared path
+// (internal/timeline). Only derived_spans, which says who derived, differs.
+func TestSameWithOrWithoutProcessor(t *testing.T) {
+	for _, stage := range []string{"resumed_call", "burst", "malformed_timeline", "hedged", "compact"} {
+		t.Run(stage, func(t *testing.T) {
+			raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", stage, stagetest.Input))
+			require.NoError(t, err)
+			processed := ptrace.NewTraces()
+			raw.CopyTo(processed)
+			processed = runProcessor(t, processed)
+
+			direct, directTel := metricsAndTelemetry(t, raw)
+			via, viaTel := metricsAndTelemetry(t, processed)
+			require.NoError(t, pmetrictest.CompareMetrics(direct, via,
+				pmetrictest.IgnoreTimestamp(),
+				pmetrictest.IgnoreStartTimestamp(),
+				pmetrictest.IgnoreMetricDataPointsOrder(),
+			))
+			const derived = "otelcol_connector_streamwatch_derived_spans{}"
+			assert.Positive(t, directTel[derived], "the connector derived the raw spans")
+			assert.Zero(t, viaTel[derived], "the processor had derived them")
+			delete(directTel, derived)
+			assert.Equal(t, directTel, viaTel)
+		})
+	}
+}
+
+// runProcessor runs td through the real streamwatch processor with its
+// defaults and returns its output.
+func runProcessor(t *testing.T, td ptrace.Traces) ptrace.Traces {
+	t.Helper()
+	pf := streamwatchprocessor.NewFactory()
+	sink := &consumertest.TracesSink{}
+	p, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, p.ConsumeTraces(context.Background(), td))
+	require.NoError(t, p.Shutdown(context.Background()))
+	require.Len(t, sink.AllTraces(), 1)
+	return sink.AllTraces()[0]
+}
+
+// metricsAndTelemetry runs td through a connector with its defaults and
+// returns one flush and the connector's own counters.
+func metricsAndTelemetry(t *testing.T, td ptrace.Traces) (pmetric.Metrics, map[string]int64) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := connectortest.NewNopSettings(NewFactory().Type())
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	sink := &consumertest.MetricsSink{}
+	c, err := newConnector(set, createDefaultConfig().(*Config), sink)
+	require.NoError(t, err)
+	require.NoError(t, c.ConsumeTraces(context.Background(), td))
+	require.NoError(t, c.flush(context.Background()))
+	require.Len(t, sink.AllMetrics(), 1)
+	return sink.AllMetrics()[0], stagetest.Counters(t, tel)
 }

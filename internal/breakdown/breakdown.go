@@ -55,7 +55,20 @@ const (
 	// Anomaly: a negative gap or a first chunk before the span start; every
 	// timeline figure is absent.
 	Anomaly
+	// Burst: n ≥ 2 chunks whose mean gap is under BurstGapUs arrived
+	// together (a buffering proxy, a gateway's "fake streaming"), so the
+	// rates are not identifiable: ITL, TPOT and active TPS are absent, every
+	// other figure is kept. It wins over Partial; Problem then still names
+	// the partial timeline.
+	Burst
 )
+
+// BurstGapUs is the mean gap under which a timeline is a burst: 1 ms
+// (docs/design.md §4). No token stream a person reads is produced faster
+// than a thousand chunks a second; a mean gap below that says the chunks
+// were held back and released together, which is what pi-tps refuses to
+// turn into a rate.
+const BurstGapUs = 1000
 
 // String returns the wire value of the status (semconv.Derivation*).
 func (s Status) String() string {
@@ -64,6 +77,8 @@ func (s Status) String() string {
 		return "complete"
 	case Partial:
 		return "partial"
+	case Burst:
+		return "burst"
 	default:
 		return "anomaly"
 	}
@@ -83,6 +98,8 @@ const (
 	ProblemNegativeGap
 	// ProblemBeforeStart: the first chunk arrived before the span started.
 	ProblemBeforeStart
+	// ProblemBurst: the chunks arrived together (Status Burst).
+	ProblemBurst
 )
 
 // String describes the problem in a few words for the span attribute.
@@ -96,6 +113,8 @@ func (p Problem) String() string {
 		return "chunk arrival earlier than the one before it"
 	case ProblemBeforeStart:
 		return "first chunk before span start"
+	case ProblemBurst:
+		return "chunks arrived together (mean gap under 1 ms): rates not identifiable"
 	default:
 		return ""
 	}
@@ -128,6 +147,16 @@ type Result struct {
 // timeline reports whether the timeline figures exist at all.
 func (r *Result) timeline() bool { return r.Status != Anomaly && r.Chunks > 0 }
 
+// rates reports whether the per-chunk and per-token rates exist: n ≥ 2 and
+// not a burst.
+func (r *Result) rates() bool { return r.timeline() && r.Chunks >= 2 && r.Status != Burst }
+
+// Incomplete reports whether the timeline was shorter than the producer
+// says (ProblemShortTimeline, ProblemEventsDropped), whatever the status.
+func (r *Result) Incomplete() bool {
+	return r.Problem == ProblemShortTimeline || r.Problem == ProblemEventsDropped
+}
+
 // TTFTUs is t_0 − s; absent when n = 0 or on anomaly.
 func (r *Result) TTFTUs() (int64, bool) { return r.ttftUs, r.timeline() }
 
@@ -153,18 +182,18 @@ func (r *Result) ActiveGenerationUs() (int64, bool) {
 }
 
 // ITLMeanUs is generation / (n − 1), per chunk (a chunk is not a token);
-// absent when n < 2 or on anomaly.
+// absent when n < 2, on anomaly and on burst.
 func (r *Result) ITLMeanUs() (float64, bool) {
-	if !r.timeline() || r.Chunks < 2 {
+	if !r.rates() {
 		return 0, false
 	}
 	return float64(r.generationUs) / float64(r.Chunks-1), true
 }
 
-// TPOTUs is generation / (k − 1); absent when k is unknown, k < 2, n < 2 or
-// on anomaly.
+// TPOTUs is generation / (k − 1); absent when k is unknown, k < 2, n < 2,
+// on anomaly and on burst.
 func (r *Result) TPOTUs() (float64, bool) {
-	if !r.timeline() || r.Chunks < 2 || r.outputTokens < 2 {
+	if !r.rates() || r.outputTokens < 2 {
 		return 0, false
 	}
 	return float64(r.generationUs) / float64(r.outputTokens-1), true
@@ -266,6 +295,12 @@ func Derive(tl Timeline, segs []Segment) Result {
 	r.e2eUs = offs[len(offs)-1]
 	r.generationUs = r.e2eUs - offs[0]
 	r.stallUs = stall
+	if len(offs) >= 2 && r.generationUs < BurstGapUs*int64(len(offs)-1) {
+		r.Status = Burst
+		if r.Problem == NoProblem {
+			r.Problem = ProblemBurst
+		}
+	}
 	if len(tl.KeepaliveOffsetsUs) > 0 {
 		countKeepalives(r.Segments, tl.KeepaliveOffsetsUs)
 	}

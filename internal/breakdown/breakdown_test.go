@@ -106,16 +106,40 @@ func TestDerive(t *testing.T) {
 		},
 		{
 			// Burst: 5 chunks within 1 ms (µs offsets 1000..1004), then
-			// one more at 1.8 ms: gen 800 µs, itl 160 µs, no stall.
+			// one more at 1.8 ms: gen 800 µs, mean gap 160 µs < 1 ms, so
+			// ITL is absent; the times are kept.
 			name: "burst within a millisecond",
 			tl:   Timeline{ChunkOffsetsUs: []int64{1000, 1001, 1002, 1003, 1004, 1800}, ThresholdUs: T, ExpectedChunks: -1},
-			want: want{ttft: i64(1000), e2e: i64(1800), gen: i64(800), stall: i64(0), stallCount: ip(0), active: i64(800), itl: f64(160)},
+			want: want{status: Burst, problem: ProblemBurst, ttft: i64(1000), e2e: i64(1800), gen: i64(800), stall: i64(0), stallCount: ip(0), active: i64(800)},
 		},
 		{
-			// Equal timestamps are gaps of 0: legal, not an anomaly.
+			// The case: five chunks 0.1 ms apart, k = 200. Hard
+			// computed it is an ITL of 0.1 ms and ~500,000 tokens/s; as a
+			// burst ITL, TPOT and active TPS are absent.
+			name: "burst hides the rates",
+			tl:   Timeline{ChunkOffsetsUs: []int64{900_000, 900_100, 900_200, 900_300, 900_400}, OutputTokens: 200, ThresholdUs: T, ExpectedChunks: 5},
+			want: want{status: Burst, problem: ProblemBurst, ttft: i64(900 * ms), e2e: i64(900_400), gen: i64(400), stall: i64(0), stallCount: ip(0), active: i64(400)},
+		},
+		{
+			// Mean gap exactly 1 ms is not a burst: the rule is < 1 ms.
+			name: "mean gap of one millisecond",
+			tl:   Timeline{ChunkOffsetsUs: at(5, 6, 7), OutputTokens: 3, ThresholdUs: T, ExpectedChunks: -1},
+			want: want{ttft: i64(5 * ms), e2e: i64(7 * ms), gen: i64(2 * ms), stall: i64(0), stallCount: ip(0), active: i64(2 * ms),
+				itl: f64(1000), tpot: f64(1000), tps: f64(1000)},
+		},
+		{
+			// A partial burst is a burst; the problem still names the
+			// short timeline.
+			name: "partial burst",
+			tl:   Timeline{ChunkOffsetsUs: []int64{100, 200}, ThresholdUs: T, ExpectedChunks: 3},
+			want: want{status: Burst, problem: ProblemShortTimeline, ttft: i64(100), e2e: i64(200), gen: i64(100), stall: i64(0), stallCount: ip(0), active: i64(100)},
+		},
+		{
+			// Equal timestamps are gaps of 0: legal, not an anomaly, but a
+			// burst.
 			name: "equal timestamps",
 			tl:   Timeline{ChunkOffsetsUs: at(10, 10, 10), ThresholdUs: T, ExpectedChunks: 3},
-			want: want{ttft: i64(10 * ms), e2e: i64(10 * ms), gen: i64(0), stall: i64(0), stallCount: ip(0), active: i64(0), itl: f64(0)},
+			want: want{status: Burst, problem: ProblemBurst, ttft: i64(10 * ms), e2e: i64(10 * ms), gen: i64(0), stall: i64(0), stallCount: ip(0), active: i64(0)},
 		},
 		{
 			// 100, 90: a negative gap → anomaly, every figure absent.
@@ -311,12 +335,12 @@ func TestDeriveDoesNotAllocate(t *testing.T) {
 }
 
 func TestStatusStrings(t *testing.T) {
-	for s, want := range map[Status]string{Complete: "complete", Partial: "partial", Anomaly: "anomaly"} {
+	for s, want := range map[Status]string{Complete: "complete", Partial: "partial", Anomaly: "anomaly", Burst: "burst"} {
 		if s.String() != want {
 			t.Errorf("%d.String() = %q, want %q", s, s.String(), want)
 		}
 	}
-	for _, p := range []Problem{ProblemShortTimeline, ProblemEventsDropped, ProblemNegativeGap, ProblemBeforeStart} {
+	for _, p := range []Problem{ProblemShortTimeline, ProblemEventsDropped, ProblemNegativeGap, ProblemBeforeStart, ProblemBurst} {
 		if p.String() == "" {
 			t.Errorf("problem %d has no text", p)
 		}

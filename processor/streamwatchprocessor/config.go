@@ -1,11 +1,14 @@
 package streamwatchprocessor
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 )
 
 // Config is the configuration of the streamwatch processor.
@@ -15,8 +18,11 @@ type Config struct {
 	// hiccups to stalls (pi-tps uses 500ms) and lower active generation
 	// time; higher values only count long silences. It measures and never
 	// acts: the probe's StallAfter is a separate knob. It must be at least
-	// 1µs, the resolution of the timeline. The shipped collector config
-	// reads it as "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms".
+	// 1µs and a whole number of microseconds, the resolution of the
+	// timeline — the connector's rule too (internal/stallthreshold). The
+	// shipped collector config reads it as
+	// "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms"; a value that is not a
+	// duration is rejected with an error naming that variable.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
 
 	// MaxSegments bounds the stall segments written per span, as
@@ -47,23 +53,28 @@ type Config struct {
 	_ struct{}
 }
 
-var _ confmap.Validator = (*Config)(nil)
+var (
+	_ confmap.Validator   = (*Config)(nil)
+	_ confmap.Unmarshaler = (*Config)(nil)
+)
 
-// Validate checks the configuration; messages name the YAML key and the
-// value.
+// Unmarshal decodes the configuration; a stall_threshold that is not a
+// duration is reported with where it most likely came from.
+func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+
+// Validate checks the configuration and reports every invalid field;
+// messages name the YAML key and the value.
 func (c *Config) Validate() error {
-	if c.StallThreshold < time.Microsecond {
-		return fmt.Errorf("stall_threshold must be at least 1µs (the timeline's resolution), got %q", c.StallThreshold.String())
-	}
+	errs := []error{stallthreshold.Check(c.StallThreshold)}
 	if c.MaxSegments < 0 {
-		return fmt.Errorf("max_segments must be 0 or more, got %d", c.MaxSegments)
+		errs = append(errs, fmt.Errorf("max_segments must be 0 or more, got %d", c.MaxSegments))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		StallThreshold: 2 * time.Second,
+		StallThreshold: stallthreshold.Default,
 		MaxSegments:    64,
 	}
 }

@@ -7,9 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -37,15 +38,16 @@ func TestLoadConfig(t *testing.T) {
 		{id: "zero_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
 		{id: "negative_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "-1s"`},
 		{id: "sub_microsecond_threshold", wantErr: `stall_threshold must be at least 1µs (the timeline's resolution), got "500ns"`},
+		{id: "fractional_microsecond_threshold", wantErr: `stall_threshold must be a whole number of microseconds (the timeline's resolution), got "1.5µs"`},
 		{id: "negative_segments", wantErr: "max_segments must be 0 or more, got -3"},
 	}
 	for _, tt := range tests {
 		t.Run("streamwatch/"+tt.id, func(t *testing.T) {
-			id := component.NewID(typ)
+			key := "streamwatch"
 			if tt.id != "" {
-				id = component.NewIDWithName(typ, tt.id)
+				key += "/" + tt.id
 			}
-			sub, err := cm.Sub(id.String())
+			sub, err := cm.Sub(key)
 			require.NoError(t, err)
 			cfg := NewFactory().CreateDefaultConfig()
 			require.NoError(t, sub.Unmarshal(cfg))
@@ -74,6 +76,36 @@ func TestConfigThresholdFromEnv(t *testing.T) {
 		assert.Equal(t, want, cfg.(*Config).StallThreshold, in)
 	}
 }
+
+// TestConfigThresholdEnvErrors: the shipped collector config's line with
+// a bad STREAM__STALL_THRESHOLD_MS gives an error naming the variable and
+// what it expects, not "time: unknown unit".
+func TestConfigThresholdEnvErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		value *string
+		want  string // empty: valid
+		got   time.Duration
+	}{
+		{"unset", nil, "", 2 * time.Second},
+		{"milliseconds", ptr("500"), "", 500 * time.Millisecond},
+		{"with a unit", ptr("2s"), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable must be a whole number of milliseconds such as 2000, got \"2s\"", 0},
+		{"set but empty", ptr(""), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is set but empty", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			err := stallthresholdtest.Unmarshal(t, cfg, tt.value)
+			if tt.want != "" {
+				require.ErrorContains(t, err, tt.want)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.got, cfg.StallThreshold)
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
 
 func TestConfigUnknownKey(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()

@@ -27,6 +27,5 @@ func createTraces(ctx context.Context, set processor.Settings, cfg component.Con
 	}
 	return processorhelper.NewTraces(ctx, set, cfg, next, p.processTraces,
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
-		processorhelper.WithShutdown(p.shutdown),
 	)
 }

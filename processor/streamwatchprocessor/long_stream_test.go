@@ -12,10 +12,11 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/internal/stagetest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
-// -generate rewrites the generated stage inputs (testdata/long_stream/in.yaml).
+// -generate rewrites the generated stage inputs (testdata/long_stream/input.yaml).
 var generate = flag.Bool("generate", false, "rewrite generated stage inputs under testdata/")
 
 const longStreamDir = "testdata/long_stream"
@@ -24,19 +25,19 @@ const longStreamDir = "testdata/long_stream"
 // with -generate, then -update to refresh the expected output.
 func TestGenerateLongStream(t *testing.T) {
 	if !*generate {
-		t.Skip("run with -generate to rewrite " + longStreamDir + "/in.yaml")
+		t.Skip("run with -generate to rewrite " + longStreamDir + "/input.yaml")
 	}
 	td := ptrace.NewTraces()
 	chunks, kas := syntheticStream(5000, 42)
 	appendAttempt(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1, chunks, kas)
 	require.NoError(t, os.MkdirAll(longStreamDir, 0o755))
-	require.NoError(t, golden.WriteTracesToFile(filepath.Join(longStreamDir, stageIn), td))
+	require.NoError(t, golden.WriteTracesToFile(filepath.Join(longStreamDir, stagetest.Input), td))
 }
 
 // TestLongStreamFigures checks the figures of the 5,000-chunk stage against
 // a naive reading of docs/design.md §4, independent of the breakdown package.
 func TestLongStreamFigures(t *testing.T) {
-	in, err := golden.ReadTraces(filepath.Join(longStreamDir, stageIn))
+	in, err := golden.ReadTraces(filepath.Join(longStreamDir, stagetest.Input))
 	require.NoError(t, err)
 	span := in.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 	v, _ := span.Attributes().Get(string(semconv.ChunkOffsetsUs))
@@ -66,7 +67,7 @@ func TestLongStreamFigures(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	defer func() { require.NoError(t, tel.Shutdown(t.Context())) }()
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	out, _ := runProcessor(t, cfg, tel, in)
+	out := runProcessor(t, cfg, tel, in)
 	got := out.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes()
 	f := func(k string) float64 { v, ok := got.Get(k); require.True(t, ok, k); return v.Double() }
 

@@ -8,17 +8,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/annotate"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/metadata"
-	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
-)
-
-// Buffers past these sizes are not returned to the pool, so one enormous
-// span cannot pin megabytes for the life of the process.
-const (
-	maxPooledOffsets  = 1 << 16
-	maxPooledSegments = 1 << 12
 )
 
 // streamwatch derives the breakdown of every span carrying a timeline. It
@@ -30,17 +23,11 @@ type streamwatch struct {
 	dropTimeline bool
 	stallSpans   bool
 	telemetry    *metadata.TelemetryBuilder
-	scratch      sync.Pool // *scratch
-}
-
-// scratch holds the per-call buffers, reused across spans and calls.
-type scratch struct {
-	tl   timeline.Buffers
-	segs []breakdown.Segment
+	scratch      sync.Pool // *timeline.Buffers
 }
 
 // counts are the processor's own telemetry for one batch, recorded once.
-type counts struct{ derived, partial, anomaly, dropped int64 }
+type counts struct{ derived, partial, anomaly, burst, dropped int64 }
 
 func newProcessor(cfg *Config, set component.TelemetrySettings) (*streamwatch, error) {
 	tb, err := metadata.NewTelemetryBuilder(set)
@@ -53,17 +40,12 @@ func newProcessor(cfg *Config, set component.TelemetrySettings) (*streamwatch, e
 		dropTimeline: cfg.DropTimeline,
 		stallSpans:   cfg.StallSpans,
 		telemetry:    tb,
-		scratch:      sync.Pool{New: func() any { return new(scratch) }},
+		scratch:      sync.Pool{New: func() any { return new(timeline.Buffers) }},
 	}, nil
 }
 
-func (p *streamwatch) shutdown(context.Context) error {
-	p.telemetry.Shutdown()
-	return nil
-}
-
 func (p *streamwatch) processTraces(ctx context.Context, td ptrace.Traces) (ptrace.Traces, error) {
-	sc := p.scratch.Get().(*scratch)
+	sc := p.scratch.Get().(*timeline.Buffers)
 	var c counts
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
@@ -77,38 +59,38 @@ func (p *streamwatch) processTraces(ctx context.Context, td ptrace.Traces) (ptra
 			}
 		}
 	}
-	p.release(sc)
+	sc.Shrink()
+	p.scratch.Put(sc)
 	p.record(ctx, &c)
 	return td, nil
 }
 
-// processSpan derives one span. It never drops a span and never fails: bad
-// input is flagged on the span as an anomaly.
-func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, sc *scratch, c *counts) {
+// processSpan derives one span: an attempt span from its own timeline, a
+// call span from the caller's view. It never drops a span and never fails:
+// bad input is flagged on the span as an anomaly.
+func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, sc *timeline.Buffers, c *counts) {
 	// A span derived once (by an earlier collector tier) is left alone, so
 	// running the processor twice cannot duplicate events or stall spans.
 	if _, done := span.Attributes().Get(string(semconv.Derivation)); done {
 		return
 	}
-	in := timeline.Read(span, &sc.tl)
-	if in.Form == timeline.None {
+	d := timeline.Derive(span, sc, p.thresholdUs, p.maxSegments)
+	if d.Form == timeline.None {
 		return
 	}
 	c.derived++
-	if in.Problem != "" {
-		annotate.Anomaly(span, p.thresholdUs, in.Problem)
-		c.anomaly++
-		return
+	r := &d.Result
+	annotate.Figures(span, r, p.thresholdUs, d.Problem())
+	if r.Incomplete() {
+		c.partial++
 	}
-	r := breakdown.Derive(in.Timeline(p.thresholdUs), p.segments(sc, len(in.Chunks)))
-	annotate.Figures(span, &r, p.thresholdUs, in.Note)
 	switch r.Status {
 	case breakdown.Anomaly:
 		// The timeline stays on the span as the evidence.
 		c.anomaly++
 		return
-	case breakdown.Partial:
-		c.partial++
+	case breakdown.Burst:
+		c.burst++
 	}
 	c.dropped += int64(r.SegmentsDropped)
 	annotate.StallEvents(span, r.Segments)
@@ -118,31 +100,6 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 	if p.dropTimeline {
 		timeline.Drop(span)
 	}
-}
-
-// segments returns an empty segment buffer whose capacity is the segment
-// limit for a timeline of n chunks. A timeline of n chunks has fewer than n
-// segments, so capping at n bounds the buffer by the input, not by
-// max_segments.
-func (p *streamwatch) segments(sc *scratch, n int) []breakdown.Segment {
-	want := min(p.maxSegments, n)
-	if cap(sc.segs) < want {
-		sc.segs = make([]breakdown.Segment, 0, want)
-	}
-	return sc.segs[:0:want]
-}
-
-func (p *streamwatch) release(sc *scratch) {
-	if cap(sc.tl.Chunks) > maxPooledOffsets {
-		sc.tl.Chunks = nil
-	}
-	if cap(sc.tl.Keepalives) > maxPooledOffsets {
-		sc.tl.Keepalives = nil
-	}
-	if cap(sc.segs) > maxPooledSegments {
-		sc.segs = nil
-	}
-	p.scratch.Put(sc)
 }
 
 func (p *streamwatch) record(ctx context.Context, c *counts) {
@@ -155,6 +112,9 @@ func (p *streamwatch) record(ctx context.Context, c *counts) {
 	}
 	if c.anomaly > 0 {
 		p.telemetry.ProcessorStreamwatchSpansAnomaly.Add(ctx, c.anomaly)
+	}
+	if c.burst > 0 {
+		p.telemetry.ProcessorStreamwatchSpansBurst.Add(ctx, c.burst)
 	}
 	if c.dropped > 0 {
 		p.telemetry.ProcessorStreamwatchSegmentsDropped.Add(ctx, c.dropped)

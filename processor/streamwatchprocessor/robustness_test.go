@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -47,8 +48,8 @@ func TestMillionOffsets(t *testing.T) {
 	assert.Equal(t, int64(1999-64), d.Int())
 	assert.Equal(t, 64, countEvents(span, semconv.EventStall))
 
-	sc := p.scratch.Get().(*scratch)
-	assert.LessOrEqual(t, cap(sc.tl.Chunks), maxPooledOffsets, "a huge buffer went back to the pool")
+	sc := p.scratch.Get().(*timeline.Buffers)
+	assert.LessOrEqual(t, cap(sc.Chunks), 1<<16, "a huge buffer went back to the pool")
 }
 
 func countEvents(span ptrace.Span, name string) int {
@@ -123,7 +124,7 @@ func TestAllocsIndependentOfChunks(t *testing.T) {
 	}
 	allocs := func(n int) float64 {
 		p := newTestProcessor(t, nil)
-		sc := new(scratch)
+		sc := new(timeline.Buffers)
 		td := ptrace.NewTraces()
 		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
 		// 40 ms gaps and exactly two silences, whatever n.

@@ -3,9 +3,10 @@
 //
 // It reads call spans (name streamwatch.call) and attempt spans (those with
 // streamwatch.attempt.index) and ignores every other span. Figures come from
-// the processor's attributes; an attempt span the processor did not derive
-// but that still carries its raw timeline is derived here with
-// internal/breakdown, the one implementation of that math.
+// the processor's attributes; a span the processor did not derive but that
+// still carries its raw timeline (an attempt's, or the caller's view on a
+// call span) is derived here with internal/timeline, the one reader and
+// derivation path the processor uses too.
 //
 // A value that cannot be used (wrong type, negative, NaN or infinite, an
 // anomalous timeline) is skipped and reported to Problems; the rest of the
@@ -23,6 +24,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -34,8 +36,10 @@ const (
 	ReasonMissing   = "missing"
 	// ReasonOutOfRange: a duration above MaxSeconds.
 	ReasonOutOfRange = "out_of_range"
-	// ReasonAnomaly: a timeline with a negative gap or a first chunk before
-	// the span start, or a span the processor marked anomaly.
+	// ReasonAnomaly: a derivation that is an anomaly (a malformed timeline,
+	// a negative gap, a first chunk before the span start), whether the
+	// processor or the connector derived it; reported on
+	// streamwatch.derivation either way.
 	ReasonAnomaly = "anomaly"
 )
 
@@ -51,8 +55,8 @@ const SpanDuration = "span.duration"
 type Problems interface {
 	// Invalid reports a value of key skipped for reason.
 	Invalid(key, reason string)
-	// Derived reports an attempt span derived from its raw timeline because
-	// the processor had not derived it.
+	// Derived reports a span derived from its raw timeline because the
+	// processor had not derived it.
 	Derived()
 	// NoGaps reports a winning attempt with at least two content chunks
 	// whose timeline is gone (dropped by the processor's drop_timeline), so
@@ -83,8 +87,7 @@ type Recorder struct {
 	// allocation.
 	attrs []aggregate.Attr
 	extra []aggregate.Attr
-	offs  []int64
-	segs  []breakdown.Segment
+	buf   timeline.Buffers
 	now   pcommon.Timestamp
 }
 
@@ -94,7 +97,6 @@ func New(o Options, p Problems) *Recorder {
 		store: aggregate.New(Descs, o.Options),
 		opts:  o,
 		p:     p,
-		segs:  make([]breakdown.Segment, 0, maxSegments),
 	}
 }
 
@@ -117,6 +119,7 @@ func (r *Recorder) Traces(td ptrace.Traces, now pcommon.Timestamp) {
 			}
 		}
 	}
+	r.buf.Shrink()
 }
 
 // Emit appends the cumulative snapshot to out (see aggregate.Store.Emit).
@@ -143,9 +146,11 @@ func (r *Recorder) span(service string, res pcommon.Map, sp ptrace.Span) {
 	}
 }
 
-// call records a call span.
+// call records a call span: the call metrics, the caller's view and the
+// route ejections reported on it.
 func (r *Recorder) call(service string, sp ptrace.Span) {
 	a := sp.Attributes()
+	r.ejections(service, sp)
 	outcome, ok := r.str(a, string(semconv.Outcome))
 	if !ok {
 		if _, present := a.Get(string(semconv.Outcome)); !present {
@@ -169,18 +174,53 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.p.Invalid(SpanDuration, ReasonNegative)
 	}
 
+	// The caller's view: the silence the caller lived through, beside the
+	// upstreams' own (docs/design.md §5). Its stall events are not upstream
+	// segments and stay out of streamwatch.stall.duration.
+	if f := r.figures(service, sp, timeline.Caller); f.hasStall && f.hasStallCount {
+		r.observe(callStallDuration, service, f.stall, ex)
+		r.series(callStalls, service).Add(f.stallCount)
+	}
+
 	if v, ok := r.number(a, string(semconv.GenAIResponseTimeToFirstChunk)); ok {
 		r.labels(model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
 }
 
-// figures are the per-attempt figures, in seconds.
+// ejections counts the streamwatch.route.ejected events of a call span by
+// route and reason. An event without a route is skipped and reported.
+func (r *Recorder) ejections(service string, sp ptrace.Span) {
+	evs := sp.Events()
+	for i := 0; i < evs.Len(); i++ {
+		e := evs.At(i)
+		if e.Name() != semconv.EventRouteEjected {
+			continue
+		}
+		ea := e.Attributes()
+		route := r.label(ea, string(semconv.EventRoute))
+		if !route.ok {
+			if _, present := ea.Get(string(semconv.EventRoute)); !present {
+				r.p.Invalid(string(semconv.EventRoute), ReasonMissing)
+			}
+			continue
+		}
+		r.labels(route, r.label(ea, string(semconv.EventEjectionReason)))
+		r.series(routeEjections, service).Add(1)
+	}
+}
+
+// figures are a span's figures, in seconds.
 type figures struct {
-	ttft, generation, active       float64
-	hasTTFT, hasGeneration, hasAct bool
-	stallCount                     int64
-	hasStallCount                  bool
+	ttft, generation, active, stall          float64
+	hasTTFT, hasGeneration, hasAct, hasStall bool
+	stallCount                               int64
+	hasStallCount                            bool
+	// derivation is the streamwatch.derivation value, empty when the span
+	// has no timeline.
+	derivation string
+	// offs is the timeline when it was derived here (nil otherwise).
+	offs []int64
 }
 
 // label is an optional string attribute of a span.
@@ -212,45 +252,12 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		trigger:  r.label(a, string(semconv.AttemptTrigger)),
 	}
 	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
-	offs, okOffs := r.offsets(sp)
-	// A timeline with a chunk before the span start or a gap going back
-	// yields no figure at all (docs/design.md §4 "anomaly"); it is reported once.
-	anomalous := okOffs && !ordered(offs)
-	if anomalous {
-		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonAnomaly)
-		okOffs = false
-	}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
 	// Most attempt metrics carry provider, model, route, attempt outcome
 	// and the extra dimensions.
 	r.labels(l.provider, l.model, l.route, l.outcome)
-
-	var f figures
-	if _, derived := a.Get(string(semconv.Derivation)); derived {
-		f = r.fromAttributes(a)
-		if f.hasStallCount || f.hasGeneration {
-			r.stallEvents(service, sp)
-		}
-	} else if okOffs {
-		expected := int64(-1)
-		if okChunks {
-			expected = chunks
-		}
-		res := breakdown.Derive(breakdown.Timeline{
-			ChunkOffsetsUs: offs,
-			ExpectedChunks: expected,
-			ThresholdUs:    r.opts.StallThresholdUs,
-		}, r.segs)
-		r.p.Derived()
-		f = fromResult(&res)
-		start := sp.StartTimestamp()
-		for _, s := range res.Segments {
-			r.observe(stallDuration, service, float64(s.DurationUs)/1e6, aggregate.Exemplar{
-				Time: start + pcommon.Timestamp(s.StartUs*1000), TraceID: ex.TraceID, SpanID: ex.SpanID,
-			})
-		}
-	}
+	f := r.figures(service, sp, timeline.Compact)
 
 	if f.hasTTFT {
 		r.observe(attemptTTFT, service, f.ttft, ex)
@@ -267,7 +274,8 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		if f.stallCount > 0 {
 			stalled.value = "yes"
 		}
-		r.labels(l.provider, l.model, l.route, l.outcome, stalled)
+		derivation := label{key: string(semconv.Derivation), value: f.derivation, ok: f.derivation != ""}
+		r.labels(l.provider, l.model, l.route, l.outcome, stalled, derivation)
 		r.series(streams, service).Add(1)
 		r.labels(l.provider, l.model, l.route, l.outcome)
 	}
@@ -278,15 +286,77 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		r.labels(l.provider, l.model, l.route, l.trigger, l.outcome)
 		r.series(hedges, service).Add(1)
 	}
-	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner {
-		switch {
-		case okOffs:
-			r.labels(l.provider, l.model, l.route)
-			r.gaps(service, sp, offs)
-		case okChunks && chunks >= 2 && !anomalous:
-			r.p.NoGaps()
+	// A burst has no identifiable gaps (docs/design.md §4) and an anomaly
+	// none at all: neither feeds the pooled ITL.
+	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner &&
+		f.derivation != semconv.DerivationBurst && f.derivation != semconv.DerivationAnomaly {
+		r.labels(l.provider, l.model, l.route)
+		r.winnerGaps(service, sp, &f, okChunks && chunks >= 2)
+	}
+}
+
+// figures returns the figures of a span: the processor's attributes when it
+// derived the span, else derived here from the span's timeline of form want
+// (timeline.Caller for a call span's caller view, any attempt form
+// otherwise). Stall segments of attempts are recorded on the way.
+func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) figures {
+	a := sp.Attributes()
+	if _, derived := a.Get(string(semconv.Derivation)); derived {
+		f := r.fromAttributes(a)
+		if want != timeline.Caller && (f.hasStallCount || f.hasGeneration) {
+			r.stallEvents(service, sp)
+		}
+		return f
+	}
+	d := timeline.Derive(sp, &r.buf, r.opts.StallThresholdUs, maxSegments)
+	if d.Form == timeline.None || (d.Form == timeline.Caller) != (want == timeline.Caller) {
+		return figures{}
+	}
+	r.p.Derived()
+	res := &d.Result
+	if res.Status == breakdown.Anomaly {
+		r.p.Invalid(string(semconv.Derivation), ReasonAnomaly)
+		return figures{derivation: semconv.DerivationAnomaly}
+	}
+	f := fromResult(res)
+	f.offs = d.Chunks
+	if want != timeline.Caller {
+		start := sp.StartTimestamp()
+		for _, s := range res.Segments {
+			r.observe(stallDuration, service, float64(s.DurationUs)/1e6, aggregate.Exemplar{
+				Time: start + pcommon.Timestamp(s.StartUs*1000), TraceID: sp.TraceID(), SpanID: sp.SpanID(),
+			})
 		}
 	}
+	return f
+}
+
+// winnerGaps records the gaps of a winning attempt in
+// time_per_output_chunk, from the timeline derived here or, after the
+// processor, read again with the shared reader. haveGaps says the span
+// should have had gaps: when its timeline is gone it is reported.
+func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
+	offs := f.offs
+	if offs == nil {
+		in := timeline.Read(sp, &r.buf)
+		switch {
+		case in.Form == timeline.None || in.Form == timeline.Caller:
+			if haveGaps {
+				r.p.NoGaps()
+			}
+			return
+		case in.Malformed != "":
+			r.p.Invalid(in.Key, ReasonAnomaly)
+			return
+		case !ordered(in.Chunks):
+			// The processor called it derived, yet the timeline goes back:
+			// the span was altered after it. No gap is trustworthy.
+			r.p.Invalid(in.Key, ReasonAnomaly)
+			return
+		}
+		offs = in.Chunks
+	}
+	r.gaps(service, sp, offs)
 }
 
 // labels sets the attribute list of the next series: the present labels in
@@ -302,7 +372,8 @@ func (r *Recorder) labels(ls ...label) {
 }
 
 // ordered reports whether a timeline starts at or after the span start and
-// never goes back.
+// never goes back: what the derivation checks, for a timeline the connector
+// did not derive itself.
 func ordered(offs []int64) bool {
 	if len(offs) > 0 && offs[0] < 0 {
 		return false
@@ -338,23 +409,26 @@ func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
 // fromAttributes reads the processor's figures.
 func (r *Recorder) fromAttributes(a pcommon.Map) figures {
 	var f figures
-	if v, ok := r.str(a, string(semconv.Derivation)); ok && v == semconv.DerivationAnomaly {
+	f.derivation, _ = r.str(a, string(semconv.Derivation))
+	if f.derivation == semconv.DerivationAnomaly {
 		r.p.Invalid(string(semconv.Derivation), ReasonAnomaly)
 		return f
 	}
 	f.ttft, f.hasTTFT = r.number(a, string(semconv.TTFTMs))
 	f.generation, f.hasGeneration = r.number(a, string(semconv.GenerationMs))
 	f.active, f.hasAct = r.number(a, string(semconv.ActiveGenerationMs))
+	f.stall, f.hasStall = r.number(a, string(semconv.StallMs))
 	f.ttft /= 1000
 	f.generation /= 1000
 	f.active /= 1000
+	f.stall /= 1000
 	f.stallCount, f.hasStallCount = r.count(a, string(semconv.StallCount))
 	return f
 }
 
 // fromResult converts a breakdown derived here.
 func fromResult(res *breakdown.Result) figures {
-	var f figures
+	f := figures{derivation: res.Status.String()}
 	var v int64
 	v, f.hasTTFT = res.TTFTUs()
 	f.ttft = float64(v) / 1e6
@@ -362,6 +436,8 @@ func fromResult(res *breakdown.Result) figures {
 	f.generation = float64(v) / 1e6
 	v, f.hasAct = res.ActiveGenerationUs()
 	f.active = float64(v) / 1e6
+	v, f.hasStall = res.StallUs()
+	f.stall = float64(v) / 1e6
 	n, ok := res.StallSegments()
 	f.stallCount, f.hasStallCount = int64(n), ok
 	return f
@@ -485,48 +561,4 @@ func (r *Recorder) count(a pcommon.Map, k string) (int64, bool) {
 		return 0, false
 	}
 	return n, true
-}
-
-// offsets reads the timeline into scratch: the compact form, else the
-// event form (streamwatch.chunk events, converted to µs since span start).
-// False when there is neither, or the compact form is malformed (reported).
-func (r *Recorder) offsets(sp ptrace.Span) ([]int64, bool) {
-	r.offs = r.offs[:0]
-	v, ok := sp.Attributes().Get(string(semconv.ChunkOffsetsUs))
-	if !ok {
-		return r.chunkEvents(sp)
-	}
-	if v.Type() != pcommon.ValueTypeSlice {
-		r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonWrongType)
-		return nil, false
-	}
-	sl := v.Slice()
-	for i := 0; i < sl.Len(); i++ {
-		e := sl.At(i)
-		if e.Type() != pcommon.ValueTypeInt {
-			r.p.Invalid(string(semconv.ChunkOffsetsUs), ReasonWrongType)
-			return nil, false
-		}
-		r.offs = append(r.offs, e.Int())
-	}
-	return r.offs, true
-}
-
-// chunkEvents reads the event form of the timeline.
-func (r *Recorder) chunkEvents(sp ptrace.Span) ([]int64, bool) {
-	evs := sp.Events()
-	start := int64(sp.StartTimestamp())
-	found := false
-	for i := 0; i < evs.Len(); i++ {
-		e := evs.At(i)
-		if e.Name() != semconv.EventChunk {
-			continue
-		}
-		found = true
-		// Timestamps are unsigned ns; the difference is taken in int64 so
-		// an event before the span start becomes a negative offset, which
-		// the anomaly checks then catch.
-		r.offs = append(r.offs, (int64(e.Timestamp())-start)/1000)
-	}
-	return r.offs, found
 }

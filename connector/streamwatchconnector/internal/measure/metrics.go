@@ -19,6 +19,9 @@ const (
 	hedges
 	calls
 	wastedChunks
+	callStallDuration
+	callStalls
+	routeEjections
 )
 
 // Descs are the metrics of docs/design.md §5, in the order the connector emits them.
@@ -60,7 +63,7 @@ var Descs = []aggregate.Desc{
 	},
 	streams: {
 		Name: semconv.MetricStreams, Unit: semconv.UnitCount, Kind: aggregate.Sum,
-		Description: "Attempts that streamed at least one content chunk, by whether they stalled.",
+		Description: "Attempts that streamed at least one content chunk, by whether they stalled and by derivation (burst: rates not measurable).",
 	},
 	stalls: {
 		Name: semconv.MetricStalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
@@ -68,7 +71,7 @@ var Descs = []aggregate.Desc{
 	},
 	hedges: {
 		Name: semconv.MetricHedges, Unit: semconv.UnitCount, Kind: aggregate.Sum,
-		Description: "Hedge attempts (attempt index above 0), by trigger and outcome.",
+		Description: "Hedge and resume attempts (attempt index above 0), by trigger and outcome.",
 	},
 	calls: {
 		Name: semconv.MetricCalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
@@ -77,5 +80,18 @@ var Descs = []aggregate.Desc{
 	wastedChunks: {
 		Name: semconv.MetricWastedChunks, Unit: semconv.UnitChunk, Kind: aggregate.Sum,
 		Description: "Content chunks received by attempts that did not win (canceled or failed).",
+	},
+	callStallDuration: {
+		Name: semconv.MetricCallStallDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
+		Bounds:      semconv.StallDurationBuckets,
+		Description: "Per call, the total silence the caller saw between its content chunks (0 when none), from the caller's view.",
+	},
+	callStalls: {
+		Name: semconv.MetricCallStalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Stall segments the callers saw, from the caller's view.",
+	},
+	routeEjections: {
+		Name: semconv.MetricRouteEjections, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Description: "Route ejections reported on call spans, by route and reason.",
 	},
 }

@@ -29,10 +29,10 @@ const figureAttrs = 15
 func ms(us int64) float64 { return float64(us) / 1000 }
 
 // Figures writes the derived attributes of r onto span. Figures that r
-// reports absent are not written. note, when not empty, is a problem of the
-// input that did not stop the derivation; it is written as the derivation
-// problem when the derivation itself has none.
-func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, note string) {
+// reports absent are not written (on an anomaly that is every one). problem,
+// when not empty, is written as streamwatch.derivation.problem (see
+// timeline.Derivation.Problem).
+func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string) {
 	attrs := span.Attributes()
 	attrs.EnsureCapacity(attrs.Len() + figureAttrs)
 	if v, ok := r.TTFTUs(); ok {
@@ -70,21 +70,9 @@ func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, note stri
 	}
 	attrs.PutDouble(string(semconv.StallThresholdMs), ms(thresholdUs))
 	attrs.PutStr(string(semconv.Derivation), r.Status.String())
-	switch {
-	case r.Status != breakdown.Complete:
-		attrs.PutStr(string(semconv.DerivationProblem), r.Problem.String())
-	case note != "":
-		attrs.PutStr(string(semconv.DerivationProblem), note)
+	if problem != "" {
+		attrs.PutStr(string(semconv.DerivationProblem), problem)
 	}
-}
-
-// Anomaly flags a span whose timeline could not be read: no figure, only
-// the threshold, the status and the problem.
-func Anomaly(span ptrace.Span, thresholdUs int64, problem string) {
-	attrs := span.Attributes()
-	attrs.PutDouble(string(semconv.StallThresholdMs), ms(thresholdUs))
-	attrs.PutStr(string(semconv.Derivation), semconv.DerivationAnomaly)
-	attrs.PutStr(string(semconv.DerivationProblem), problem)
 }
 
 // at is the time of offset us after the span's start.

@@ -29,7 +29,7 @@ func TestStallSpanID(t *testing.T) {
 func TestFiguresOnAnomalyWritesNoFigure(t *testing.T) {
 	span := ptrace.NewSpan()
 	r := breakdown.Derive(breakdown.Timeline{ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: 1000}, nil)
-	Figures(span, &r, 1000, "")
+	Figures(span, &r, 1000, r.Problem.String())
 	assert.Equal(t, map[string]any{
 		string(semconv.StallThresholdMs):  1.0,
 		string(semconv.Derivation):        semconv.DerivationAnomaly,

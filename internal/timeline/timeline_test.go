@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/internal/breakdown"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -64,7 +65,7 @@ func TestReadForms(t *testing.T) {
 	assert.Equal(t, int64(1), in.ExpectedChunks)
 	assert.False(t, in.EventsDropped, "dropped events only matter to the event form")
 	assert.Contains(t, in.Note, "both timeline forms present")
-	require.Empty(t, in.Problem)
+	require.Empty(t, in.Malformed)
 }
 
 func TestReadLaunchOffset(t *testing.T) {
@@ -102,4 +103,72 @@ func TestDrop(t *testing.T) {
 	require.Equal(t, 2, span.Events().Len())
 	assert.Equal(t, "exception", span.Events().At(0).Name())
 	assert.Equal(t, semconv.EventStall, span.Events().At(1).Name())
+}
+
+// TestReadCaller: a call span's caller view is read from its own key, wins
+// over any attempt form, carries k when the span has it and no launch
+// offset (its TTFT already is what the caller waited).
+func TestReadCaller(t *testing.T) {
+	span := ptrace.NewSpan()
+	span.SetStartTimestamp(start)
+	a := span.Attributes()
+	a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).FromRaw([]any{int64(1_600_000), int64(4_650_000)})
+	a.PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(1)})
+	a.PutInt(string(semconv.GenAIUsageOutputTokens), 40)
+	a.PutInt(string(semconv.AttemptLaunchOffsetMs), 5)
+	in := Read(span, &Buffers{})
+	assert.Equal(t, Caller, in.Form)
+	assert.Equal(t, string(semconv.CallerChunkOffsetsUs), in.Key)
+	assert.Equal(t, []int64{1_600_000, 4_650_000}, in.Chunks)
+	assert.Equal(t, int64(40), in.OutputTokens)
+	assert.Equal(t, int64(-1), in.ExpectedChunks)
+	assert.False(t, in.HasLaunchOffset)
+	assert.Empty(t, in.Malformed)
+
+	a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).FromRaw([]any{"x"})
+	in = Read(span, &Buffers{})
+	assert.Equal(t, "streamwatch.caller.chunk.offsets_us[0] is not an int (type Str)", in.Malformed)
+
+	Drop(span)
+	_, ok := span.Attributes().Get(string(semconv.CallerChunkOffsetsUs))
+	assert.False(t, ok, "Drop removes the caller's view too")
+}
+
+// TestDerive: the one path both components take, from a span to its
+// figures; a malformed timeline is an anomaly whose problem is the reader's.
+func TestDerive(t *testing.T) {
+	span := ptrace.NewSpan()
+	span.SetStartTimestamp(start)
+	var b Buffers
+	d := Derive(span, &b, 2_000_000, 64)
+	assert.Equal(t, None, d.Form)
+
+	// Gaps 3 s, 0.1 s, 3 s, 0.1 s, 3 s: three segments, one kept.
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{
+		int64(0), int64(3_000_000), int64(3_100_000), int64(6_100_000), int64(6_200_000), int64(9_200_000)})
+	d = Derive(span, &b, 2_000_000, 1)
+	assert.Equal(t, breakdown.Complete, d.Result.Status)
+	assert.Equal(t, 3, d.Result.StallCount)
+	assert.Len(t, d.Result.Segments, 1)
+	assert.Equal(t, 2, d.Result.SegmentsDropped)
+	assert.Empty(t, d.Problem())
+
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(5), "6"})
+	d = Derive(span, &b, 2_000_000, 64)
+	assert.Equal(t, breakdown.Anomaly, d.Result.Status)
+	_, ok := d.Result.TTFTUs()
+	assert.False(t, ok, "no figure on a malformed timeline")
+	assert.Equal(t, "streamwatch.chunk.offsets_us[1] is not an int (type Str)", d.Problem())
+
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(5), int64(4)})
+	d = Derive(span, &b, 2_000_000, 64)
+	assert.Equal(t, breakdown.ProblemNegativeGap.String(), d.Problem())
+}
+
+func TestShrink(t *testing.T) {
+	b := Buffers{Chunks: make([]int64, 0, maxKeptOffsets+1), Keepalives: make([]int64, 0, 8), Segments: make([]breakdown.Segment, 0, maxKeptSegments+1)}
+	b.Shrink()
+	assert.Nil(t, b.Chunks)
+	assert.Equal(t, 8, cap(b.Keepalives))
+	assert.Nil(t, b.Segments)
 }

@@ -1,17 +1,22 @@
-// Package timeline reads the chunk timeline of one span (docs/design.md §3) into
-// caller-owned buffers, in either wire form, and checks it for malformed
-// input before the derivation math sees it.
+// Package timeline is the one reader of the chunk timeline (docs/design.md
+// §3) and the one path from a span to its breakdown (docs/design.md §4),
+// shared by the streamwatch processor and connector so that a figure on a
+// span and the metric built from it can never disagree.
+//
+// It reads a span's timeline into caller-owned buffers — an attempt's, in
+// either wire form, or the caller's view on a call span — checks it for
+// malformed input, and derives it with internal/breakdown.
 //
 // The canonical use, once per span:
 //
 //	var b timeline.Buffers // pooled by the caller
-//	in := timeline.Read(span, &b)
-//	if in.Form == timeline.None { return } // pass through untouched
-//	if in.Problem != "" { … flag an anomaly, derive nothing … }
-//	r := breakdown.Derive(in.Timeline(thresholdUs), segs)
+//	d := timeline.Derive(span, &b, thresholdUs, maxSegments)
+//	if d.Form == timeline.None { return } // pass through untouched
+//	… d.Result holds the figures (Status Anomaly when the input is malformed),
+//	d.Problem() the words for streamwatch.derivation.problem …
 //
-// Read never panics on any input and allocates only to grow the buffers and
-// to word a problem.
+// Nothing here panics on any input; it allocates only to grow the buffers
+// and to word a problem.
 package timeline
 
 import (
@@ -40,22 +45,49 @@ const (
 	Compact
 	// Events: streamwatch.chunk and streamwatch.keepalive span events.
 	Events
+	// Caller: the caller's view on a call span,
+	// streamwatch.caller.chunk.offsets_us (compact, no keepalives).
+	Caller
 )
 
-// Buffers are the reusable slices Read fills. They are not safe for
-// concurrent use; pool one per goroutine.
+// Buffers are the reusable slices Read and Derive fill. They are not safe
+// for concurrent use; pool one per goroutine.
 type Buffers struct {
 	Chunks     []int64
 	Keepalives []int64
+	Segments   []breakdown.Segment
+}
+
+// Buffers past these sizes are released by Shrink, so one enormous span
+// cannot pin megabytes for the life of the process.
+const (
+	maxKeptOffsets  = 1 << 16
+	maxKeptSegments = 1 << 12
+)
+
+// Shrink drops any buffer grown past what a common span needs.
+func (b *Buffers) Shrink() {
+	if cap(b.Chunks) > maxKeptOffsets {
+		b.Chunks = nil
+	}
+	if cap(b.Keepalives) > maxKeptOffsets {
+		b.Keepalives = nil
+	}
+	if cap(b.Segments) > maxKeptSegments {
+		b.Segments = nil
+	}
 }
 
 // Input is what Read found on a span.
 type Input struct {
 	// Form is where the timeline came from; None means no timeline.
 	Form Form
-	// Problem, when not empty, says why the input cannot be derived: the
+	// Key is the wire name the timeline was read from (an attribute key or
+	// the chunk event's name), for reports.
+	Key string
+	// Malformed, when not empty, says why the input cannot be derived: the
 	// span must be flagged as an anomaly and carry no figures.
-	Problem string
+	Malformed string
 	// Note, when not empty, flags something questionable that did not stop
 	// the derivation (both forms on one span).
 	Note string
@@ -92,12 +124,20 @@ func isTimelineEvent(name string) bool {
 	return name == semconv.EventChunk || name == semconv.EventKeepalive
 }
 
-// Read finds and reads the timeline of span into b. The compact form wins
-// when both are present: it is what hedgeprobe emits and it cannot lose its
+// Read finds and reads the timeline of span into b.
+//
+// A span carrying the caller's view (streamwatch.caller.chunk.offsets_us, a
+// call span) is read from it alone: the call span's figures are what the
+// caller lived through. Otherwise the compact form wins when both attempt
+// forms are present: it is what hedgeprobe emits and it cannot lose its
 // first chunks to an SDK's event limit; Input.Note then says so.
 func Read(span ptrace.Span, b *Buffers) Input {
 	in := Input{ExpectedChunks: -1}
 	attrs := span.Attributes()
+	b.Chunks, b.Keepalives = b.Chunks[:0], b.Keepalives[:0]
+	if v, ok := attrs.Get(string(semconv.CallerChunkOffsetsUs)); ok {
+		return readCaller(span, v, b)
+	}
 	offs, compact := attrs.Get(string(semconv.ChunkOffsetsUs))
 	var chunkEvents, kaEvents int
 	evs := span.Events()
@@ -111,22 +151,21 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	}
 	switch {
 	case compact:
-		in.Form = Compact
+		in.Form, in.Key = Compact, string(semconv.ChunkOffsetsUs)
 		if chunkEvents > 0 {
 			in.Note = fmt.Sprintf("both timeline forms present: used %s, ignored %d %s events",
 				semconv.ChunkOffsetsUs, chunkEvents, semconv.EventChunk)
 		}
 	case chunkEvents > 0 || kaEvents > 0:
-		in.Form = Events
+		in.Form, in.Key = Events, semconv.EventChunk
 	default:
 		return in
 	}
 	readContext(attrs, &in)
 
-	b.Chunks, b.Keepalives = b.Chunks[:0], b.Keepalives[:0]
 	start := uint64(span.StartTimestamp())
 	if start == 0 {
-		in.Problem = "span has no start time"
+		in.Malformed = noStart
 		return in
 	}
 	if in.Form == Compact {
@@ -137,7 +176,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 				b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
 			}
 		}
-		in.Problem = problem
+		in.Malformed = problem
 	} else {
 		in.EventsDropped = span.DroppedEventsCount() > 0
 		b.Chunks = growTo(b.Chunks, chunkEvents)
@@ -150,7 +189,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 			}
 			off, ok := eventOffsetUs(uint64(ev.Timestamp()), start)
 			if !ok {
-				in.Problem = fmt.Sprintf("%s event %d at %d ns is more than 7 days from span start %d ns",
+				in.Malformed = fmt.Sprintf("%s event %d at %d ns is more than 7 days from span start %d ns",
 					name, i, uint64(ev.Timestamp()), start)
 				break
 			}
@@ -161,6 +200,28 @@ func Read(span ptrace.Span, b *Buffers) Input {
 			}
 		}
 	}
+	in.Chunks, in.Keepalives = b.Chunks, b.Keepalives
+	return in
+}
+
+// noStart is the problem of a span without a start time: no offset can be
+// placed.
+const noStart = "span has no start time"
+
+// readCaller reads the caller's view of a call span. The caller sees no
+// keepalives and no chunk count; the call's own figures need neither. A
+// call span carries no launch offset, so call_ttft_ms stays absent: its
+// ttft_ms already is what the caller waited.
+func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
+	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1}
+	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
+		in.OutputTokens = k.Int()
+	}
+	if span.StartTimestamp() == 0 {
+		in.Malformed = noStart
+		return in
+	}
+	b.Chunks, in.Malformed = readOffsets(v, in.Key, b.Chunks)
 	in.Chunks, in.Keepalives = b.Chunks, b.Keepalives
 	return in
 }
@@ -241,11 +302,59 @@ func growTo(dst []int64, n int) []int64 {
 	return dst[:0]
 }
 
-// Drop removes the raw timeline from span, in both forms: the offsets
-// attributes and the chunk and keepalive events.
+// Drop removes the raw timeline from span, in every form: the offsets
+// attributes (the caller's view included) and the chunk and keepalive
+// events.
 func Drop(span ptrace.Span) {
 	attrs := span.Attributes()
+	attrs.Remove(string(semconv.CallerChunkOffsetsUs))
 	attrs.Remove(string(semconv.ChunkOffsetsUs))
 	attrs.Remove(string(semconv.KeepaliveOffsetsUs))
 	span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return isTimelineEvent(ev.Name()) })
+}
+
+// Derivation is a span's timeline, read and derived: what both components
+// act on.
+type Derivation struct {
+	// Input is what Read found; Form None means the span has no timeline
+	// and nothing else is set.
+	Input
+	// Result holds the figures. Its Status is Anomaly, with every figure
+	// absent, when Input.Malformed is set.
+	Result breakdown.Result
+}
+
+// Derive reads the timeline of span into b and derives it at threshold T
+// (µs), keeping at most maxSegments stall segments in b.Segments (the rest
+// are counted in Result.SegmentsDropped).
+func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) Derivation {
+	d := Derivation{Input: Read(span, b)}
+	switch {
+	case d.Form == None:
+	case d.Malformed != "":
+		d.Result = breakdown.Result{Status: breakdown.Anomaly}
+	default:
+		// A timeline of n chunks has fewer than n segments, so the buffer
+		// is bounded by the input, not only by maxSegments.
+		want := min(maxSegments, len(d.Chunks))
+		if cap(b.Segments) < want {
+			b.Segments = make([]breakdown.Segment, 0, want)
+		}
+		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
+	}
+	return d
+}
+
+// Problem is the text of streamwatch.derivation.problem: why the timeline
+// could not be read, else why the derivation is not complete, else a note
+// on the input; empty when there is nothing to say.
+func (d *Derivation) Problem() string {
+	switch {
+	case d.Malformed != "":
+		return d.Malformed
+	case d.Result.Problem != breakdown.NoProblem:
+		return d.Result.Problem.String()
+	default:
+		return d.Note
+	}
 }

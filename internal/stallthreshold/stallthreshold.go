@@ -1,0 +1,97 @@
+// Package stallthreshold is the one rule for the stall threshold T of both
+// streamwatch collector components (docs/design.md §4): its default, its
+// minimum and resolution, and how a value that is not a duration is
+// reported — the shipped collector config builds it from the environment
+// variable STREAM__STALL_THRESHOLD_MS, so an error names that variable and
+// what it expects.
+//
+// The canonical use, in a component's config:
+//
+//	func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+//	func (c *Config) Validate() error { return stallthreshold.Check(c.StallThreshold) }
+package stallthreshold
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+)
+
+// Key is the YAML key of the threshold in both components.
+const Key = "stall_threshold"
+
+// EnvVar is the environment variable the shipped collector config reads the
+// threshold from, in milliseconds, as "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms".
+const EnvVar = "STREAM__STALL_THRESHOLD_MS"
+
+// Default is T when nothing is configured: 2 s, a few seconds as the seed
+// suggests (pi-tps uses 500 ms).
+const Default = 2 * time.Second
+
+// Resolution is the timeline's: offsets are whole microseconds, so T is
+// used in whole microseconds and cannot be finer.
+const Resolution = time.Microsecond
+
+// Check is the rule both components apply to a decoded threshold: at least
+// 1µs and a whole number of microseconds. A threshold below 1µs would
+// become 0 in the timeline's units and make every gap a stall; a fraction
+// of a microsecond would be dropped silently.
+func Check(d time.Duration) error {
+	switch {
+	case d < Resolution:
+		return fmt.Errorf("%s must be at least 1µs (the timeline's resolution), got %q", Key, d.String())
+	case d%Resolution != 0:
+		return fmt.Errorf("%s must be a whole number of microseconds (the timeline's resolution), got %q", Key, d.String())
+	}
+	return nil
+}
+
+// Unmarshal decodes conf into cfg, a component config holding Key, after
+// checking Key's raw value with CheckRaw.
+func Unmarshal(conf *confmap.Conf, cfg any) error {
+	if err := CheckRaw(conf.Get(Key)); err != nil {
+		return err
+	}
+	return conf.Unmarshal(cfg)
+}
+
+// CheckRaw checks the configured value before it is decoded, so that a
+// value that is not a duration gets an error that says where it came from
+// instead of the decoder's "time: unknown unit". raw is nil when the key is
+// absent (the default applies).
+func CheckRaw(raw any) error {
+	switch v := raw.(type) {
+	case nil, time.Duration:
+		return nil
+	case string:
+		if _, err := time.ParseDuration(v); err == nil {
+			return nil
+		}
+		return stringError(v)
+	default:
+		// A bare number would decode as nanoseconds: 2000 would be 2µs.
+		return fmt.Errorf("%s must be a duration with a unit, such as \"2s\" or \"2000ms\", got %v", Key, v)
+	}
+}
+
+// stringError words the error for a string that is not a duration. One
+// that ends in "ms" most likely comes from the shipped config's
+// "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms": the variable's value is
+// what precedes the suffix.
+func stringError(v string) error {
+	env, fromEnv := strings.CutSuffix(v, "ms")
+	switch {
+	case fromEnv && strings.TrimSpace(env) == "":
+		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
+			"that variable is set but empty; set it to a whole number of milliseconds such as 2000, or unset it for the default",
+			Key, v, EnvVar)
+	case fromEnv:
+		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
+			"that variable must be a whole number of milliseconds such as 2000, got %q",
+			Key, v, EnvVar, env)
+	default:
+		return fmt.Errorf("%s must be a duration such as \"2s\" or \"2000ms\", got %q", Key, v)
+	}
+}

@@ -1,0 +1,66 @@
+package stallthreshold
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheck(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{2 * time.Second, ""},
+		{time.Microsecond, ""},
+		{1500 * time.Microsecond, ""},
+		{0, `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
+		{-time.Second, `stall_threshold must be at least 1µs (the timeline's resolution), got "-1s"`},
+		{500 * time.Nanosecond, `stall_threshold must be at least 1µs (the timeline's resolution), got "500ns"`},
+		{1500 * time.Nanosecond, `stall_threshold must be a whole number of microseconds (the timeline's resolution), got "1.5µs"`},
+	} {
+		err := Check(tt.d)
+		if tt.want == "" {
+			assert.NoError(t, err, tt.d)
+			continue
+		}
+		require.Error(t, err, tt.d)
+		assert.Equal(t, tt.want, err.Error())
+	}
+}
+
+// TestCheckRaw: what "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms" expands
+// to for a few values of the variable, and values written by hand.
+func TestCheckRaw(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		raw  any
+		want []string // substrings of the error; none means valid
+	}{
+		{"absent", nil, nil},
+		{"env 2000", "2000ms", nil},
+		{"env 1.5", "1.5ms", nil},
+		{"by hand", "2s", nil},
+		{"decoded", 2 * time.Second, nil},
+		{"env 2s", "2sms", []string{`stall_threshold is "2sms", not a duration`, "STREAM__STALL_THRESHOLD_MS", "whole number of milliseconds such as 2000", `got "2s"`}},
+		{"env set but empty", "ms", []string{`stall_threshold is "ms"`, "STREAM__STALL_THRESHOLD_MS", "set but empty", "whole number of milliseconds"}},
+		{"env blank", " ms", []string{"STREAM__STALL_THRESHOLD_MS", "set but empty"}},
+		{"by hand, no unit known", "2 seconds", []string{`stall_threshold must be a duration such as "2s" or "2000ms", got "2 seconds"`}},
+		{"bare number", 2000, []string{`stall_threshold must be a duration with a unit, such as "2s" or "2000ms", got 2000`}},
+		{"bool", true, []string{"must be a duration with a unit", "got true"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckRaw(tt.raw)
+			if len(tt.want) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
