@@ -16,6 +16,7 @@ import (
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/measure"
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // streamwatch is the connector. ConsumeTraces may run concurrently with
@@ -26,6 +27,11 @@ type streamwatch struct {
 	logger  *zap.Logger
 	tel     telemetry
 	version string
+	// instance is the collector's service.instance.id, put on the resource
+	// of every metric sent, so the metrics of two replicas never merge in
+	// a backend they both push to (docs/scale.md). Empty when the
+	// collector has none.
+	instance string
 
 	mu  sync.Mutex
 	rec *measure.Recorder
@@ -49,6 +55,9 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		logger:  set.Logger,
 		tel:     tel,
 		version: set.BuildInfo.Version,
+	}
+	if v, ok := set.TelemetrySettings.Resource.Attributes().Get(string(semconv.ServiceInstanceID)); ok {
+		c.instance = v.AsString()
 	}
 	c.cfg.Dimensions = append([]string(nil), cfg.Dimensions...)
 	c.rec = measure.New(measure.Options{
@@ -133,5 +142,11 @@ func (c *streamwatch) flush(ctx context.Context) error {
 	c.rec.Emit(md, metadata.ScopeName, c.version, now)
 	c.rec.TakeOverflowed(c.tel.overflowed)
 	c.mu.Unlock()
+	if c.instance != "" {
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			rms.At(i).Resource().Attributes().PutStr(string(semconv.ServiceInstanceID), c.instance)
+		}
+	}
 	return c.next.ConsumeMetrics(ctx, md)
 }

@@ -1,0 +1,196 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/dashboards"
+	"github.com/streamwatch/streamwatch/internal/testbed/loadgen"
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// replicaInterval is the connector interval of the replicas under test:
+// short, so pushes land quickly and the crash bound is tight.
+const replicaInterval = 2 * time.Second
+
+// TestReplicas runs two otelcol-streamwatch replicas of the gateway tier
+// (deploy/gateway.yaml), each with its own service.instance.id, pushing
+// through the Prometheus remote-write exporter into one real Prometheus.
+// Requests are split round robin between them. Each replica's series must
+// hold exactly what it was sent, and their sum what was sent in all: two
+// replicas' cumulative counters never land in one series. Then one replica
+// is killed with SIGKILL and what it loses is measured against the bound
+// of docs/scale.md: at most one connector interval of its traffic.
+func TestReplicas(t *testing.T) {
+	root := repoRoot(t)
+	collectorBin := os.Getenv("STREAMWATCH_COLLECTOR")
+	if collectorBin == "" {
+		collectorBin = filepath.Join(root, "bin", "otelcol-streamwatch")
+	}
+	if _, err := os.Stat(collectorBin); err != nil {
+		t.Fatalf("collector binary: %v (run make collector)", err)
+	}
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus not on PATH (apt-get install prometheus): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+
+	prom, err := stack.StartPrometheusReceiver(ctx, dir, promBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		prom.Stop()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
+		}
+	}()
+
+	names := []string{"gateway-a", "gateway-b"}
+	replicas := make([]*stack.Collector, len(names))
+	for i, name := range names {
+		rdir := filepath.Join(dir, name)
+		if err := os.Mkdir(rdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		col, err := stack.StartCollector(ctx, rdir, collectorBin,
+			[]string{filepath.Join(root, "deploy", "gateway.yaml"), filepath.Join(root, "e2e", "testdata", "instance.yaml")},
+			"STREAMWATCH_INSTANCE="+name,
+			"STREAMWATCH_REMOTE_WRITE="+prom.RemoteWriteURL(),
+			"STREAMWATCH_METRICS_INTERVAL="+replicaInterval.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = col
+		defer func() {
+			col.Stop()
+			if t.Failed() {
+				t.Logf("%s log:\n%s", name, tail(col.Log(), 40))
+			}
+		}()
+	}
+
+	shape := loadgen.DefaultShape()
+	reqs, err := shape.Requests(16, 1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := loadgen.Send(ctx, loadgen.Options{
+		Targets:     []string{replicas[0].OTLPGRPC, replicas[1].OTLPGRPC},
+		Requests:    reqs,
+		Senders:     2,
+		MaxRequests: 30,
+		Duration:    time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused > 0 || res.Sent.Requests != 30 {
+		t.Fatalf("sent %d requests, %d refused; want all 30 taken", res.Sent.Requests, res.Refused)
+	}
+	t.Logf("sent %d calls, %d spans, %d chunks: %d and %d calls per replica",
+		res.Sent.Calls, res.Sent.Spans, res.Sent.Chunks, res.PerTarget[0].Calls, res.PerTarget[1].Calls)
+
+	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	stalls := dashboards.PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	hedges := dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	outcome := dashboards.PromLabel(string(semconv.Outcome))
+	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
+
+	t.Run("each replica's series hold what it was sent", func(t *testing.T) {
+		for i, name := range names {
+			sent := res.PerTarget[i]
+			sel := fmt.Sprintf(`{instance=%q}`, name)
+			for expr, want := range map[string]int64{
+				"sum(" + calls + sel + ")": sent.Calls,
+				"sum(" + calls + fmt.Sprintf(`{instance=%q, %s=%q}`, name, outcome, semconv.OutcomeOK) + ")":    sent.CallsOK,
+				"sum(" + calls + fmt.Sprintf(`{instance=%q, %s=%q}`, name, outcome, semconv.OutcomeError) + ")": sent.CallsError,
+				"sum(" + stalls + sel + ")": sent.Stalls,
+				"sum(" + hedges + sel + ")": sent.Hedges,
+			} {
+				if got := scalarOr0(ctx, t, prom, expr); got != float64(want) {
+					t.Errorf("%s = %v, replica was sent %d", expr, got, want)
+				}
+			}
+		}
+	})
+	t.Run("the sums are what was sent", func(t *testing.T) {
+		for expr, want := range map[string]int64{
+			"sum(" + calls + ")":  res.Sent.Calls,
+			"sum(" + stalls + ")": res.Sent.Stalls,
+			"sum(" + hedges + ")": res.Sent.Hedges,
+		} {
+			if got := scalarOr0(ctx, t, prom, expr); got != float64(want) {
+				t.Errorf("%s = %v, sent %d", expr, got, want)
+			}
+		}
+	})
+	t.Run("no series is shared by two replicas", func(t *testing.T) {
+		v, err := prom.Query(ctx, "count by (instance) ("+calls+")")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) != len(names) {
+			t.Fatalf("calls series fall into %d instances, want %d: %v", len(v), len(names), v)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	t.Run("a killed replica loses at most one interval", func(t *testing.T) {
+		crashLoss(ctx, t, prom, replicas, names, reqs, res)
+	})
+}
+
+// crashLoss sends to replica 1 alone at a steady rate, kills it with
+// SIGKILL right after its last acknowledged request, and measures how much
+// of what it acknowledged never reached Prometheus.
+func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replicas []*stack.Collector, names []string, reqs []loadgen.Request, before loadgen.Result) {
+	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	victim := replicas[1]
+	const rate = 10 // requests a second, 1,000 calls a second
+	res, err := loadgen.Send(ctx, loadgen.Options{
+		Targets:  []string{victim.OTLPGRPC},
+		Requests: reqs,
+		Senders:  1,
+		Rate:     rate,
+		Duration: 3*replicaInterval + 500*time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Kill()
+	acked := before.PerTarget[1].Calls + res.Sent.Calls
+	callsPerSecond := float64(res.Sent.Calls) / res.Elapsed.Seconds()
+
+	// Whatever the replica pushed before it died is in Prometheus within
+	// a moment; give in-flight writes a second to land.
+	time.Sleep(time.Second)
+	stored := scalarOr0(ctx, t, prom, fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[1]))
+	lost := float64(acked) - stored
+	lostSeconds := lost / callsPerSecond
+	t.Logf("killed %s: it acknowledged %d calls, Prometheus holds %.0f: lost %.0f calls = %.2f s of its traffic (%.0f calls/s; interval %s)",
+		names[1], acked, stored, lost, lostSeconds, callsPerSecond, replicaInterval)
+	if lost < 0 {
+		t.Fatalf("Prometheus holds more calls (%.0f) than the replica acknowledged (%d)", stored, acked)
+	}
+	// One interval, plus one request's worth for the push in flight.
+	if bound := replicaInterval.Seconds() + 1.0/rate; lostSeconds > bound+0.25 {
+		t.Errorf("lost %.2f s of traffic, bound %.2f s (one interval and one request)", lostSeconds, bound)
+	}
+	// The survivor is untouched.
+	if got := scalarOr0(ctx, t, prom, fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[0])); got != float64(before.PerTarget[0].Calls) {
+		t.Errorf("survivor %s holds %v calls, was sent %d", names[0], got, before.PerTarget[0].Calls)
+	}
+}
