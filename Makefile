@@ -90,7 +90,7 @@ $(OLLAMA): $(OLLAMA_HDR) _build/ollama-$(OLLAMA_VER).stamp
 	if ! wait $$pid || ! test -x $(OLLAMA); then \
 		tail -30 _build/ollama.log; echo "ollama build failed; full log: _build/ollama.log"; exit 1; fi; \
 	touch $(OLLAMA); \
-	echo "==> built $(OLLAMA) ($$($(OLLAMA) --version 2>/dev/null | tail -1)) in $$(( $$(date +%s) - start ))s"
+	echo "==> built $(OLLAMA) (version $$($(OLLAMA) --version 2>&1 | grep -o "[0-9][0-9.]*$$" | tail -1)) in $$(( $$(date +%s) - start ))s"
 
 _build/ollama-%.stamp:
 	@mkdir -p _build; rm -f _build/ollama-*.stamp; touch $@
