@@ -289,3 +289,16 @@ func TestWriteGGUFRejectsBadDims(t *testing.T) {
 		t.Errorf("err = %v, want one naming the type", err)
 	}
 }
+
+func TestParentOf(t *testing.T) {
+	for stat, want := range map[string]int{
+		"4242 (ollama) S 4100 4242 4242 0 -1":        4100,
+		"4242 (a) b (c) d) R 17 4242 4242 0 -1 4194": 17,
+		"4242 (ollama":    -1,
+		"4242 (ollama) S": -1,
+	} {
+		if got := parentOf([]byte(stat)); got != want {
+			t.Errorf("parentOf(%q) = %d, want %d", stat, got, want)
+		}
+	}
+}

@@ -42,6 +42,8 @@ type Server struct {
 	Addr string
 	// LogPath is the file of its output (the runner's too).
 	LogPath string
+	// Setup is how long Start took for each step.
+	Setup Setup
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -49,6 +51,16 @@ type Server struct {
 
 	mu     sync.Mutex
 	paused []int // runner pids stopped by Pause and not yet continued
+}
+
+// Setup times the steps of Start.
+type Setup struct {
+	// Listen is from exec to the first answer of the HTTP server.
+	Listen time.Duration
+	// Create is `ollama create` of the model from its Modelfile.
+	Create time.Duration
+	// Load is the first generation, which starts the runner.
+	Load time.Duration
 }
 
 // BaseURL is the OpenAI-compatible API root, "http://127.0.0.1:port/v1".
@@ -120,21 +132,27 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.Stop()
 		return nil, fmt.Errorf("ollama: %s: %w\n%s", o.Name, err, s.Log())
 	}
+	t0 := time.Now()
 	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		return fail(err)
 	}
+	s.Setup.Listen = time.Since(t0)
 	mf := filepath.Join(o.Dir, o.Name+".Modelfile")
 	if err := os.WriteFile(mf, []byte(Modelfile(o.Model)), 0o644); err != nil {
 		return fail(err)
 	}
+	t0 = time.Now()
 	create := exec.CommandContext(ctx, o.Bin, "create", ModelName, "-f", mf)
 	create.Env = env
 	if out, err := create.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("ollama create: %w\n%s", err, out))
 	}
+	s.Setup.Create = time.Since(t0)
+	t0 = time.Now()
 	if err := s.load(ctx); err != nil {
 		return fail(err)
 	}
+	s.Setup.Load = time.Since(t0)
 	return s, nil
 }
 
