@@ -7,6 +7,11 @@ OCB       := $(BIN)/builder
 OCB_VER   := v0.165.0
 COLLECTOR := $(BIN)/otelcol-streamwatch
 FUZZTIME  ?= 15s
+# Ollama, the end-to-end suite's real LLM server, built from the Go module
+# proxy (see docs/ollama.md).
+OLLAMA_VER := v0.17.4
+OLLAMA     := $(BIN)/ollama
+OLLAMA_HDR := internal/testbed/ollama/include/miniaudio/miniaudio.h
 
 # Everything the collector binary is built from: the builder manifest, the
 # module files, and the Go files of every package of this module that the two
@@ -16,16 +21,16 @@ COMPONENTS    := ./processor/streamwatchprocessor ./connector/streamwatchconnect
 COLLECTOR_SRC := builder-config.yaml go.mod go.sum \
 	$(shell $(GO) list -deps -f '{{if and .Module (eq .Module.Path "github.com/streamwatch/streamwatch")}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}' $(COMPONENTS) 2>/dev/null)
 
-.PHONY: test e2e bench lint fuzz collector demo fakellm clean
+.PHONY: test e2e bench lint fuzz collector ollama demo fakellm clean
 
 ## test: go vet and the race-enabled unit and integration tests.
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-## e2e: the real collector and a real Prometheus server (see e2e/).
-e2e: collector
-	STREAMWATCH_COLLECTOR=$(COLLECTOR) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
+## e2e: the real collector, a real Prometheus server and two Ollama servers (see e2e/).
+e2e: collector ollama
+	STREAMWATCH_COLLECTOR=$(COLLECTOR) STREAMWATCH_OLLAMA=$(OLLAMA) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
 
 ## bench: every benchmark, with the baselines they are compared to.
 bench:
@@ -63,6 +68,32 @@ $(COLLECTOR): $(OCB) $(COLLECTOR_SRC)
 		tail -30 _build/ocb.log; echo "ocb build failed; full log: _build/ocb.log"; exit 1; fi; \
 	cp _build/otelcol-streamwatch/otelcol-streamwatch $(COLLECTOR); \
 	echo "==> built $(COLLECTOR) in $$(( $$(date +%s) - start ))s"
+
+## ollama: build Ollama $(OLLAMA_VER) from the Go module proxy into ./bin (skipped when up to date).
+ollama: $(OLLAMA)
+
+# The module zip lacks llama.cpp's vendor/ headers: nlohmann/json and stb
+# come from Debian (nlohmann-json3-dev, libstb-dev, in /usr/include), and
+# miniaudio.h is the project's own stand-in (audio input unsupported).
+# The stamp names the version, so changing OLLAMA_VER rebuilds.
+$(OLLAMA): $(OLLAMA_HDR) _build/ollama-$(OLLAMA_VER).stamp
+	@echo "==> building ollama $(OLLAMA_VER) from the Go module proxy (CPU only; about 2.5 min from an empty build cache, longer on a busy machine); full log in _build/ollama.log"
+	@mkdir -p _build; start=$$(date +%s); \
+	CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/internal/testbed/ollama/include" GOBIN=$(BIN) \
+		$(GO) install -v -ldflags "-X github.com/ollama/ollama/version.Version=$(OLLAMA_VER:v%=%)" \
+		github.com/ollama/ollama@$(OLLAMA_VER) > _build/ollama.log 2>&1 & pid=$$!; \
+	n=0; while kill -0 $$pid 2>/dev/null; do \
+		sleep 1; n=$$((n + 1)); [ $$((n % 10)) -eq 0 ] || continue; \
+		printf '    … %ss: %s packages compiled, now %s\n' "$$(( $$(date +%s) - start ))" \
+			"$$(grep -cv '^go: ' _build/ollama.log)" "$$(grep -v '^go: ' _build/ollama.log | tail -1)"; \
+	done; \
+	if ! wait $$pid || ! test -x $(OLLAMA); then \
+		tail -30 _build/ollama.log; echo "ollama build failed; full log: _build/ollama.log"; exit 1; fi; \
+	touch $(OLLAMA); \
+	echo "==> built $(OLLAMA) (version $$($(OLLAMA) --version 2>&1 | grep -o "[0-9][0-9.]*$$" | tail -1)) in $$(( $$(date +%s) - start ))s"
+
+_build/ollama-%.stamp:
+	@mkdir -p _build; rm -f _build/ollama-*.stamp; touch $@
 
 ## fakellm: the scripted upstream.
 fakellm:
