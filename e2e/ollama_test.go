@@ -289,8 +289,8 @@ func sseRequest(srv *ollama.Server, c chatCall) sse.OpenAIRequest {
 func newProber[T any](t *testing.T, s *ollamaSuite, a adapter[T], cfg hedgeprobe.Config, opts ...hedgeprobe.Option) *hedgeprobe.Prober[T] {
 	t.Helper()
 	cfg.HedgeBudget, cfg.HedgeBurst = 1, 10
-	opts = append(opts, hedgeprobe.WithTokenCount(a.tokens), hedgeprobe.WithTracerProvider(s.tp))
-	p, err := hedgeprobe.New(cfg, a.classify, opts...)
+	opts = append(opts, hedgeprobe.WithTracerProvider(s.tp))
+	p, err := hedgeprobe.New(cfg, hedgeprobe.Items[T]{Classify: a.classify, OutputTokens: a.tokens}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func newProber[T any](t *testing.T, s *ollamaSuite, a adapter[T], cfg hedgeprobe
 
 // openDirect opens one attempt of r outside any Prober.
 func openDirect[T any](ctx context.Context, r hedgeprobe.Route[T]) (hedgeprobe.Source[T], error) {
-	return r.Open(ctx)
+	return r.Open(ctx, hedgeprobe.Attempt{})
 }
 
 // pause is a stop of a runner: when it was stopped and continued,
@@ -338,8 +338,8 @@ func pauseAfter[T any](t *testing.T, r hedgeprobe.Route[T], classify hedgeprobe.
 	p := &pause{}
 	var once sync.Once
 	open := r.Open
-	r.Open = func(ctx context.Context) (hedgeprobe.Source[T], error) {
-		src, err := open(ctx)
+	r.Open = func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[T], error) {
+		src, err := open(ctx, a)
 		if err != nil {
 			return src, err
 		}
@@ -365,8 +365,8 @@ func pauseAfter[T any](t *testing.T, r hedgeprobe.Route[T], classify hedgeprobe.
 // its first content chunk.
 func onFirstContent[T any](r hedgeprobe.Route[T], classify hedgeprobe.Classifier[T], f func()) hedgeprobe.Route[T] {
 	open := r.Open
-	r.Open = func(ctx context.Context) (hedgeprobe.Source[T], error) {
-		src, err := open(ctx)
+	r.Open = func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[T], error) {
+		src, err := open(ctx, a)
 		if err != nil {
 			return src, err
 		}
