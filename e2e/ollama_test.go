@@ -25,7 +25,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/streamwatch/streamwatch/dashboards"
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
@@ -727,18 +726,18 @@ func testOllamaMetrics(ctx context.Context, t *testing.T, s *ollamaSuite, prom *
 	for _, n := range s.calls {
 		total += n
 	}
-	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total))
 	for outcome, n := range s.calls {
 		if got := scalar(ctx, t, prom, `sum(`+calls+`{streamwatch_outcome="`+string(outcome)+`"})`); got != float64(n) {
 			t.Errorf("calls{outcome=%s} = %v, the probe saw %d", outcome, got, n)
 		}
 	}
-	hedges := dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
 	if got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="stall", streamwatch_attempt_outcome="winner"})`); got != 4 {
 		t.Errorf("stall hedges won = %v, want 4 (one per stall-before-commit case)", got)
 	}
-	stall := dashboards.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+	stall := semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
 	sel := `{streamwatch_route="ollama-a", streamwatch_attempt_outcome="canceled"}`
 	if n := scalar(ctx, t, prom, "sum("+stall+"_count"+sel+")"); n != 2 {
 		t.Errorf("stall segments on canceled primaries = %v, want 2 (the Buffered cases)", n)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamwatch/streamwatch/dashboards"
 	"github.com/streamwatch/streamwatch/internal/testbed/loadgen"
 	"github.com/streamwatch/streamwatch/internal/testbed/stack"
 	"github.com/streamwatch/streamwatch/semconv"
@@ -102,10 +101,10 @@ func TestReplicas(t *testing.T) {
 	t.Logf("sent %d calls, %d spans, %d chunks: %d and %d calls per replica",
 		res.Sent.Calls, res.Sent.Spans, res.Sent.Chunks, res.PerTarget[0].Calls, res.PerTarget[1].Calls)
 
-	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	stalls := dashboards.PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	hedges := dashboards.PromName(semconv.MetricHedges, semconv.UnitCount, true)
-	outcome := dashboards.PromLabel(string(semconv.Outcome))
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	outcome := semconv.PromLabel(string(semconv.Outcome))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
 
 	t.Run("each replica's series hold what it was sent", func(t *testing.T) {
@@ -157,7 +156,7 @@ func TestReplicas(t *testing.T) {
 // SIGKILL right after its last acknowledged request, and measures how much
 // of what it acknowledged never reached Prometheus.
 func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replicas []*stack.Collector, names []string, reqs []loadgen.Request, before loadgen.Result) {
-	calls := dashboards.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	victim := replicas[1]
 	const rate = 10 // requests a second, 1,000 calls a second
 	res, err := loadgen.Send(ctx, loadgen.Options{
