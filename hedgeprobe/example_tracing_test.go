@@ -67,8 +67,8 @@ func Example_tracerProvider() {
 		}
 	}()
 
-	p, err := hedgeprobe.New(hedgeprobe.Config{StallTimeout: time.Minute}, sse.ClassifyOpenAI,
-		hedgeprobe.WithTokenCount(sse.OpenAITokens), hedgeprobe.WithTracerProvider(tp))
+	p, err := hedgeprobe.New(hedgeprobe.Config{StallTimeout: time.Minute}, sse.OpenAIItems,
+		hedgeprobe.WithTracerProvider(tp))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -113,7 +113,8 @@ func TestReadmeTracerProviderExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, func(string) hedgeprobe.Kind { return hedgeprobe.Content },
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1},
+		hedgeprobe.Items[string]{Classify: func(string) hedgeprobe.Kind { return hedgeprobe.Content }},
 		hedgeprobe.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)

@@ -157,4 +157,3 @@ func TestHealthConcurrentCalls(t *testing.T) {
 		}
 	})
 }
-

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -124,73 +123,6 @@ func (t *tracing) startCall(ctx context.Context, start time.Time, model string, 
 	return ctx, &callRecorder{t: t, span: span, start: start, delivery: getOffsets()}
 }
 
-// attemptRecorder records one attempt on its own span: the compact
-// timeline in microseconds since the span's start, which is the attempt's
-// launch time taken here with the monotonic clock, so every offset is an
-// exact monotonic difference.
-type attemptRecorder struct {
-	t         *tracing
-	span      trace.Span
-	start     time.Time
-	offsets   []int64
-	kaOffsets []int64
-	kaDropped int
-	model     string // gen_ai.response.model, once known
-	tokens    int64  // gen_ai.usage.output_tokens, when hasTokens
-	hasTokens bool
-}
-
-func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
-	attrs := []attribute.KeyValue{
-		r.t.opAttr,
-		semconv.GenAIProviderName.String(route.provider),
-		semconv.GenAIRequestModel.String(route.model),
-		semconv.GenAIRequestStream.Bool(true),
-		semconv.Route.String(route.name),
-		semconv.AttemptIndex.Int(idx),
-		semconv.AttemptTrigger.String(string(trig)),
-		semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds()) / 1000),
-	}
-	if trig == TriggerResume {
-		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))
-	}
-	ctx, span := r.t.tracer.Start(ctx, r.t.operation+" "+route.model,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(at),
-		trace.WithAttributes(attrs...))
-	a := &attemptRecorder{t: r.t, span: span, start: at, offsets: getOffsets()}
-	r.attempts = append(r.attempts, a)
-	return ctx, a
-}
-
-// delivered records the delivery of a content chunk to the caller at at.
-func (r *callRecorder) delivered(at time.Time) {
-	r.delivery = appendOffset(r.delivery, at.Sub(r.start).Microseconds())
-}
-
-// offsetPool recycles timeline buffers: SetAttributes copies the offsets
-// into the attribute, so once an attempt span has ended its buffer is
-// free, and a steady stream of calls allocates only that copy, 8 B per
-// chunk, instead of growing a buffer per call.
-var offsetPool sync.Pool
-
-// maxPooledOffsets bounds the buffers kept (1 MiB each at most).
-const maxPooledOffsets = 1 << 17
-
-func getOffsets() []int64 {
-	if p, ok := offsetPool.Get().(*[]int64); ok {
-		return (*p)[:0]
-	}
-	return make([]int64, 0, 64)
-}
-
-func putOffsets(b []int64) {
-	if cap(b) == 0 || cap(b) > maxPooledOffsets {
-		return
-	}
-	offsetPool.Put(&b)
-}
-
 // routeNames are the strings of a Route, without its type parameter.
 type routeNames struct{ name, provider, model string }
 
@@ -286,76 +218,6 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 	r.span.End(trace.WithTimestamp(at))
 	putOffsets(r.delivery)
 	r.delivery = nil
-}
-
-// appendOffset appends v to b, doubling by hand when b is full: append
-// grows large slices by 1.25×, which costs about 40 B per chunk in copies;
-// doubling costs at most 16.
-func appendOffset(b []int64, v int64) []int64 {
-	if len(b) == cap(b) {
-		grown := make([]int64, len(b), max(2*cap(b), 64))
-		copy(grown, b)
-		b = grown
-	}
-	return append(b, v)
-}
-
-// content records a content chunk that arrived at at.
-func (a *attemptRecorder) content(at time.Time) {
-	a.offsets = appendOffset(a.offsets, at.Sub(a.start).Microseconds())
-	if a.t.chunkEvents {
-		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(at))
-	}
-}
-
-// keepalive records a keepalive that arrived at at, up to the cap.
-func (a *attemptRecorder) keepalive(at time.Time) {
-	if len(a.kaOffsets) < a.t.kaCap {
-		if a.kaOffsets == nil {
-			a.kaOffsets = getOffsets()
-		}
-		a.kaOffsets = append(a.kaOffsets, at.Sub(a.start).Microseconds())
-	} else {
-		a.kaDropped++
-	}
-	if a.t.chunkEvents {
-		a.span.AddEvent(semconv.EventKeepalive, trace.WithTimestamp(at))
-	}
-}
-
-// end ends the attempt span; the token count is the attempt's, set by the
-// race as usage items arrive.
-func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks int64, at time.Time) {
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs,
-		semconv.AttemptOutcome.String(string(o)),
-		semconv.ChunkCount.Int64(chunks),
-		semconv.ChunkOffsetsUs.Int64Slice(a.offsets))
-	if len(a.kaOffsets) > 0 {
-		attrs = append(attrs, semconv.KeepaliveOffsetsUs.Int64Slice(a.kaOffsets))
-	}
-	if a.kaDropped > 0 {
-		attrs = append(attrs, semconv.KeepalivesDropped.Int(a.kaDropped))
-	}
-	if a.hasTokens {
-		attrs = append(attrs, semconv.GenAIUsageOutputTokens.Int64(a.tokens))
-	}
-	if a.model != "" {
-		attrs = append(attrs, semconv.GenAIResponseModel.String(a.model))
-	}
-	if o == AttemptFailed {
-		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))
-		desc := "failed"
-		if err != nil {
-			desc = err.Error()
-		}
-		a.span.SetStatus(codes.Error, desc)
-	}
-	a.span.SetAttributes(attrs...)
-	a.span.End(trace.WithTimestamp(at))
-	putOffsets(a.offsets)
-	putOffsets(a.kaOffsets)
-	a.offsets, a.kaOffsets = nil, nil
 }
 
 // errorType returns a low-cardinality error.type for err: the watchdog

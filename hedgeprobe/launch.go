@@ -1,0 +1,173 @@
+package hedgeprobe
+
+import (
+	"context"
+	"time"
+)
+
+// Launching attempts: the primary on the first healthy route, hedges round
+// robin on the routes health admits, each but the primary paid for with a
+// budget token.
+
+// begin starts the call: budget refill, call span, primary attempt.
+func (s *Stream[T]) begin() bool {
+	s.start = time.Now()
+	if s.initErr != nil {
+		s.phase = phaseDone
+		s.err, s.outcome = s.initErr, OutcomeError
+		return false
+	}
+	cfg := &s.p.cfg
+	s.p.budget.refill()
+	ctx, rec := s.p.tel.startCall(s.ctx, s.start, s.routes[0].Model, cfg.Delivery)
+	if rec != nil {
+		s.rec = rec
+		s.obs = append(s.obs, rec)
+	}
+	if s.p.hooks.any() {
+		s.obs = append(s.obs, &s.p.hooks)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.life.mu.Lock()
+	s.callCtx, s.life.cancel = ctx, cancel
+	s.life.mu.Unlock()
+	r := &s.race
+	r.streaming = cfg.Delivery == Streaming
+	r.hold = int64(max(cfg.HoldChunks, 1))
+	r.resumable = cfg.ResumeAfter > 0 && s.p.items.Text != nil && cfg.MaxAttempts > 1 && anyContinues(s.routes)
+	r.events = make(chan event[T], 4*cfg.MaxAttempts)
+	s.out.text.max = cfg.ResumeMaxText
+	s.phase = phaseRace
+	if !s.launch(launch[T]{trigger: TriggerPrimary, route: s.primary()}) {
+		s.finish(nil, OutcomeCanceled)
+		return false
+	}
+	return true
+}
+
+// primary picks the route of the primary attempt: the first healthy one in
+// the caller's order, or, when every route is ejected, the one whose
+// ejection ends first (a call never fails for lack of a healthy route).
+func (s *Stream[T]) primary() int {
+	now := time.Now()
+	for i := range s.routes {
+		if ok, probe := s.p.health.admit(s.routes[i].Name, now, true); ok {
+			s.race.probe = probe
+			return i
+		}
+		s.obs.routeSkipped(s.routes[i].Name, now)
+	}
+	return s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+}
+
+// launch describes an attempt to start.
+type launch[T any] struct {
+	trigger Trigger
+	route   int // index in Stream.routes
+	// Resume only: the stalled attempt continued; before commit, the
+	// part of its items that comes first (parent); the text; the chunks
+	// delivered.
+	of            *attempt[T]
+	parent        *attempt[T]
+	parentItems   int
+	parentContent int64
+	prefix        string
+	delivered     int64
+}
+
+// launch starts an attempt; false when the Stream is closing or the
+// budget refused it (then counted and reported).
+func (s *Stream[T]) launch(l launch[T]) bool {
+	if s.life.closeReq.Load() {
+		return false
+	}
+	now := time.Now()
+	route := &s.routes[l.route]
+	a, refused := s.add(l, route, now)
+	if a == nil && s.race.probe {
+		s.p.health.abandon(route.Name)
+		s.race.probe = false
+	}
+	if refused {
+		s.throttle(l.trigger, route.Name, ThrottleBudget)
+		return false
+	}
+	if a == nil {
+		return false
+	}
+	s.race.next = (l.route + 1) % len(s.routes)
+	go s.run(a)
+	n := len(s.attempts)
+	switch l.trigger {
+	case TriggerPrimary:
+	case TriggerResume:
+		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: l.of.idx, Route: route.Name,
+			DeliveredChunks: l.delivered, Elapsed: a.launch})
+	default:
+		delay := s.attempts[n-2].delay
+		s.obs.hedge(HedgeEvent{Context: s.ctx, Attempt: a.idx, Route: route.Name, Provider: route.Provider,
+			Model: route.Model, Trigger: l.trigger, Delay: delay, Elapsed: a.launch})
+	}
+	return true
+}
+
+// add creates the attempt and adds it to the call. It holds life.mu
+// throughout, so a Close either comes first, and then no budget token is
+// taken and no attempt span started, or sees the attempt and releases it.
+// It returns nil when the Stream is closing or, with refused, when the
+// budget refused a hedge or resume.
+func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt[T], refused bool) {
+	s.life.mu.Lock()
+	defer s.life.mu.Unlock() // deferred: a span processor may panic in Start
+	if s.life.closed {
+		return nil, false
+	}
+	if l.trigger != TriggerPrimary && !s.p.budget.take() {
+		return nil, true
+	}
+	a = &attempt[T]{
+		idx: len(s.attempts), route: route, trigger: l.trigger,
+		launchAt: now, launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
+		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
+		delivered: l.delivered, firstItem: -1,
+	}
+	a.probe, s.race.probe = s.race.probe, false
+	if s.p.cfg.HedgeAfter > 0 {
+		a.delay = s.p.cfg.HedgeAfter
+	} else {
+		a.delay = s.p.delays.delay(route.Name, route.Model, now)
+	}
+	ctx := s.callCtx
+	if s.rec != nil {
+		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model}, l.trigger, a.launch, l.delivered, now)
+	}
+	a.ctx, a.cancel = context.WithCancel(ctx)
+	if s.race.streaming && !s.race.resumable {
+		a.handoff = make(chan struct{})
+	}
+	s.attempts = append(s.attempts, a)
+	s.life.wg.Add(1)
+	return a, false
+}
+
+func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReason) {
+	s.race.throttled++
+	s.obs.throttle(ThrottleEvent{Context: s.ctx, Attempt: len(s.attempts), Route: route, Trigger: trigger,
+		Reason: reason, Elapsed: s.since()})
+}
+
+// hedgeRoute returns the route for a hedge: the next one, round robin,
+// that health admits; ok false (and the hedge throttled for pushback)
+// when none does.
+func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
+	now := time.Now()
+	for i := range s.routes {
+		j := (s.race.next + i) % len(s.routes)
+		if ok, probe := s.p.health.admit(s.routes[j].Name, now, false); ok {
+			s.race.probe = probe
+			return j, true
+		}
+	}
+	s.throttle(trigger, s.routes[s.race.next].Name, ThrottlePushback)
+	return 0, false
+}
