@@ -41,6 +41,12 @@ var (
 	// (WithTokenCount) or response-model function (WithResponseModel)
 	// panicked; it is fatal.
 	ErrExtractorPanic = errors.New("hedgeprobe: token count or response model function panicked")
+	// ErrCannotContinue is wrapped by the error Route.Open returns for a
+	// resume attempt whose continuation request it cannot build (the
+	// conversation has a shape the adapter cannot extend, say): the resume
+	// is skipped with the reason "build", the route is not taken to have
+	// refused, and the call goes on.
+	ErrCannotContinue = errors.New("hedgeprobe: cannot build a continuation")
 )
 
 // TimeoutKind says which watchdog fired.

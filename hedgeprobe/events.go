@@ -81,6 +81,9 @@ const (
 	// ResumeRefused: the route answered the continuation with a fatal
 	// error (a 400 on prefill, say); it is not asked again for a while.
 	ResumeRefused ResumeSkip = "refused"
+	// ResumeBuild: the route could not build the continuation request
+	// (its Open returned an error wrapping ErrCannotContinue).
+	ResumeBuild ResumeSkip = "build"
 )
 
 // HedgeEvent describes a hedge launch.

@@ -269,9 +269,15 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 			s.obs.eject(ev, now)
 		}
 	case refused:
-		s.p.refusals.add(a.route.Name, now.Add(s.p.cfg.ResumeRefusedFor))
+		// A refusal is the route's answer to continuations in general; a
+		// request the adapter could not build is this call's alone.
+		why := ResumeBuild
+		if !errors.Is(err, ErrCannotContinue) {
+			why = ResumeRefused
+			s.p.refusals.add(a.route.Name, now.Add(s.p.cfg.ResumeRefusedFor))
+		}
 		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: a.stats().ResumeOf, Route: a.route.Name,
-			DeliveredChunks: a.delivered, Skipped: ResumeRefused, Elapsed: now.Sub(s.start)})
+			DeliveredChunks: a.delivered, Skipped: why, Elapsed: now.Sub(s.start)})
 	}
 	r := &s.race
 	// The call's error, should nothing rescue it: the committed stream's,

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // resumeCfg is the policy of the resume tests: no TTFT hedge in the way.
@@ -329,5 +333,90 @@ func TestResumeExactlyOnceStress(t *testing.T) {
 			t.Fatalf("ok %d resumed %d of 2000: the stress did not exercise resume", ok, resumed)
 		}
 		t.Logf("2000 calls: %d ok, %d resumed", ok, resumed)
+	})
+}
+
+// Bad input: a continuation the route cannot build (Open returns
+// ErrCannotContinue) skips the resume with the reason "build" on the call
+// span, does not mark the route as refusing, and the call goes on: the
+// stalled stream recovers and the caller reads it whole.
+func TestResumeCannotBuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(3*time.Second, "B")})
+		b := continuing("b")
+		b.openErr = fmt.Errorf("unknown message shape: %w", ErrCannotContinue)
+		var resumes []ResumeEvent
+		p, exp := recorded(t, resumeCfg(), withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if joined(g) != "AB" || g.err != nil || s.Stats().Outcome != OutcomeOK {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if len(resumes) != 2 || resumes[1].Skipped != ResumeBuild || p.refusals.refused("b", time.Now()) {
+			t.Fatalf("resumes %+v", resumes)
+		}
+		var reason string
+		for _, sp := range exp.GetSpans() {
+			for _, ev := range sp.Events {
+				if ev.Name == semconv.EventResumeSkipped {
+					for _, kv := range ev.Attributes {
+						if kv.Key == semconv.EventResumeReason {
+							reason = kv.Value.AsString()
+						}
+					}
+				}
+			}
+		}
+		if reason != string(ResumeBuild) {
+			t.Fatalf("call span reason %q, want %q", reason, ResumeBuild)
+		}
+	})
+}
+
+// Telemetry of a resumed call (docs/design.md §3): the resume attempt's
+// span has trigger resume and the chunks delivered before it; the call
+// span has a resume event and the caller's view, whose gap before the
+// continuation is the silence the caller lived through (2.1 s), while the
+// stalled attempt's own timeline keeps only what it received.
+func TestResumeTelemetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(10*time.Millisecond, "B"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "C")})
+		p, exp := recorded(t, resumeCfg(), withText())
+		drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		var call, orig, res tracetest.SpanStub
+		for _, sp := range exp.GetSpans() {
+			switch idx, _ := attrOf(sp.Attributes, semconv.AttemptIndex); {
+			case sp.Name == semconv.CallSpanName:
+				call = sp
+			case idx.AsInt64() == 0:
+				orig = sp
+			default:
+				res = sp
+			}
+		}
+		if v, _ := attrOf(res.Attributes, semconv.AttemptTrigger); v.AsString() != "resume" {
+			t.Fatalf("resume span trigger %q", v.AsString())
+		}
+		if v, _ := attrOf(res.Attributes, semconv.ResumeDeliveredChunks); v.AsInt64() != 2 {
+			t.Fatalf("delivered before the resume = %d", v.AsInt64())
+		}
+		if v, _ := attrOf(orig.Attributes, semconv.AttemptOutcome); v.AsString() != "canceled" {
+			t.Fatalf("stalled attempt outcome %q", v.AsString())
+		}
+		if v, _ := attrOf(orig.Attributes, semconv.ChunkOffsetsUs); fmt.Sprint(v.AsInt64Slice()) != "[1000000 1010000]" {
+			t.Fatalf("stalled attempt timeline %v", v.AsInt64Slice())
+		}
+		v, _ := attrOf(call.Attributes, semconv.CallerChunkOffsetsUs)
+		if fmt.Sprint(v.AsInt64Slice()) != "[1000000 1010000 3110000]" {
+			t.Fatalf("caller's view %v", v.AsInt64Slice())
+		}
+		found := false
+		for _, ev := range call.Events {
+			found = found || ev.Name == semconv.EventResume
+		}
+		if !found {
+			t.Fatal("no resume event on the call span")
+		}
 	})
 }
