@@ -52,8 +52,12 @@ func BenchmarkChunkDirectSource(b *testing.B) {
 }
 
 func benchCommitted(b *testing.B, cfg Config, opts ...any) {
+	benchCommittedOn(b, cfg, endlessRoute(), opts...)
+}
+
+func benchCommittedOn(b *testing.B, cfg Config, r Route[chunk], opts ...any) {
 	p := mustNew(b, cfg, opts...)
-	s := p.Stream(context.Background(), endlessRoute())
+	s := p.Stream(context.Background(), r)
 	defer s.Close()
 	if !s.Next() {
 		b.Fatal(s.Err())
@@ -73,6 +77,15 @@ func BenchmarkChunkStream(b *testing.B) { benchCommitted(b, Config{MaxAttempts: 
 // A committed stream with the stall watchdog armed.
 func BenchmarkChunkStreamWatchdog(b *testing.B) {
 	benchCommitted(b, Config{MaxAttempts: 1, StallTimeout: time.Minute, TTFTTimeout: time.Minute})
+}
+
+// A committed stream that can be resumed: its reading goroutine relays
+// every item to the caller's Next (so a resume can race it), and each
+// content chunk's text is kept for the continuation.
+func BenchmarkChunkStreamResumable(b *testing.B) {
+	r := endlessRoute()
+	r.Continues = true
+	benchCommittedOn(b, Config{MaxAttempts: 2, StallTimeout: time.Minute}, r, withText())
 }
 
 // Per-call set-up and tear-down of a single-route call whose upstream
