@@ -42,6 +42,11 @@ func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	return RunWith(ctx, sc, strategies)
+}
+
+// RunWith is Run with the given strategies.
+func RunWith(ctx context.Context, sc Scenario, strategies []Strategy) (*Report, error) {
 	rep := &Report{Scenario: sc, Rows: make([]Row, len(strategies))}
 	var wg sync.WaitGroup
 	for i, s := range strategies {

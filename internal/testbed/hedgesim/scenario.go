@@ -64,6 +64,12 @@ type Scenario struct {
 	// calls in [OutageFrom, OutageTo) × Calls.
 	OutageRoute          string
 	OutageFrom, OutageTo float64
+	// OutageRetryAfter, when set, is the Retry-After of the outage's 503s.
+	OutageRetryAfter time.Duration
+	// FlapCalls, when set, makes the outage flap: the route is down for
+	// FlapCalls calls, up for the next FlapCalls, and so on (calls last
+	// about 5 s, so 2 is "down 10 s, up 10 s").
+	FlapCalls int
 	// During the calls in [StormFrom, StormTo) × Calls each attempt on
 	// either route is refused with 429 and Retry-After = RetryAfter with
 	// probability StormShare.
@@ -174,12 +180,22 @@ func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
 	}
 	pos := float64(call) / float64(max(sc.Calls, 1))
 	switch {
-	case route == sc.OutageRoute && pos >= sc.OutageFrom && pos < sc.OutageTo:
-		d.status = 503
+	case route == sc.OutageRoute && pos >= sc.OutageFrom && pos < sc.OutageTo && sc.down(call):
+		d.status, d.retryAfter = 503, sc.OutageRetryAfter
 	case storm && pos >= sc.StormFrom && pos < sc.StormTo:
 		d.status, d.retryAfter = 429, sc.RetryAfter
 	}
 	return d
+}
+
+// down reports whether the outage route is down for call, in the outage
+// window: always, or every other FlapCalls calls.
+func (sc *Scenario) down(call int) bool {
+	if sc.FlapCalls <= 0 {
+		return true
+	}
+	first := int(sc.OutageFrom * float64(sc.Calls))
+	return ((call-first)/sc.FlapCalls)%2 == 0
 }
 
 func lognormalDraw(rng *rand.Rand, median time.Duration, sigma float64) time.Duration {

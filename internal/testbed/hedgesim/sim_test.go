@@ -262,3 +262,131 @@ func TestHedgedHTTPLateHeaders(t *testing.T) {
 		t.Errorf("hedgedhttp stats: %d requested, %d actual", st.RequestedRoundTrips(), st.ActualRoundTrips())
 	}
 }
+
+// healthVariants are the stress scenario and its two outage variants of
+// the route-health report.
+func healthVariants(calls int) []struct {
+	name string
+	sc   Scenario
+} {
+	ra := DefaultScenario(calls)
+	ra.OutageRetryAfter = 30 * time.Second
+	flap := DefaultScenario(calls)
+	flap.FlapCalls = 2
+	return []struct {
+		name string
+		sc   Scenario
+	}{{"stress", DefaultScenario(calls)}, {"stress, outage with Retry-After 30 s", ra}, {"stress, primary flapping (down 10 s, up 10 s)", flap}}
+}
+
+// simulateWith is simulate with the given strategies.
+func simulateWith(t *testing.T, sc Scenario, strategies func() ([]Strategy, error)) *Report {
+	t.Helper()
+	var rep *Report
+	synctest.Test(t, func(t *testing.T) {
+		st, err := strategies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep, err = RunWith(t.Context(), sc, st); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+	return rep
+}
+
+// TestRouteHealthReport prints the route-health rows (before/after
+// ejection) for the stress scenario and its outage variants:
+//
+//	go test ./internal/testbed/hedgesim -run TestRouteHealthReport -v -calls=10000
+func TestRouteHealthReport(t *testing.T) {
+	if *callsFlag <= 0 {
+		t.Skip("set -calls=N to print the report")
+	}
+	fmt.Println("| scenario | strategy | throttled (all) | throttled in the outage | extra attempts/call | failed calls | p99 | p99.9 |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
+	for _, v := range healthVariants(*callsFlag) {
+		rep := simulateWith(t, v.sc, HealthStrategies)
+		for _, row := range rep.Rows {
+			s := row.Summary
+			failed := 0
+			for _, n := range s.Failures {
+				failed += n
+			}
+			inOutage := 0
+			from, to := int(v.sc.OutageFrom*float64(v.sc.Calls)), int(v.sc.OutageTo*float64(v.sc.Calls))
+			for _, r := range row.Results[from:to] {
+				inOutage += r.Throttled
+			}
+			fmt.Printf("| %s | %s | %d | %d | %.3f | %d | %s | %s |\n", v.name, row.Strategy.Name, s.Throttled, inOutage,
+				s.ExtraAttempts, failed, sec(s.Done[1]), sec(s.Done[2]))
+		}
+	}
+}
+
+// coarse is sc at a 4× coarser chunk grain (the same generation time, the
+// same stall positions and fault timings), so race-enabled runs stay
+// short on two shared cores.
+func coarse(sc Scenario) Scenario {
+	sc.Chunks, sc.ChunkGap = sc.Chunks/4, 4*sc.ChunkGap
+	sc.StallAfterMin, sc.StallAfterMax = max(sc.StallAfterMin/4, 1), max(sc.StallAfterMax/4, 2)
+	return sc
+}
+
+// The targets of resume on the seed's own workload (docs/design.md §6),
+// on 2,000 calls: Streaming + resume within 1.5× the oracle's p99 at no
+// more than 0.25 extra attempts per call; the zero-value Config within
+// 15 % of the best hedgeprobe row and never worse than no hedge, on the
+// seed and the stress scenario.
+func TestResumeTargets(t *testing.T) {
+	seed := simulate(t, coarse(SeedScenario(2000)))
+	oracle := row(t, seed, "oracle (no faults, no hedge)").Summary.Done[1]
+	sr := row(t, seed, "hedgeprobe streaming + resume").Summary
+	if r := float64(sr.Done[1]) / float64(oracle); r > 1.5 || sr.ExtraAttempts > 0.25 {
+		t.Errorf("streaming + resume: p99 %v = %.2f× the oracle's %v, %.3f extra attempts/call", sr.Done[1], r, oracle, sr.ExtraAttempts)
+	}
+	best := time.Duration(1<<63 - 1)
+	for _, r := range seed.Rows {
+		if r.Strategy.Probe != nil && r.Summary.Done[1] < best && r.Strategy.Name != "zero-value Config" {
+			best = r.Summary.Done[1]
+		}
+	}
+	zero := row(t, seed, "zero-value Config").Summary
+	if float64(zero.Done[1]) > 1.15*float64(best) {
+		t.Errorf("zero-value Config p99 %v, more than 15 %% above the best tuned row's %v", zero.Done[1], best)
+	}
+	for _, rep := range []*Report{seed, simulate(t, coarse(DefaultScenario(2000)))} {
+		z, n := row(t, rep, "zero-value Config").Summary, row(t, rep, "no hedge").Summary
+		if z.Done[1] > n.Done[1] || z.Done[2] > n.Done[2] {
+			t.Errorf("zero-value Config p99/p99.9 %v/%v worse than no hedge %v/%v", z.Done[1], z.Done[2], n.Done[1], n.Done[2])
+		}
+	}
+	t.Logf("seed: oracle p99 %v, streaming + resume %v (%.2f×, %.3f extra/call), zero-value %v, best tuned %v",
+		oracle, sr.Done[1], float64(sr.Done[1])/float64(oracle), sr.ExtraAttempts, zero.Done[1], best)
+}
+
+// Route health (docs/design.md §2 rule 11) in the stress scenario, on
+// 2,000 calls: with ejection, the tuned prober's hedges throttled during
+// the primary's outage fall by more than half and its p99 does not rise;
+// with a flapping primary, ejection is no worse than none.
+func TestRouteHealthEffect(t *testing.T) {
+	throttledIn := func(r *Row, sc Scenario) (n int) {
+		for _, res := range r.Results[int(sc.OutageFrom*float64(sc.Calls)):int(sc.OutageTo*float64(sc.Calls))] {
+			n += res.Throttled
+		}
+		return n
+	}
+	for _, v := range healthVariants(2000) {
+		sc := coarse(v.sc)
+		rep := simulateWith(t, sc, HealthStrategies)
+		off, on := row(t, rep, "streaming + resume, no ejection"), row(t, rep, "streaming + resume, ejection")
+		if v.sc.FlapCalls == 0 && v.sc.OutageRetryAfter == 0 {
+			if a, b := throttledIn(off, sc), throttledIn(on, sc); 2*b >= a {
+				t.Errorf("%s: throttled in the outage %d with ejection, %d without: not halved", v.name, b, a)
+			}
+		}
+		if float64(on.Summary.Done[1]) > 1.05*float64(off.Summary.Done[1]) {
+			t.Errorf("%s: p99 %v with ejection, %v without", v.name, on.Summary.Done[1], off.Summary.Done[1])
+		}
+	}
+}

@@ -146,19 +146,59 @@ func Strategies() ([]Strategy, error) {
 				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
 	}
 	for _, pc := range probes {
-		ps := &probeStrategy{retry: pc.retry}
-		p, err := hedgeprobe.New(pc.cfg, items, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle),
-			hedgeprobe.OnResume(ps.onResume))
+		st, err := probe(pc.name, pc.desc, pc.cfg, pc.retry)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", pc.name, err)
+			return nil, err
 		}
-		ps.p = p
-		// Report the config with New's defaults filled in, as the budget
-		// assertion needs the real HedgeBudget and HedgeBurst.
-		cfg := p.Config()
-		out = append(out, Strategy{Name: pc.name, Config: pc.desc, Probe: &cfg, run: ps.call})
+		out = append(out, st)
 	}
 	return out, nil
+}
+
+// HealthStrategies returns the rows of the route-health report
+// (docs/design.md §2 rule 11): the zero-value Config and the tuned
+// Streaming + resume prober, each with ejection on (the default) and off.
+func HealthStrategies() ([]Strategy, error) {
+	tuned := hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
+		ResumeAfter: resumeAfter, StallTimeout: stallTimeout}
+	rows := []struct {
+		name string
+		cfg  hedgeprobe.Config
+	}{
+		{"zero-value Config, no ejection", hedgeprobe.Config{EjectFailures: hedgeprobe.NoEjection}},
+		{"zero-value Config, ejection", hedgeprobe.Config{}},
+		{"streaming + resume, no ejection", withEject(tuned, hedgeprobe.NoEjection)},
+		{"streaming + resume, ejection", tuned},
+	}
+	var out []Strategy
+	for _, r := range rows {
+		s, err := probe(r.name, "", r.cfg, r.cfg.StallTimeout > 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func withEject(c hedgeprobe.Config, n int) hedgeprobe.Config {
+	c.EjectFailures = n
+	return c
+}
+
+// probe returns the strategy of one hedgeprobe Prober with cfg.
+func probe(name, desc string, cfg hedgeprobe.Config, retry bool) (Strategy, error) {
+	ps := &probeStrategy{retry: retry}
+	p, err := hedgeprobe.New(cfg, items, hedgeprobe.OnHedge(ps.onHedge), hedgeprobe.OnThrottle(ps.onThrottle),
+		hedgeprobe.OnResume(ps.onResume))
+	if err != nil {
+		return Strategy{}, fmt.Errorf("%s: %w", name, err)
+	}
+	ps.p = p
+	// Report the config with New's defaults filled in, as the budget
+	// assertion needs the real HedgeBudget and HedgeBurst.
+	c := p.Config()
+	return Strategy{Name: name, Config: desc, Probe: &c, run: ps.call}, nil
 }
 
 // direct reads one attempt on the primary to its end, no watchdog.
