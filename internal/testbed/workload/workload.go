@@ -37,6 +37,9 @@ type Scenario struct {
 	Config hedgeprobe.Config
 	// Calls is how many calls run, all at once.
 	Calls int
+	// Continue makes every route resumable, continuing a partial answer
+	// the way fakellm's default profiles do (a trailing assistant message).
+	Continue bool
 }
 
 // budget lets every scenario hedge: the demo is about showing hedges, not
@@ -49,7 +52,8 @@ func budget(c hedgeprobe.Config) hedgeprobe.Config {
 // Scenarios is the demo workload. Profile timings are in
 // fakellm's built-in profiles: "steady" streams 40 chunks 25 ms apart
 // after ~300 ms; "stall" falls silent for 30 s (with keepalives) after
-// chunk 5; "slow-first" waits 8 s for its first chunk; "server-error"
+// chunk 5, and its continuation streams the rest of the script;
+// "slow-first" waits 8 s for its first chunk; "server-error"
 // answers 503.
 func Scenarios() []Scenario {
 	return []Scenario{
@@ -57,6 +61,8 @@ func Scenarios() []Scenario {
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
 		{Name: "stall after commit (measured, not hedged)", Routes: []string{"stall", "steady"}, Calls: 3,
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
+		{Name: "stall after commit, resumed on the other route", Routes: []string{"stall", "steady"}, Calls: 3,
+			Continue: true, Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, ResumeAfter: 2 * time.Second})},
 		{Name: "stall before commit, Streaming + HoldChunks", Routes: []string{"stall", "steady"}, Calls: 3,
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, StallAfter: 2 * time.Second, HoldChunks: 10})},
 		{Name: "stall before commit, Buffered", Routes: []string{"stall", "steady"}, Calls: 3,
@@ -127,6 +133,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			return nil, fmt.Errorf("workload: scenario %q: %w", sc.Name, err)
 		}
 		routes := make([]hedgeprobe.Route[sse.ChatChunk], len(sc.Routes))
+		cont := sse.ContinueNone
+		if sc.Continue {
+			cont = sse.ContinueTrailingAssistant
+		}
 		for j, profile := range sc.Routes {
 			routes[j] = sse.OpenAIRoute("fakellm-"+profile, sse.OpenAIRequest{
 				BaseURL:  o.BaseURL,
@@ -134,6 +144,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 				Messages: []sse.Message{{Role: "user", Content: "Tell me about hedged requests."}},
 				Header:   http.Header{ProfileHeader: {profile}},
 				Client:   client,
+				Continue: cont,
 			})
 		}
 		results[i] = Result{Scenario: sc.Name, Calls: sc.Calls,
