@@ -95,10 +95,12 @@ type continued struct {
 	head string
 }
 
-// scriptText is the whole scripted answer of p.
-func scriptText(p *Profile) string {
+// Script is the text of the first n content chunks of every profile's
+// answer: what a client reads from a profile of n chunks, continued or
+// not.
+func Script(n int) string {
 	var b strings.Builder
-	for i := range p.Chunks {
+	for i := range n {
 		b.WriteString(word(i))
 	}
 	return b.String()
@@ -131,7 +133,7 @@ func continuation(req *request, d dialect, p *Profile) (*continued, error) {
 	if err != nil {
 		return nil, fmt.Errorf("last message: %w", err)
 	}
-	script := scriptText(p)
+	script := Script(p.Chunks)
 	if !strings.HasPrefix(script, prefix) {
 		at := 0
 		for at < len(prefix) && at < len(script) && prefix[at] == script[at] {

@@ -10,14 +10,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
-// script is the text of the first n chunks.
-func script(n int) string {
-	var b strings.Builder
-	for i := range n {
-		b.WriteString(word(i))
-	}
-	return b.String()
-}
+func script(n int) string { return Script(n) }
 
 // chatBody is an OpenAI streaming request whose last message is the
 // assistant's partial answer, with extra top-level fields and message

@@ -6,6 +6,14 @@
 // without keepalives, a mid-stream error payload, a disconnect without the
 // terminal event, an HTTP status with Retry-After.
 //
+// It continues a partial answer as the servers that resume streams do
+// (docs/design.md §2 rule 10): a request whose last message is the
+// assistant's, holding a prefix of the profile's script, gets only the
+// rest of the script, with the script's timing after that point; a
+// profile can require the OpenAI-compatible switch (continue_final_message
+// or "prefix": true) or refuse continuations with a status (400, as models
+// without prefill do). See Continuation.
+//
 // A request picks its profile with the X-Fakellm-Profile header, or with a
 // path prefix /p/NAME (a base URL of http://host/p/NAME/v1), else the
 // file's default. Options.Scale multiplies every scripted duration, so a
