@@ -2,13 +2,17 @@ package anthropicgo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -40,6 +44,37 @@ func Tokens(e Event) (int64, bool) {
 	return e.Usage.OutputTokens, true
 }
 
+// Items tells a hedgeprobe.Prober about anthropic-sdk-go events:
+// Classify, Tokens, the model that answered (message_start), and Text for
+// resume.
+var Items = hedgeprobe.Items[Event]{
+	Classify:     Classify,
+	OutputTokens: Tokens,
+	ResponseModel: func(e Event) (string, bool) {
+		return e.Message.Model, e.Type == "message_start" && e.Message.Model != ""
+	},
+	Text: Text,
+}
+
+// Text is the hedgeprobe Items.Text of anthropic-sdk-go events: text
+// deltas (and a text block's start) are answer text; thinking is not; a
+// tool_use block cannot be continued.
+func Text(e Event) (text string, resumable bool) {
+	switch e.Type {
+	case "content_block_start":
+		if b := &e.ContentBlock; b.Type == "tool_use" || b.Type == "server_tool_use" {
+			return "", false
+		}
+		return e.ContentBlock.Text, true
+	case "content_block_delta":
+		if e.Delta.Type == "input_json_delta" {
+			return "", false
+		}
+		return e.Delta.Text, true
+	}
+	return "", true
+}
+
 // RouteOptions configures Route.
 type RouteOptions struct {
 	// Provider is the gen_ai.provider.name; default "anthropic".
@@ -52,6 +87,16 @@ type RouteOptions struct {
 	// SDK drops. It needs the client built with
 	// option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}).
 	TapKeepalives bool
+	// Prefill says the model accepts a trailing assistant message (a
+	// prefill) and continues it: the route can resume (Route.Continues,
+	// docs/design.md §2 rule 10). A resume attempt sends the delivered
+	// text as the prefill, less its trailing whitespace (Anthropic refuses
+	// a prefill that ends in whitespace), and drops that whitespace from
+	// the start of the continuation where the model repeats it, so the
+	// caller reads it once. Newer Claude models refuse prefill with a 400:
+	// a resume there fails as refused, and the route is not asked again
+	// for a while.
+	Prefill bool
 }
 
 // Route returns a hedgeprobe route named name that streams params with
@@ -67,21 +112,93 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	if o.Provider == "" {
 		o.Provider = "anthropic"
 	}
-	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Event], error) {
+	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Event], error) {
+		params, cut := params, ""
+		if a.Trigger == hedgeprobe.TriggerResume && o.Prefill {
+			// Without text to send (the prefix is all whitespace; an
+			// empty prefill is refused too) the model answers afresh,
+			// and the cut whitespace is dropped from that.
+			var sent string
+			if sent, cut = prefill.Trim(a.Prefix); sent != "" {
+				params.Messages = append(slices.Clip(params.Messages), anthropic.NewAssistantMessage(anthropic.NewTextBlock(sent)))
+			}
+		}
 		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
-		return &sse.EndChecked[Event]{
+		src := &sse.EndChecked[Event]{
 			Source:     s,
 			Provider:   o.Provider,
 			MapError:   func(err error) error { return MapError(ctx, o.Provider, err) },
 			Terminal:   func(e Event) bool { return e.Type == "message_stop" },
 			CloseAtEnd: true,
-		}, nil
+		}
+		if cut != "" {
+			return &continued{Source: src, u: prefill.NewUncut(cut)}, nil
+		}
+		return src, nil
 	}
-	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
+	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
+		Continues: o.Prefill}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}
 	return r
+}
+
+// continued is the Source of a resume attempt: its text deltas lose the
+// whitespace the prefill cut, where the continuation repeats it. The SDK's
+// AsAny and Message.Accumulate read an event's raw JSON, not its fields,
+// so a mended delta is a new event decoded from mended JSON.
+type continued struct {
+	hedgeprobe.Source[Event]
+	u   *prefill.Uncut
+	cur Event
+	err error
+}
+
+func (c *continued) Next() bool {
+	if c.err != nil || !c.Source.Next() {
+		return false
+	}
+	c.cur = c.Source.Current()
+	if c.cur.Type != "content_block_delta" || c.cur.Delta.Type != "text_delta" || !c.u.Pending() {
+		return true
+	}
+	text := c.u.Text(c.cur.Delta.Text)
+	if text == c.cur.Delta.Text {
+		return true
+	}
+	b, err := json.Marshal(textDelta{Type: c.cur.Type, Index: c.cur.Index, Delta: textDeltaBody{Type: "text_delta", Text: text}})
+	if err == nil {
+		var e Event
+		if err = e.UnmarshalJSON(b); err == nil {
+			c.cur = e
+			return true
+		}
+	}
+	c.err = fmt.Errorf("anthropicgo: mend a continued text delta: %w", err)
+	return false
+}
+
+func (c *continued) Current() Event { return c.cur }
+
+func (c *continued) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.Source.Err()
+}
+
+// textDelta is the wire form of a content_block_delta event with a
+// text_delta.
+type textDelta struct {
+	Type  string        `json:"type"`
+	Index int64         `json:"index"`
+	Delta textDeltaBody `json:"delta"`
+}
+
+type textDeltaBody struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
 
 // MapError types an anthropic-sdk-go error for hedging: an

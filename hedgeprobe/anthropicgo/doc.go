@@ -2,8 +2,9 @@
 // hedgeprobe.
 //
 // The SDK's ssestream.Stream is a hedgeprobe.Source as it is; this package
-// adds the classifier of its event union (Classify), the token count
-// (Tokens) and a Route that opens one NewStreaming call per attempt and
+// adds what hedgeprobe needs to know of its event union (Items: the
+// classifier, the token count, the model, the answer text a resume
+// continues) and a Route that opens one NewStreaming call per attempt and
 // types its errors for hedging (MapError).
 //
 //	client := anthropic.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
@@ -12,10 +13,10 @@
 //		MaxTokens: 1024,
 //		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello"))},
 //	}
-//	p, _ := hedgeprobe.New(cfg, anthropicgo.Classify, hedgeprobe.WithTokenCount(anthropicgo.Tokens))
+//	p, _ := hedgeprobe.New(cfg, anthropicgo.Items)
 //	stream := p.Stream(ctx,
-//		anthropicgo.Route("anthropic", client, params, anthropicgo.RouteOptions{}),
-//		anthropicgo.Route("backup", backup, params, anthropicgo.RouteOptions{}))
+//		anthropicgo.Route("anthropic", client, params, anthropicgo.RouteOptions{Prefill: true}),
+//		anthropicgo.Route("backup", backup, params, anthropicgo.RouteOptions{Prefill: true}))
 //	defer stream.Close()
 //	for stream.Next() { // the usual anthropic-sdk-go loop
 //		event := stream.Current()
@@ -33,4 +34,12 @@
 // option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set
 // RouteOptions.TapKeepalives: each ping then comes out as an event with an
 // empty Type, which Classify calls Keepalive.
+//
+// A stream that falls silent after its first chunks is resumed
+// (docs/design.md §2 rule 10) on a route whose model accepts a prefill
+// (RouteOptions.Prefill): the delivered text goes as a trailing assistant
+// message, without its trailing whitespace (Anthropic refuses it), and
+// the caller reads that whitespace once. A model that refuses prefill
+// answers 400; the resume then goes to the next route that can, and that
+// route is not asked again for a while.
 package anthropicgo

@@ -31,7 +31,7 @@ var params = anthropic.MessageNewParams{
 	Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
 }
 
-var adapter = adaptertest.Adapter[anthropicgo.Event]{Classify: anthropicgo.Classify, Tokens: anthropicgo.Tokens}
+var adapter = adaptertest.Adapter[anthropicgo.Event]{Items: anthropicgo.Items}
 
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is anthropic-sdk-go's usual one.

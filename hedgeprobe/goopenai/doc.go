@@ -2,7 +2,9 @@
 //
 // go-openai streams with Recv and io.EOF; Source turns a
 // *openai.ChatCompletionStream into a hedgeprobe.Source, Route opens one
-// per attempt, Classify and Tokens read its chunks, and Receiver turns the
+// per attempt, Items tells hedgeprobe about its chunks (the classifier,
+// the token count, the model, the answer text a resume continues), and
+// Receiver turns the
 // hedged stream back into the Recv shape, so the caller's loop does not
 // change:
 //
@@ -11,10 +13,10 @@
 //		Model:    openai.GPT4oMini,
 //		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
 //	}
-//	p, _ := hedgeprobe.New(cfg, goopenai.Classify, hedgeprobe.WithTokenCount(goopenai.Tokens))
+//	p, _ := hedgeprobe.New(cfg, goopenai.Items)
 //	stream := goopenai.NewReceiver(p.Stream(ctx,
 //		goopenai.Route("openai", client, req, goopenai.RouteOptions{}),
-//		goopenai.Route("backup", backup, req, goopenai.RouteOptions{})))
+//		goopenai.Route("llama", llamaClient, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})))
 //	defer stream.Close()
 //	for { // the usual go-openai loop
 //		resp, err := stream.Recv()
@@ -33,4 +35,11 @@
 // after them) against ClientConfig.EmptyMessagesLimit (default 300) within
 // one Recv: raise it for upstreams that send keepalives through long
 // silences.
+//
+// A stream that falls silent after its first chunks is resumed
+// (docs/design.md §2 rule 10) on a route that can continue a partial
+// answer. go-openai sends only the fields it knows, so a goopenai route
+// continues only with sse.ContinueTrailingAssistant (llama.cpp's server,
+// Ollama); the switches of vLLM, SGLang, DeepSeek and Mistral need
+// openaigo or sse.OpenAIRoute (RouteOptions.Continue).
 package goopenai

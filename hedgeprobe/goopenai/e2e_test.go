@@ -26,7 +26,7 @@ var req = openai.ChatCompletionRequest{
 	Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hi"}},
 }
 
-var adapter = adaptertest.Adapter[goopenai.Chunk]{Classify: goopenai.Classify, Tokens: goopenai.Tokens}
+var adapter = adaptertest.Adapter[goopenai.Chunk]{Items: goopenai.Items}
 
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is go-openai's Recv loop, through

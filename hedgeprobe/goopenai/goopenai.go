@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -142,6 +143,30 @@ func (s *Source) Close() error {
 	return s.closeErr
 }
 
+// Items tells a hedgeprobe.Prober about go-openai chunks: Classify,
+// Tokens, the model that answered, and Text for resume.
+var Items = hedgeprobe.Items[Chunk]{
+	Classify:      Classify,
+	OutputTokens:  Tokens,
+	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
+	Text:          Text,
+}
+
+// Text is the hedgeprobe Items.Text of go-openai chunks: the first
+// choice's content (and refusal) delta is answer text; reasoning_content
+// is not (it is content, but a continuation carries on the answer); a
+// tool-call or function-call fragment cannot be continued.
+func Text(c Chunk) (text string, resumable bool) {
+	if len(c.Choices) == 0 {
+		return "", true
+	}
+	d := &c.Choices[0].Delta
+	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
+		return "", false
+	}
+	return d.Content + d.Refusal, true
+}
+
 // RouteOptions configures Route.
 type RouteOptions struct {
 	// Provider is the gen_ai.provider.name; default "openai".
@@ -150,7 +175,21 @@ type RouteOptions struct {
 	// client's sse.Tap saw, so hedgeprobe times keepalives go-openai drops.
 	// It needs the client's HTTPClient built with &sse.Tap{} as transport.
 	TapKeepalives bool
+	// Continue says how the upstream continues a partial answer
+	// (docs/design.md §2 rule 10). go-openai sends no field it does not
+	// know, so it supports sse.ContinueTrailingAssistant only (llama.cpp's
+	// server, Ollama): a resume attempt appends the delivered text as a
+	// trailing assistant message, and the route can resume
+	// (Route.Continues). sse.ContinueFinalMessage and sse.ContinuePrefix
+	// need body fields go-openai cannot send: a route with either fails
+	// every attempt with ErrContinuation (use openaigo or sse.OpenAIRoute
+	// for vLLM, SGLang, DeepSeek or Mistral).
+	Continue sse.Continuation
 }
+
+// ErrContinuation is the error of every attempt on a route whose
+// RouteOptions.Continue go-openai cannot send.
+var ErrContinuation = errors.New("goopenai: RouteOptions.Continue: go-openai can only send sse.ContinueTrailingAssistant")
 
 // Route returns a hedgeprobe route named name that streams req with
 // client: each attempt calls CreateChatCompletionStream under its own
@@ -166,7 +205,14 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	if req.StreamOptions == nil {
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
-	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
+	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
+		if o.Continue != sse.ContinueNone && o.Continue != sse.ContinueTrailingAssistant {
+			return nil, fmt.Errorf("%w (route %s)", ErrContinuation, name)
+		}
+		req := req
+		if a.Trigger == hedgeprobe.TriggerResume && o.Continue == sse.ContinueTrailingAssistant {
+			req.Messages = append(slices.Clip(req.Messages), openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: a.Prefix})
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		stream, err := client.CreateChatCompletionStream(ctx, req)
 		if err != nil {
@@ -176,7 +222,8 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 		}
 		return NewSource(ctx, o.Provider, stream, cancel), nil
 	}
-	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open}
+	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open,
+		Continues: o.Continue == sse.ContinueTrailingAssistant}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}

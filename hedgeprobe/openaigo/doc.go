@@ -1,19 +1,20 @@
 // Package openaigo adapts github.com/openai/openai-go/v3 to hedgeprobe.
 //
 // openai-go's ssestream.Stream is a hedgeprobe.Source as it is; this
-// package adds the classifier (Classify), the token count (Tokens) and a
-// Route that opens one NewStreaming call per attempt and types its errors
-// for hedging (MapError).
+// package adds what hedgeprobe needs to know of its chunks (Items: the
+// classifier, the token count, the model, the answer text a resume
+// continues) and a Route that opens one NewStreaming call per attempt and
+// types its errors for hedging (MapError).
 //
 //	client := openai.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
 //	params := openai.ChatCompletionNewParams{
 //		Model:    openai.ChatModelGPT4oMini,
 //		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
 //	}
-//	p, _ := hedgeprobe.New(cfg, openaigo.Classify, hedgeprobe.WithTokenCount(openaigo.Tokens))
+//	p, _ := hedgeprobe.New(cfg, openaigo.Items)
 //	stream := p.Stream(ctx,
 //		openaigo.Route("openai", client, params, openaigo.RouteOptions{}),
-//		openaigo.Route("backup", backupClient, params, openaigo.RouteOptions{}))
+//		openaigo.Route("vllm", vllmClient, params, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage}))
 //	defer stream.Close()
 //	for stream.Next() { // the usual openai-go loop
 //		chunk := stream.Current()
@@ -31,4 +32,12 @@
 // option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set
 // RouteOptions.TapKeepalives: each comment then comes out as an empty
 // chunk, which Classify calls Keepalive.
+//
+// A stream that falls silent after its first chunks is resumed
+// (docs/design.md §2 rule 10) on a route that can continue a partial
+// answer: set RouteOptions.Continue to the upstream's way
+// (sse.ContinueFinalMessage for vLLM and SGLang, sse.ContinuePrefix for
+// DeepSeek and Mistral, sse.ContinueTrailingAssistant for llama.cpp and
+// Ollama). OpenAI's own API continues nothing: its route stays
+// sse.ContinueNone, and a resume of its stream goes to a route that can.
 package openaigo

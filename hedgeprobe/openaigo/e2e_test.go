@@ -28,7 +28,7 @@ var params = openai.ChatCompletionNewParams{
 	Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 }
 
-var adapter = adaptertest.Adapter[openaigo.Chunk]{Classify: openaigo.Classify, Tokens: openaigo.Tokens}
+var adapter = adaptertest.Adapter[openaigo.Chunk]{Items: openaigo.Items}
 
 // TestHedgeStallToSteady: the primary stalls after chunk 5; holding 10
 // chunks before commit, the stall trigger hedges to the steady route, which

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -76,6 +78,31 @@ func Tokens(c Chunk) (int64, bool) {
 	return c.Usage.CompletionTokens, true
 }
 
+// Items tells a hedgeprobe.Prober about openai-go chunks: Classify,
+// Tokens, the model that answered, and Text for resume.
+var Items = hedgeprobe.Items[Chunk]{
+	Classify:      Classify,
+	OutputTokens:  Tokens,
+	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
+	Text:          Text,
+}
+
+// Text is the hedgeprobe Items.Text of openai-go chunks: the first
+// choice's content (and refusal) delta is answer text; reasoning is not
+// (it is content, but a continuation carries on the answer); a tool-call
+// or function-call fragment cannot be continued.
+func Text(c Chunk) (text string, resumable bool) {
+	if len(c.Choices) == 0 {
+		return "", true
+	}
+	d := &c.Choices[0].Delta
+	//lint:ignore SA1019 the legacy function call is still streamed by some servers
+	if len(d.ToolCalls) > 0 || d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
+		return "", false
+	}
+	return d.Content + d.Refusal, true
+}
+
 // RouteOptions configures Route.
 type RouteOptions struct {
 	// Provider is the gen_ai.provider.name; default "openai".
@@ -88,6 +115,16 @@ type RouteOptions struct {
 	// It needs the client built with
 	// option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}).
 	TapKeepalives bool
+	// Continue says how the upstream continues a partial answer
+	// (docs/design.md §2 rule 10); with anything but sse.ContinueNone the
+	// route can resume (Route.Continues). A resume attempt appends the
+	// delivered text as a trailing assistant message and, for
+	// sse.ContinueFinalMessage, sets "continue_final_message": true and
+	// "add_generation_prompt": false in the body, or, for
+	// sse.ContinuePrefix, "prefix": true on that message (both with
+	// option.WithJSONSet, as the SDK has no fields for them). OpenAI's own
+	// API continues nothing: leave it sse.ContinueNone there.
+	Continue sse.Continuation
 }
 
 // Route returns a hedgeprobe route named name that streams params with
@@ -108,8 +145,12 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	if !params.StreamOptions.IncludeUsage.Valid() {
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 	}
-	open := func(ctx context.Context, _ hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
-		s := client.Chat.Completions.NewStreaming(ctx, params, o.RequestOptions...)
+	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
+		params, opts := params, o.RequestOptions
+		if a.Trigger == hedgeprobe.TriggerResume && o.Continue != sse.ContinueNone {
+			params, opts = continuation(params, opts, o.Continue, a.Prefix)
+		}
+		s := client.Chat.Completions.NewStreaming(ctx, params, opts...)
 		return &sse.EndChecked[Chunk]{
 			Source:   s,
 			Provider: o.Provider,
@@ -117,11 +158,28 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			Terminal: finished,
 		}, nil
 	}
-	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open}
+	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
+		Continues: o.Continue != sse.ContinueNone}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}
 	return r
+}
+
+// continuation returns the params and request options of a resume attempt:
+// the messages with a trailing assistant message carrying prefix, and the
+// upstream's switch to continue it. params and opts are not modified.
+func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOption, how sse.Continuation, prefix string) (openai.ChatCompletionNewParams, []option.RequestOption) {
+	n := len(params.Messages)
+	params.Messages = append(slices.Clip(params.Messages), openai.AssistantMessage(prefix))
+	opts = slices.Clip(opts)
+	switch how {
+	case sse.ContinueFinalMessage:
+		opts = append(opts, option.WithJSONSet("continue_final_message", true), option.WithJSONSet("add_generation_prompt", false))
+	case sse.ContinuePrefix:
+		opts = append(opts, option.WithJSONSet("messages."+strconv.Itoa(n)+".prefix", true))
+	}
+	return params, opts
 }
 
 // finished reports a chunk whose choice carries a finish_reason: the end

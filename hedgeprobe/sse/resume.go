@@ -1,9 +1,8 @@
 package sse
 
 import (
-	"strings"
-
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 )
 
 // Continuation says how an OpenAI-compatible upstream continues a partial
@@ -85,34 +84,12 @@ func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 	return "", true
 }
 
-// trimPrefill splits a prefill into what may be sent (Anthropic refuses a
-// final assistant message that ends in whitespace) and the whitespace cut.
-func trimPrefill(prefix string) (sent, cut string) {
-	sent = strings.TrimRight(prefix, " \t\r\n")
-	return sent, prefix[len(sent):]
-}
-
-// uncut drops from the start of a continuation what the caller already has:
-// the whitespace cut from the prefill, as far as the continuation repeats
-// it. It is given each text delta in turn and returns what is left of it.
-type uncut struct{ cut string }
-
-func (u *uncut) text(s string) string {
-	for u.cut != "" && s != "" && s[0] == u.cut[0] {
-		s, u.cut = s[1:], u.cut[1:]
-	}
-	if s != "" {
-		u.cut = "" // the continuation went its own way: nothing more to drop
-	}
-	return s
-}
-
 // anthropicContinued is the Source of a resume attempt on Anthropic: the
 // text deltas lose the whitespace the prefill cut, when the continuation
-// repeats it.
+// repeats it (see hedgeprobe/internal/prefill).
 type anthropicContinued struct {
 	hedgeprobe.Source[AnthropicEvent]
-	u   uncut
+	u   *prefill.Uncut
 	cur AnthropicEvent
 }
 
@@ -121,9 +98,9 @@ func (c *anthropicContinued) Next() bool {
 		return false
 	}
 	c.cur = c.Source.Current()
-	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.cut != "" {
+	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.Pending() {
 		nd := *d
-		nd.Text = c.u.text(d.Text)
+		nd.Text = c.u.Text(d.Text)
 		c.cur.Delta = &nd
 	}
 	return true

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 )
 
 // Message is one chat message of a request.
@@ -179,12 +180,17 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			}
 			buf, cut := buf, ""
 			if a.Trigger == hedgeprobe.TriggerResume && req.Prefill {
+				// Anthropic refuses a prefill that ends in whitespace, or
+				// an empty one: without text to send, the model answers
+				// afresh and the cut whitespace is dropped from that.
 				var sent string
-				sent, cut = trimPrefill(a.Prefix)
-				msgs := append(append([]Message(nil), req.Messages...), Message{Role: "assistant", Content: sent})
-				var err error
-				if buf, err = marshalWith(body, "messages", msgs); err != nil {
-					return nil, err
+				sent, cut = prefill.Trim(a.Prefix)
+				if sent != "" {
+					msgs := append(append([]Message(nil), req.Messages...), Message{Role: "assistant", Content: sent})
+					var err error
+					if buf, err = marshalWith(body, "messages", msgs); err != nil {
+						return nil, err
+					}
 				}
 			}
 			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
@@ -193,7 +199,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			}
 			src := NewAnthropicStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel})
 			if cut != "" {
-				return &anthropicContinued{Source: src, u: uncut{cut: cut}}, nil
+				return &anthropicContinued{Source: src, u: prefill.NewUncut(cut)}, nil
 			}
 			return src, nil
 		},

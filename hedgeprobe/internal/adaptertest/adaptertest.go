@@ -62,17 +62,15 @@ func HTTPClient(t testing.TB, o ClientOptions) *http.Client {
 
 // Adapter is what the tests need of an SDK adapter to build a Prober.
 type Adapter[T any] struct {
-	// Classify is the adapter's hedgeprobe.Classifier.
-	Classify hedgeprobe.Classifier[T]
-	// Tokens is the adapter's hedgeprobe.TokenCount.
-	Tokens hedgeprobe.TokenCount[T]
+	// Items is the adapter's hedgeprobe.Items (openaigo.Items, …).
+	Items hedgeprobe.Items[T]
 }
 
-// NewProber returns a Prober of cfg with the adapter's classifier and token
-// count; a config error fails the test.
+// NewProber returns a Prober of cfg with the adapter's Items; a config
+// error fails the test.
 func (a Adapter[T]) NewProber(t testing.TB, cfg hedgeprobe.Config) *hedgeprobe.Prober[T] {
 	t.Helper()
-	p, err := hedgeprobe.New(cfg, hedgeprobe.Items[T]{Classify: a.Classify, OutputTokens: a.Tokens})
+	p, err := hedgeprobe.New(cfg, a.Items)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +144,7 @@ func (a Adapter[T]) CheckTapKeepalives(t testing.TB, route hedgeprobe.Route[T]) 
 	defer stream.Close()
 	keepalives := 0
 	for stream.Next() {
-		if a.Classify(stream.Current()) == hedgeprobe.Keepalive {
+		if a.Items.Classify(stream.Current()) == hedgeprobe.Keepalive {
 			keepalives++
 		}
 	}
@@ -229,7 +227,7 @@ func (a Adapter[T]) CheckClassify(t *testing.T, cases []ClassifyCase) {
 					t.Fatal(err)
 				}
 			}
-			if got := a.Classify(v); got != tc.Want {
+			if got := a.Items.Classify(v); got != tc.Want {
 				t.Fatalf("Classify = %s, want %s", got, tc.Want)
 			}
 		})

@@ -1,0 +1,91 @@
+package anthropicgo_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
+)
+
+// resumeCall runs one call over routes with anthropic-sdk-go's usual loop
+// — AsAny on the event and on its delta, and Message.Accumulate, which
+// both read the event's raw JSON — and returns what the caller read. The
+// accumulated message must hold the same text.
+func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[anthropicgo.Event]) adaptertest.Resumed {
+	stream := adapter.NewProber(t, cfg).Stream(t.Context(), routes...)
+	defer stream.Close()
+	text := ""
+	message := anthropic.Message{}
+	for stream.Next() {
+		event := stream.Current()
+		if err := message.Accumulate(event); err != nil {
+			t.Fatal(err)
+		}
+		switch ev := event.AsAny().(type) {
+		case anthropic.ContentBlockDeltaEvent:
+			if d, ok := ev.Delta.AsAny().(anthropic.TextDelta); ok {
+				text += d.Text
+			}
+		}
+	}
+	if stream.Err() == nil {
+		acc := ""
+		for _, b := range message.Content {
+			acc += b.Text
+		}
+		if acc != text {
+			t.Fatalf("Message.Accumulate has %q, the loop read %q", acc, text)
+		}
+	}
+	return adaptertest.Resumed{Stats: stream.Stats(), Text: text, Err: stream.Err()}
+}
+
+// TestResume: a stream that falls silent after commit is continued on the
+// next route that accepts a prefill, once, twice, past a route that
+// refuses prefill; the caller reads the script byte for byte. The
+// delivered text ends in a space (fakellm's chunks are words and a
+// space), so every resume here trims it from the prefill and drops it
+// from the continuation, which starts with it again.
+func TestResume(t *testing.T) {
+	up := adaptertest.Start(t)
+	for _, tc := range adaptertest.ResumeCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var routes []hedgeprobe.Route[anthropicgo.Event]
+			for _, r := range tc.Routes {
+				routes = append(routes, anthropicgo.Route(r.Profile, newClient(t, up, r.Profile, false), params, anthropicgo.RouteOptions{Prefill: r.Continues}))
+			}
+			resumeCall(t, tc.Config, routes...).Check(t, tc)
+		})
+	}
+}
+
+// TestItemsText: text deltas and a text block's start are answer text;
+// thinking is not; a tool_use block or its input cannot be continued.
+func TestItemsText(t *testing.T) {
+	for _, tc := range []struct {
+		name, json string
+		text       string
+		resumable  bool
+	}{
+		{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
+		{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
+		{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "", true},
+		{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
+		{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
+		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e anthropicgo.Event
+			if err := json.Unmarshal([]byte(tc.json), &e); err != nil {
+				t.Fatal(err)
+			}
+			if s, ok := anthropicgo.Items.Text(e); s != tc.text || ok != tc.resumable {
+				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.text, tc.resumable)
+			}
+		})
+	}
+}

@@ -1,0 +1,205 @@
+package adaptertest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
+)
+
+// Resume scenarios (docs/design.md §2 rule 10): a committed stream falls
+// silent and is continued on another route from the text delivered. At
+// Scale the "stall" profile's silence after chunk 5 lasts 300 ms;
+// "stall-twice" continued from chunk 5 falls silent again after chunk 10;
+// "no-prefill" refuses every continuation with a 400. Every check is on
+// the caller's text and on Stream.Stats (triggers and outcomes), never on
+// wall-clock durations. The margins are wide on purpose: a resume has at
+// least 100 ms to deliver its first chunk before anything else can happen
+// (another resume, the stalled stream's recovery), so a loaded machine
+// does not change the attempts.
+
+// ScriptText is the text of every 40-chunk fakellm profile: what the
+// caller must read, byte for byte, however many times the stream was
+// resumed.
+var ScriptText = fakellm.Script(40)
+
+// ResumeConfig resumes a committed stream after 80 ms of silence, once
+// (MaxAttempts 2: a slow continuation is not resumed in turn); the TTFT
+// trigger is pushed out of the way.
+var ResumeConfig = hedgeprobe.Config{
+	ResumeAfter: 80 * time.Millisecond,
+	HedgeAfter:  10 * time.Second,
+	MaxAttempts: 2,
+}
+
+// RouteSpec is one route of a resume scenario: the fakellm profile it
+// opens, which also names it, and whether it is built to continue (each
+// adapter in its own way: a Continuation, Prefill).
+type RouteSpec struct {
+	Profile   string
+	Continues bool
+}
+
+// WantAttempt is the trigger, route and outcome one attempt must have.
+type WantAttempt struct {
+	Trigger hedgeprobe.Trigger
+	Route   string
+	Outcome hedgeprobe.AttemptOutcome
+}
+
+// ResumeCase is a resume scenario.
+type ResumeCase struct {
+	// Name names the subtest.
+	Name string
+	// Routes are the call's routes, in order.
+	Routes []RouteSpec
+	// Config is the Prober's.
+	Config hedgeprobe.Config
+	// Attempts are the attempts the call must have made, in order.
+	Attempts []WantAttempt
+	// Timeout, when set, is the call's end: a stall timeout after the
+	// first 5 chunks, the caller's text those chunks.
+	Timeout bool
+}
+
+// ResumeCases are the scenarios every adapter runs.
+var ResumeCases = []ResumeCase{
+	{
+		Name:   "stall resumed on the next route",
+		Routes: []RouteSpec{{"stall", true}, {"steady", true}},
+		Config: ResumeConfig,
+		Attempts: []WantAttempt{
+			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
+			{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
+		},
+	},
+	{
+		// Resumes at 100 ms of silence: the first continuation has 100 ms
+		// to start before a second would be due, and the second starts
+		// 100 ms into its predecessor's 300 ms silence.
+		Name:   "a continuation that stalls too is resumed again",
+		Routes: []RouteSpec{{"stall", true}, {"stall-twice", true}, {"steady", true}},
+		Config: hedgeprobe.Config{ResumeAfter: 100 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
+		Attempts: []WantAttempt{
+			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
+			{hedgeprobe.TriggerResume, "stall-twice", hedgeprobe.AttemptCanceled},
+			{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
+		},
+	},
+	{
+		// The refusal comes at 80 ms, the next resume at 160 ms, 140 ms
+		// before the stalled stream recovers.
+		Name:   "a refused continuation falls back to the next resumable route",
+		Routes: []RouteSpec{{"stall", true}, {"no-prefill", true}, {"steady", true}},
+		Config: hedgeprobe.Config{ResumeAfter: 80 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
+		Attempts: []WantAttempt{
+			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
+			{hedgeprobe.TriggerResume, "no-prefill", hedgeprobe.AttemptFailed},
+			{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
+		},
+	},
+	{
+		// The stalled route cannot continue and the only one that can
+		// refuses: nothing rescues the call but the watchdog, 150 ms into
+		// the 300 ms silence.
+		Name:   "a refused continuation falls back to the watchdog",
+		Routes: []RouteSpec{{"stall", false}, {"no-prefill", true}},
+		Config: hedgeprobe.Config{
+			ResumeAfter:  50 * time.Millisecond,
+			StallTimeout: 150 * time.Millisecond,
+			HedgeAfter:   10 * time.Second,
+			MaxAttempts:  3,
+		},
+		Attempts: []WantAttempt{
+			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptFailed},
+			{hedgeprobe.TriggerResume, "no-prefill", hedgeprobe.AttemptFailed},
+		},
+		Timeout: true,
+	},
+}
+
+// Resumed is what a resume scenario's call produced.
+type Resumed struct {
+	// Stats are the stream's Stats after the loop.
+	Stats hedgeprobe.Stats
+	// Text is the answer text the caller's loop read.
+	Text string
+	// Err is the stream's error.
+	Err error
+}
+
+// Check fails the test unless the call made the case's attempts and the
+// caller read the script byte for byte (or, for a timeout case, its first
+// 5 chunks and a stall timeout).
+func (r Resumed) Check(t testing.TB, tc ResumeCase) {
+	t.Helper()
+	var got []string
+	for _, a := range r.Stats.Attempts {
+		got = append(got, fmt.Sprintf("%s %s %s", a.Trigger, a.Route, a.Outcome))
+	}
+	var want []string
+	for _, a := range tc.Attempts {
+		want = append(want, fmt.Sprintf("%s %s %s", a.Trigger, a.Route, a.Outcome))
+	}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("attempts:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if tc.Timeout {
+		var te *hedgeprobe.TimeoutError
+		if !errors.As(r.Err, &te) || te.Kind != hedgeprobe.TimeoutStall || r.Text != fakellm.Script(5) {
+			t.Fatalf("err %v, text %q: want a stall timeout after %q", r.Err, r.Text, fakellm.Script(5))
+		}
+		return
+	}
+	if r.Err != nil {
+		t.Fatalf("err %v", r.Err)
+	}
+	if r.Text != ScriptText {
+		t.Fatalf("the caller read\n  %q\nwant the script\n  %q", r.Text, ScriptText)
+	}
+	if r.Stats.ChunksDelivered < 40 {
+		t.Fatalf("%d chunks delivered", r.Stats.ChunksDelivered)
+	}
+}
+
+// ChatTextCase is an OpenAI-compatible chunk as JSON and what Items.Text
+// must say of it.
+type ChatTextCase struct {
+	Name, JSON string
+	Text       string
+	Resumable  bool
+}
+
+// ChatTextCases are the chunks every OpenAI adapter's Items.Text reads
+// alike.
+var ChatTextCases = []ChatTextCase{
+	{"content", `{"choices":[{"index":0,"delta":{"content":"Hi "}}]}`, "Hi ", true},
+	{"refusal", `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, "no", true},
+	{"role only", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, "", true},
+	{"reasoning", `{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}`, "", true},
+	{"usage only", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, "", true},
+	{"tool call", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, "", false},
+	{"function call", `{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}`, "", false},
+}
+
+// CheckChatText runs a subtest per ChatTextCases entry: it decodes the
+// JSON into the adapter's chunk type, as the SDK does, and checks text.
+func CheckChatText[T any](t *testing.T, text func(T) (string, bool)) {
+	t.Helper()
+	for _, tc := range ChatTextCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var v T
+			if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
+				t.Fatal(err)
+			}
+			if s, ok := text(v); s != tc.Text || ok != tc.Resumable {
+				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.Text, tc.Resumable)
+			}
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package prefill
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestTrim: only trailing whitespace is cut; leading and inner whitespace
+// stays.
+func TestTrim(t *testing.T) {
+	for _, tc := range []struct{ in, sent, cut string }{
+		{"lorem ipsum ", "lorem ipsum", " "},
+		{"lorem ipsum", "lorem ipsum", ""},
+		{" a \t\r\n \n", " a", " \t\r\n \n"},
+		{"a\u00a0", "a\u00a0", ""}, // not whitespace to Anthropic's check
+		{"\n\n", "", "\n\n"},
+		{"", "", ""},
+	} {
+		sent, cut := Trim(tc.in)
+		if sent != tc.sent || cut != tc.cut || sent+cut != tc.in {
+			t.Errorf("Trim(%q) = %q, %q; want %q, %q", tc.in, sent, cut, tc.sent, tc.cut)
+		}
+	}
+}
+
+// TestUncutJoin: the caller's text — the delivered prefix, then the
+// continuation through Uncut — has the cut characters exactly once:
+// neither repeated (the model repeats them) nor lost (it does not), in
+// whatever deltas the continuation comes.
+func TestUncutJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		delivered string   // what the caller already has
+		deltas    []string // the model's continuation of the trimmed prefill
+		want      string   // what the caller reads in all
+	}{
+		{"space repeated", "lorem ", []string{" ipsum", " dolor"}, "lorem ipsum dolor"},
+		{"space not repeated", "lorem ", []string{"ipsum", " dolor"}, "lorem ipsum dolor"},
+		{"newlines over several deltas", "a\n\n", []string{"\n", "", "\nb", "\n\nc"}, "a\n\nb\n\nc"},
+		{"partly repeated, then its own way", "a \n", []string{" x \n"}, "a \nx \n"},
+		{"another whitespace", "a ", []string{"\nb"}, "a \nb"},
+		{"nothing cut", "a", []string{" b", " c"}, "a b c"},
+		{"whitespace only delivered", "\n\n", []string{"\n\nHello", "\n\n"}, "\n\nHello\n\n"},
+		{"repeat inside a later delta is kept", "a ", []string{"b", " "}, "a b "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent, cut := Trim(tc.delivered)
+			if strings.TrimRight(sent, whitespace) != sent {
+				t.Fatalf("sent %q ends in whitespace", sent)
+			}
+			u := NewUncut(cut)
+			got := tc.delivered
+			for _, d := range tc.deltas {
+				got += u.Text(d)
+			}
+			if got != tc.want {
+				t.Fatalf("caller reads %q, want %q", got, tc.want)
+			}
+			if u.Pending() && got != tc.delivered {
+				t.Fatalf("still pending after the continuation went on")
+			}
+		})
+	}
+	var zero Uncut
+	if zero.Pending() || zero.Text(" x") != " x" {
+		t.Fatal("the zero Uncut drops something")
+	}
+}
