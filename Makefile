@@ -21,12 +21,14 @@ COMPONENTS    := ./processor/streamwatchprocessor ./connector/streamwatchconnect
 COLLECTOR_SRC := builder-config.yaml go.mod go.sum \
 	$(shell $(GO) list -deps -f '{{if and .Module (eq .Module.Path "github.com/streamwatch/streamwatch")}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}' $(COMPONENTS) 2>/dev/null)
 
-.PHONY: test e2e bench lint fuzz collector ollama demo fakellm clean
+.PHONY: test e2e bench lint fuzz collector ollama demo fakellm loadtest clean
 
-## test: go vet and the race-enabled unit and integration tests.
+## test: go vet, the race-enabled unit and integration tests, and the
+## hedge simulation's targets (virtual time, too slow under -race).
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run 'TestResumeTargets|TestRouteHealthEffect' ./internal/testbed/hedgesim/
 
 ## e2e: the real collector, a real Prometheus server and two Ollama servers (see e2e/).
 e2e: collector ollama
@@ -102,6 +104,11 @@ fakellm:
 ## demo: build what is missing, run fakellm + the collector + a workload, print the figures.
 demo: collector fakellm
 	$(GO) run ./cmd/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm $(DEMO_FLAGS)
+
+## loadtest: baseline vs shipped pipeline under hedgeprobe-shaped load, alternating (~1 min; not in test or CI).
+## LOADTEST_FLAGS passes flags, e.g. LOADTEST_FLAGS='-rounds 5 -slice 10s -pprof _build/pprof'.
+loadtest: collector
+	$(GO) run ./cmd/loadtest -collector $(COLLECTOR) $(LOADTEST_FLAGS)
 
 clean:
 	rm -rf bin _build

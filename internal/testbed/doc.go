@@ -1,5 +1,6 @@
 // Package testbed is the home of streamwatch's test and demo machinery:
 // fakellm's engine, the hedge simulation, the local collector + Prometheus
-// stack and the demo workload. Nothing under it ships in the collector or in
-// hedgeprobe; TestCollectorDoesNotImportTestbed keeps it that way.
+// stack, the demo workload and the load generator. Nothing under it ships
+// in the collector or in hedgeprobe; TestCollectorDoesNotImportTestbed
+// keeps it that way.
 package testbed

@@ -339,6 +339,9 @@ func coarse(sc Scenario) Scenario {
 // 15 % of the best hedgeprobe row and never worse than no hedge, on the
 // seed and the stress scenario.
 func TestResumeTargets(t *testing.T) {
+	if raceEnabled {
+		t.Skip("virtual-time targets of 2,000 calls: make test runs them without -race")
+	}
 	seed := simulate(t, coarse(SeedScenario(2000)))
 	oracle := row(t, seed, "oracle (no faults, no hedge)").Summary.Done[1]
 	sr := row(t, seed, "hedgeprobe streaming + resume").Summary
@@ -370,6 +373,9 @@ func TestResumeTargets(t *testing.T) {
 // the primary's outage fall by more than half and its p99 does not rise;
 // with a flapping primary, ejection is no worse than none.
 func TestRouteHealthEffect(t *testing.T) {
+	if raceEnabled {
+		t.Skip("virtual-time targets of 2,000 calls: make test runs them without -race")
+	}
 	throttledIn := func(r *Row, sc Scenario) (n int) {
 		for _, res := range r.Results[int(sc.OutageFrom*float64(sc.Calls)):int(sc.OutageTo*float64(sc.Calls))] {
 			n += res.Throttled

@@ -191,6 +191,14 @@ func (r *run) sender(ctx context.Context, conns []*grpc.ClientConn, tokens <-cha
 		target := int(n % int64(len(conns)))
 		rctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 		err := conns[target].Invoke(rctx, exportMethod, req.Body, &resp, grpc.ForceCodec(rawCodec{}))
+		runEnded := ctx.Err() != nil
+		if dl, ok := rctx.Deadline(); ok && !runEnded {
+			// The server enforces the deadline too, and may answer a hair
+			// before our own timer fires: the run's deadline is the
+			// request's when it comes first.
+			end, _ := ctx.Deadline()
+			runEnded = !end.After(dl) && time.Until(end) < time.Second
+		}
 		cancel()
 		if err != nil {
 			switch status.Code(err) {
@@ -198,7 +206,7 @@ func (r *run) sender(ctx context.Context, conns []*grpc.ClientConn, tokens <-cha
 				r.refused.Add(1)
 				continue
 			case codes.Canceled, codes.DeadlineExceeded:
-				if ctx.Err() != nil {
+				if runEnded {
 					return // the run's own end, not a failure
 				}
 			}

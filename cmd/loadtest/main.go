@@ -1,0 +1,375 @@
+// Command loadtest is `make loadtest`: it starts otelcol-streamwatch once
+// per pipeline under test — the baseline (otlp → batch → debug, no
+// streamwatch component), the shipped deploy/collector.yaml, the same with
+// drop_timeline — and sends each, in turn, hedgeprobe-shaped spans from
+// internal/testbed/loadgen over OTLP/gRPC, closed loop, for a few seconds.
+// The turns alternate for several rounds, so a drift in what else runs on
+// the machine falls on every pipeline alike. It prints, per pipeline,
+// spans/s and chunks/s acknowledged, the collector's CPU seconds per
+// million chunks (from /proc) and its memory, each with its ratio to the
+// baseline. Everything binds 127.0.0.1 and stops at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/loadgen"
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
+)
+
+// pipelines are the collector configurations a run can compare, by name:
+// config files merged in order, relative to the repository root.
+var pipelines = map[string][]string{
+	"baseline":      {"testdata/loadtest/baseline.yaml"},
+	"shipped":       {"deploy/collector.yaml"},
+	"drop_timeline": {"deploy/collector.yaml", "testdata/loadtest/drop_timeline.yaml"},
+	"gateway":       {"deploy/gateway.yaml"},
+}
+
+type options struct {
+	collector, root string
+	pipelines       []string
+	slice, warmup   time.Duration
+	rounds, senders int
+	rate            float64
+	pprof           string
+	capRoutes       int
+}
+
+func main() {
+	var o options
+	var names string
+	flag.StringVar(&o.collector, "collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
+	flag.StringVar(&o.root, "root", ".", "repository root (the configs are read from it)")
+	flag.StringVar(&names, "pipelines", "baseline,shipped,drop_timeline", "pipelines to compare, the first is the reference: "+strings.Join(known(), ", "))
+	flag.DurationVar(&o.slice, "slice", 5*time.Second, "measured time per pipeline per round")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each slice")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each gives every pipeline one slice")
+	flag.IntVar(&o.senders, "senders", 4, "concurrent senders")
+	flag.Float64Var(&o.rate, "rate", 0, "requests per second per pipeline (0: closed loop, as fast as acknowledged)")
+	flag.StringVar(&o.pprof, "pprof", "", "write a 10 s CPU profile of each pipeline's collector under load into this directory (needs the pprof extension)")
+	flag.IntVar(&o.capRoutes, "cap", 0, "instead of the comparison: send calls over this many distinct routes to the shipped pipeline and report its /metrics scrape (size, series) once max_series is reached")
+	flag.Parse()
+	o.pipelines = strings.Split(names, ",")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	do := run
+	if o.capRoutes > 0 {
+		do = scrapeAtCap
+	}
+	if err := do(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func known() []string {
+	var ks []string
+	for k := range pipelines {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// tally is what one pipeline did over every slice.
+type tally struct {
+	name    string
+	col     *stack.Collector
+	sent    loadgen.Counts
+	refused int64
+	elapsed time.Duration
+	cpu     time.Duration
+	rss     int64
+	pprof   string // the pprof extension's address, when profiling
+}
+
+func run(ctx context.Context, o options) error {
+	for _, p := range o.pipelines {
+		if _, ok := pipelines[p]; !ok {
+			return fmt.Errorf("unknown pipeline %q (known: %s)", p, strings.Join(known(), ", "))
+		}
+	}
+	dir, err := os.MkdirTemp("", "streamwatch-loadtest-")
+	if err != nil {
+		return err
+	}
+	shape := loadgen.DefaultShape()
+	reqs, err := shape.Requests(32, 1, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> load: %s\n", shape)
+	fmt.Printf("==> %d senders, %d rounds × %s per pipeline (after %s warm-up), logs in %s\n", o.senders, o.rounds, o.slice, o.warmup, dir)
+	fmt.Printf("==> machine: %d cores, load average %s (figures are noisy while other work runs)\n", runtime.NumCPU(), loadavg())
+
+	// A remote-write endpoint that takes and drops everything, for the
+	// gateway pipeline.
+	rw, rwURL, err := discardServer()
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+
+	tallies := make([]*tally, len(o.pipelines))
+	for i, p := range o.pipelines {
+		pdir := filepath.Join(dir, p)
+		if err := os.Mkdir(pdir, 0o755); err != nil {
+			return err
+		}
+		var cfgs []string
+		for _, c := range pipelines[p] {
+			cfgs = append(cfgs, filepath.Join(o.root, c))
+		}
+		env := []string{"STREAMWATCH_REMOTE_WRITE=" + rwURL}
+		var pprofAddr string
+		if o.pprof != "" {
+			port, err := stack.FreePort()
+			if err != nil {
+				return err
+			}
+			pprofAddr = stack.Addr(port)
+			cfgs = append(cfgs, filepath.Join(o.root, "testdata", "loadtest", "pprof.yaml"))
+			env = append(env, "STREAMWATCH_PPROF="+pprofAddr)
+		}
+		col, err := stack.StartCollector(ctx, pdir, o.collector, cfgs, env...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		defer col.Stop()
+		tallies[i] = &tally{name: p, col: col, pprof: pprofAddr}
+	}
+
+	for r := range o.rounds {
+		for _, t := range tallies {
+			res, err := slice(ctx, o, reqs, t)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", r+1, t.name, err)
+			}
+			fmt.Printf("    round %d %-14s %8.0f spans/s\n", r+1, t.name, float64(res.Sent.Spans)/res.Elapsed.Seconds())
+		}
+	}
+	report(os.Stdout, tallies)
+	if o.pprof != "" {
+		for _, t := range tallies {
+			if err := profile(ctx, o, reqs, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// slice loads one pipeline for the warm-up, then for the measured slice.
+func slice(ctx context.Context, o options, reqs []loadgen.Request, t *tally) (loadgen.Result, error) {
+	opts := loadgen.Options{Targets: []string{t.col.OTLPGRPC}, Requests: reqs, Senders: o.senders, Rate: o.rate}
+	if o.warmup > 0 {
+		opts.Duration = o.warmup
+		if _, err := loadgen.Send(ctx, opts); err != nil {
+			return loadgen.Result{}, err
+		}
+	}
+	u0, err := t.col.Usage()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	opts.Duration = o.slice
+	res, err := loadgen.Send(ctx, opts)
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	u1, err := t.col.Usage()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	t.sent.Add(res.Sent)
+	t.refused += res.Refused
+	t.elapsed += res.Elapsed
+	t.cpu += u1.CPU - u0.CPU
+	t.rss = max(t.rss, u1.RSS)
+	return res, nil
+}
+
+func report(w io.Writer, ts []*tally) {
+	ref := ts[0]
+	refRate := float64(ref.sent.Chunks) / ref.elapsed.Seconds()
+	refCPU := cpuPerMillion(ref)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pipeline\tspans/s\tchunks/s\tthroughput ×\tCPU-s/M chunks\tCPU ×\tns/chunk\tΔns/chunk\tRSS MiB\tpeak MiB\trefused\t\n")
+	for _, t := range ts {
+		rate := float64(t.sent.Chunks) / t.elapsed.Seconds()
+		cpu := cpuPerMillion(t)
+		u, _ := t.col.Usage()
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2fM\t%.2f\t%.4f\t%.2f\t%.1f\t%+.1f\t%.0f\t%.0f\t%d\t\n",
+			t.name, float64(t.sent.Spans)/t.elapsed.Seconds(), rate/1e6, rate/refRate,
+			cpu, cpu/refCPU, cpu*1e3, (cpu-refCPU)*1e3,
+			float64(t.rss)/(1<<20), float64(u.PeakRSS)/(1<<20), t.refused)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nthroughput × and CPU × are against the first pipeline; ns/chunk is collector CPU time per content chunk (CPU-s/M chunks × 1000).")
+}
+
+func cpuPerMillion(t *tally) float64 {
+	if t.sent.Chunks == 0 {
+		return 0
+	}
+	return t.cpu.Seconds() / float64(t.sent.Chunks) * 1e6
+}
+
+// profile writes a 10 s CPU profile of a pipeline's collector, taken by
+// its pprof extension while the pipeline is under load, to DIR/NAME.pprof.
+func profile(ctx context.Context, o options, reqs []loadgen.Request, t *tally) error {
+	if err := os.MkdirAll(o.pprof, 0o755); err != nil {
+		return err
+	}
+	const seconds = 10
+	load := make(chan error, 1)
+	go func() {
+		_, err := loadgen.Send(ctx, loadgen.Options{
+			Targets: []string{t.col.OTLPGRPC}, Requests: reqs, Senders: o.senders, Rate: o.rate,
+			Duration: (seconds + 2) * time.Second,
+		})
+		load <- err
+	}()
+	client := &http.Client{Timeout: (seconds + 10) * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", t.pprof, seconds))
+	if err != nil {
+		<-load
+		return err
+	}
+	defer resp.Body.Close()
+	path := filepath.Join(o.pprof, t.name+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		<-load
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if lerr := <-load; err == nil {
+		err = lerr
+	}
+	if err == nil {
+		fmt.Printf("==> %s: CPU profile in %s (go tool pprof -top %s)\n", t.name, path, path)
+	}
+	return err
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// discardServer answers every remote write with 204 and keeps nothing.
+func discardServer() (*http.Server, string, error) {
+	port, err := stack.FreePort()
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Addr: stack.Addr(port), ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return nil, "", err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + srv.Addr + "/api/v1/write", nil
+}
+
+// scrapeAtCap fills the shipped pipeline's series past max_series with
+// calls over o.capRoutes distinct routes and reports what one Prometheus
+// scrape of it weighs.
+func scrapeAtCap(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "streamwatch-cap-")
+	if err != nil {
+		return err
+	}
+	col, err := stack.StartCollector(ctx, dir, o.collector, []string{filepath.Join(o.root, "deploy", "collector.yaml")}, "STREAMWATCH_METRICS_INTERVAL=1s")
+	if err != nil {
+		return err
+	}
+	defer col.Stop()
+	shape := loadgen.DefaultShape()
+	for i := range o.capRoutes {
+		shape.Routes = append(shape.Routes, loadgen.Route{Name: fmt.Sprintf("route-%d", i), Provider: fmt.Sprintf("provider-%d", i%7), Model: fmt.Sprintf("model-%d", i%50)})
+	}
+	n := 4 * o.capRoutes / shape.CallsPerRequest
+	reqs, err := shape.Requests(n, 1, time.Now())
+	if err != nil {
+		return err
+	}
+	res, err := loadgen.Send(ctx, loadgen.Options{Targets: []string{col.OTLPGRPC}, Requests: reqs, Senders: o.senders, MaxRequests: int64(n), Duration: 5 * time.Minute})
+	if err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second) // two flushes
+	// As Prometheus asks: OpenMetrics first, the format that carries
+	// exemplars.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+col.Prometheus+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	samples, exemplars := 0, 0
+	perMetric := map[string]int{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		samples++
+		if strings.Contains(line, " # {") {
+			exemplars++
+		}
+		name, _, _ := strings.Cut(line, "{")
+		name, _, _ = strings.Cut(name, " ")
+		perMetric[name]++
+	}
+	u, _ := col.Usage()
+	fmt.Printf("==> %d calls over %d routes (%d spans) into deploy/collector.yaml (max_series 1000)\n", res.Sent.Calls, o.capRoutes, res.Sent.Spans)
+	fmt.Printf("    one scrape: %.1f MiB, %d samples (series), %d with an exemplar; collector RSS %.0f MiB\n", float64(len(body))/(1<<20), samples, exemplars, float64(u.RSS)/(1<<20))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "metric\tseries\t\n")
+	var names []string
+	for k := range perMetric {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		fmt.Fprintf(tw, "%s\t%d\t\n", k, perMetric[k])
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package hedgesim
+
+const raceEnabled = false
