@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -87,7 +88,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 			if a.Trigger == hedgeprobe.TriggerResume && req.Continue != ContinueNone {
 				var err error
 				if buf, err = openAIContinuation(body, req.Messages, req.Continue, a.Prefix); err != nil {
-					return nil, err
+					return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 				}
 			}
 			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
@@ -189,7 +190,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 					msgs := append(append([]Message(nil), req.Messages...), Message{Role: "assistant", Content: sent})
 					var err error
 					if buf, err = marshalWith(body, "messages", msgs); err != nil {
-						return nil, err
+						return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 					}
 				}
 			}

@@ -1,0 +1,143 @@
+package sse
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// TestOpenAIContinuationBody: each Continuation mode's body — the
+// request's messages, then a trailing assistant message with the prefix,
+// and the mode's switch; nothing else changes, and the route's own body is
+// left as it was for the next attempt.
+func TestOpenAIContinuationBody(t *testing.T) {
+	body := map[string]any{"model": "m", "stream": true, "temperature": 0.5}
+	msgs := []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}}
+	const prefix = "Hello, \"world\"\n "
+	for _, tc := range []struct {
+		how  Continuation
+		want string
+	}{
+		{ContinueTrailingAssistant, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
+		{ContinueFinalMessage, `{"add_generation_prompt":false,"continue_final_message":true,"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
+		{ContinuePrefix, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","prefix":true,"role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
+	} {
+		b, err := openAIContinuation(body, msgs, tc.how, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := canonical(t, b); got != tc.want {
+			t.Errorf("mode %d:\n got %s\nwant %s", tc.how, got, tc.want)
+		}
+	}
+	if len(body) != 3 || body["messages"] != nil {
+		t.Fatalf("the route's body changed: %v", body)
+	}
+}
+
+// canonical re-marshals JSON with sorted keys.
+func canonical(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// TestRouteContinuationRequests: a resume attempt sends the continuation
+// body; a primary on the same route sends the request as it is; a route
+// that cannot continue says so (Continues) and never sends one.
+func TestRouteContinuationRequests(t *testing.T) {
+	ts, ch := capture(t, "data: [DONE]\n\n")
+	req := OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}
+	if r := OpenAIRoute("openai", req); r.Continues {
+		t.Fatal("ContinueNone route Continues")
+	}
+	req.Continue = ContinuePrefix
+	r := OpenAIRoute("deepseek", req)
+	if !r.Continues {
+		t.Fatal("ContinuePrefix route does not Continue")
+	}
+	for _, a := range []hedgeprobe.Attempt{
+		{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
+		{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "lorem "},
+		{Index: 2, Trigger: hedgeprobe.TriggerTTFT},
+	} {
+		src, err := r.Open(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for src.Next() {
+		}
+		_ = src.Close()
+		msgs, _ := (<-ch).body["messages"].([]any)
+		resume := a.Trigger == hedgeprobe.TriggerResume
+		if resume != (len(msgs) == 2) {
+			t.Fatalf("attempt %d (%s): messages %v", a.Index, a.Trigger, msgs)
+		}
+		if resume {
+			if last, _ := msgs[1].(map[string]any); last["role"] != "assistant" || last["content"] != "lorem " || last["prefix"] != true {
+				t.Fatalf("trailing message %v", last)
+			}
+		}
+	}
+}
+
+// TestAnthropicPrefill: the prefill is sent without its trailing
+// whitespace, and the continuation that repeats it loses it again, so the
+// caller reads delivered text + continuation with the whitespace once. A
+// prefix of nothing but whitespace sends no prefill at all.
+func TestAnthropicPrefill(t *testing.T) {
+	const reply = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\\n\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" \\nNext\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" \\n\"}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, tc := range []struct {
+		name, prefix string
+		sent         any // the trailing assistant content sent; nil: none
+		want         string
+	}{
+		{"trailing whitespace repeated", "Done.\n \n", "Done.", "Done.\n \nNext \n"},
+		{"no trailing whitespace", "Done.", "Done.", "Done.\n \nNext \n"},
+		{"whitespace only", "\n", nil, "\n \nNext \n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, ch := capture(t, reply)
+			r := AnthropicRoute("claude", AnthropicRequest{BaseURL: ts.URL, Model: "c", Messages: []Message{{Role: "user", Content: "hi"}}, Prefill: true})
+			if !r.Continues {
+				t.Fatal("Prefill route does not Continue")
+			}
+			src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: tc.prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			b.WriteString(tc.prefix)
+			for src.Next() {
+				s, _ := AnthropicText(src.Current())
+				b.WriteString(s)
+			}
+			if src.Err() != nil {
+				t.Fatal(src.Err())
+			}
+			msgs, _ := (<-ch).body["messages"].([]any)
+			var sent any
+			if len(msgs) == 2 {
+				sent = msgs[1].(map[string]any)["content"]
+			}
+			if sent != tc.sent {
+				t.Fatalf("prefill sent %q, want %q (messages %v)", sent, tc.sent, msgs)
+			}
+			if b.String() != tc.want {
+				t.Fatalf("caller reads %q, want %q", b.String(), tc.want)
+			}
+		})
+	}
+}
