@@ -147,7 +147,7 @@ func Panels() []Panel {
 				{fmt.Sprintf("sum by (le) (increase(%s_bucket%s[$__rate_interval]))", stallDuration, sel()), "{{le}}"},
 			}},
 		{Row: "Stalls", Title: "Stall time per call: upstreams versus callers", Unit: "s",
-			Description: "Upstream: the silence of every attempt (streamwatch.stall.duration). Callers: the silence callers actually waited through (streamwatch.call.stall.duration, from the caller's view). The gap is what hedging and resuming saved. Follows the model variable only.",
+			Description: "Upstream: the silence of every attempt (streamwatch.stall.duration). Callers: the silence callers actually waited through (streamwatch.call.stall.duration, from the caller's view). Upstream segments are silences that ended with a chunk; a silence cut short because a hedge or resume won ends with its attempt and is no segment, so the callers' figure counts the silence they waited before a rescue, and resumed calls raise it. Follows the model variable only.",
 			Queries: []Query{
 				{perCall(stallDuration + "_sum"), "upstream stall"},
 				{perCall(callStallDuration + "_sum"), "stall callers saw"},

@@ -251,7 +251,7 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 	fmt.Fprintf(tw, "  stalls (upstream)\t%v segments, mean %s, %s in all; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
 		secs(sd.sum), sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
 	if cs := merged(f, callStall); cs.count > 0 {
-		fmt.Fprintf(tw, "  stalls callers saw\t%v segments, %s in all over %d calls (upstream − callers = what hedging and resuming saved)\n",
+		fmt.Fprintf(tw, "  stalls callers saw\t%v segments, %s in all over %d calls (a rescued call's wait before its rescue; a silence cut by the rescue is no upstream segment)\n",
 			sumCounter(f, callStalls, nil), secs(cs.sum), cs.count)
 	} else {
 		fmt.Fprintf(tw, "  stalls callers saw\tn/a: this collector does not report %s yet\n", semconv.MetricCallStallDuration)
