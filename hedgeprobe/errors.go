@@ -37,10 +37,10 @@ var (
 	// the caller's Next after commit; it is fatal. (A panic in Close is
 	// ignored, like its error.)
 	ErrSourcePanic = errors.New("hedgeprobe: source panicked")
-	// ErrExtractorPanic is wrapped by the error of a call whose TokenCount
-	// (WithTokenCount) or response-model function (WithResponseModel)
+	// ErrExtractorPanic is wrapped by the error of a call whose
+	// Items.OutputTokens, Items.ResponseModel or Items.Text function
 	// panicked; it is fatal.
-	ErrExtractorPanic = errors.New("hedgeprobe: token count or response model function panicked")
+	ErrExtractorPanic = errors.New("hedgeprobe: an Items function panicked")
 	// ErrCannotContinue is wrapped by the error Route.Open returns for a
 	// resume attempt whose continuation request it cannot build (the
 	// conversation has a shape the adapter cannot extend, say): the resume
