@@ -420,3 +420,73 @@ func TestResumeTelemetry(t *testing.T) {
 		}
 	})
 }
+
+// The committed stream fails mid-way with a transient error: a resume
+// continues at once from everything delivered, and the caller reads the
+// text neither cut nor repeated.
+func TestResumeAfterMidStreamError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(0, "B"), content(0, "C"),
+			fail(0, &statusErr{code: 502})})
+		b := continuing("b", []step{content(100*time.Millisecond, "D")})
+		p := mustNew(t, resumeCfg(), withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if !s.Next() { // the first chunk; the rest and the error queue up meanwhile
+			t.Fatal(s.Err())
+		}
+		time.Sleep(time.Second)
+		g := drain(s, time.Now())
+		if got := "A" + joined(g); got != "ABCD" || g.err != nil {
+			t.Fatalf("text %q err %v", got, g.err)
+		}
+		if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "ABC" {
+			t.Fatalf("b asked %+v", asked)
+		}
+		if st := s.Stats(); st.Attempts[0].Outcome != AttemptFailed || st.Winner != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// Regression: a resume must not be due while items the committed stream
+// sent are still queued for the caller (the driver can take several
+// queued events at once when a deadline fires): its prefix would miss
+// them and the continuation repeat them. Checked on the trigger table
+// itself, because the interleaving that queues them is a scheduling race.
+func TestResumeNotDueWithPendingItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b")
+		cfg := resumeCfg()
+		cfg.StallTimeout = 30 * time.Second
+		p := mustNew(t, cfg, withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		defer s.Close()
+		if !s.Next() {
+			t.Fatal(s.Err())
+		}
+		var resume, stall *trigger[chunk]
+		for i := range p.triggers {
+			switch p.triggers[i].name {
+			case "resume":
+				resume = &p.triggers[i]
+			case "stall_timeout":
+				stall = &p.triggers[i]
+			}
+		}
+		s.race.resumeNow = true
+		if _, due := resume.due(s); !due {
+			t.Fatal("resume not due with nothing pending")
+		}
+		if _, due := stall.due(s); !due {
+			t.Fatal("stall watchdog not due with nothing pending")
+		}
+		s.out.push(item[chunk]{v: chunk{Kind: Content, Text: "B"}, kind: Content})
+		if _, due := resume.due(s); due {
+			t.Fatal("resume due while an item waits for the caller")
+		}
+		if _, due := stall.due(s); due {
+			t.Fatal("stall watchdog due while an item waits for the caller")
+		}
+	})
+}

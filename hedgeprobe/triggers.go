@@ -78,7 +78,7 @@ func triggerTable[T any]() []trigger[T] {
 			name: "stall_timeout",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				st := s.p.cfg.StallTimeout
-				return s.out.dueAfter(st, 0), s.phase == phaseRelay && st > 0
+				return s.out.dueAfter(st, 0), s.phase == phaseRelay && st > 0 && !s.out.ready()
 			},
 			fire: func(s *Stream[T], now time.Duration) {
 				w := s.race.winner
@@ -142,7 +142,9 @@ func triggerTable[T any]() []trigger[T] {
 			name: "resume",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				r := &s.race
-				if s.phase != phaseRelay || !r.resumable {
+				// Only once the caller has everything received: the
+				// continuation's prefix is what was delivered.
+				if s.phase != phaseRelay || !r.resumable || s.out.ready() {
 					return never, false
 				}
 				if r.resumeNow {
