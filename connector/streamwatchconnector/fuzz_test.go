@@ -14,7 +14,8 @@ import (
 )
 
 // FuzzConsume feeds arbitrary attempt and call spans — any figure, type,
-// timeline or timestamps — through the connector: it must never panic and
+// timeline (the caller's view included), ejection event or timestamps —
+// through the connector: it must never panic and
 // never emit a NaN, a negative sum or inconsistent buckets.
 func FuzzConsume(f *testing.F) {
 	f.Add(uint8(0), 100.0, 200.0, int64(1), []byte{1, 0, 2, 0, 3, 0}, uint64(10), uint64(20), 30000.0, "complete")
@@ -72,6 +73,20 @@ func FuzzConsume(f *testing.F) {
 		call.SetEndTimestamp(pcommon.Timestamp(end))
 		call.Attributes().PutStr(string(semconv.Outcome), derivation)
 		call.Attributes().PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), ttft/1000)
+		// The caller's view, as derived by the processor (figures from the
+		// fuzzed values) and raw in an underived twin; an ejection event.
+		call.Attributes().PutDouble(string(semconv.StallMs), stallMs)
+		call.Attributes().PutInt(string(semconv.StallCount), stalls)
+		call.Attributes().PutStr(string(semconv.Derivation), derivation)
+		ej := call.Events().AppendEmpty()
+		ej.SetName(semconv.EventRouteEjected)
+		if sel&(1<<7) == 0 {
+			ej.Attributes().PutStr(string(semconv.EventRoute), derivation)
+		}
+		callTwin := spans.AppendEmpty()
+		call.CopyTo(callTwin)
+		callTwin.Attributes().Remove(string(semconv.Derivation))
+		offs.CopyTo(callTwin.Attributes().PutEmptySlice(string(semconv.CallerChunkOffsetsUs)))
 		// The unprocessed twin: the connector derives it itself.
 		twin := spans.AppendEmpty()
 		sp.CopyTo(twin)
