@@ -12,7 +12,9 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -20,15 +22,14 @@ import (
 type Event = anthropic.MessageStreamEventUnion
 
 // Classify is the hedgeprobe.Classifier of anthropic-sdk-go events, with
-// the rule of sse.ClassifyAnthropic (sse.AnthropicEventKind):
-// content_block_delta with a non-empty text_delta, thinking_delta or
-// input_json_delta, or a citations_delta, is Content, and so is a
-// content_block_start opening a named tool_use block or carrying text; an
-// empty delta or an event without a type (a tapped keepalive; the SDK
+// the rule of sse.ClassifyAnthropic: content_block_delta with a non-empty
+// text_delta, thinking_delta or input_json_delta, or a citations_delta, is
+// Content, and so is a content_block_start opening a named tool_use block
+// or carrying text; an empty delta or an event without a type (a tapped keepalive; the SDK
 // itself drops ping) is Keepalive; every other event is Control.
 func Classify(e Event) hedgeprobe.Kind {
 	d, b := &e.Delta, &e.ContentBlock
-	return sse.AnthropicEventKind(sse.AnthropicEventParts{
+	return classify.Anthropic(classify.AnthropicParts{
 		Type:      e.Type,
 		DeltaType: d.Type, DeltaText: d.Text, DeltaThinking: d.Thinking, DeltaPartialJSON: d.PartialJSON,
 		BlockType: b.Type, BlockText: b.Text, BlockThinking: b.Thinking, BlockName: b.Name,
@@ -124,7 +125,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			}
 		}
 		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
-		src := &sse.EndChecked[Event]{
+		src := &streamend.Checked[Event]{
 			Source:     s,
 			Provider:   o.Provider,
 			MapError:   func(err error) error { return MapError(ctx, o.Provider, err) },
@@ -219,7 +220,7 @@ func MapError(ctx context.Context, provider string, err error) error {
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return sse.HTTPError(provider, apiErr.StatusCode, h, string(apiErr.Type()), "", apiErr.Message, err)
+		return sse.NewHTTPError(provider, apiErr.StatusCode, h, string(apiErr.Type()), "", apiErr.Message, err)
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
 }

@@ -11,6 +11,8 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -18,19 +20,18 @@ import (
 type Chunk = openai.ChatCompletionStreamResponse
 
 // Classify is the hedgeprobe.Classifier of go-openai chunks, with the
-// rule of sse.ClassifyOpenAI (sse.ClassifyChat): non-empty content,
-// reasoning_content, refusal, or a tool-call (or function-call) name or
-// arguments fragment is Content; a role, a finish reason or usage is
-// Control; anything else — an empty chunk, such as a tapped keepalive — is
-// Keepalive.
+// rule of sse.ClassifyOpenAI: non-empty content, reasoning_content,
+// refusal, or a tool-call (or function-call) name or arguments fragment is
+// Content; a role, a finish reason or usage is Control; anything else — an
+// empty chunk, such as a tapped keepalive — is Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
-	return sse.ClassifyChat(c.Usage != nil, c.Choices, choiceParts)
+	return classify.Chat(c.Usage != nil, c.Choices, choiceParts)
 }
 
-// choiceParts describes a go-openai choice for sse.ChatDeltaKind.
-func choiceParts(ch *openai.ChatCompletionStreamChoice) sse.ChatDeltaParts {
+// choiceParts describes a go-openai choice for classify.Chat.
+func choiceParts(ch *openai.ChatCompletionStreamChoice) classify.ChatParts {
 	d := &ch.Delta
-	return sse.ChatDeltaParts{
+	return classify.ChatParts{
 		Content:      d.Content != "",
 		Reasoning:    d.ReasoningContent != "",
 		Refusal:      d.Refusal != "",
@@ -106,7 +107,7 @@ func (s *Source) Next() bool {
 		if errors.Is(err, io.EOF) {
 			err = nil // go-openai's clean end, with or without [DONE]
 		}
-		s.err = sse.EndError(sse.StreamEnd{
+		s.err = streamend.Err(streamend.End{
 			Provider:  s.provider,
 			Err:       MapError(s.ctx, s.provider, err),
 			Terminal:  s.finished,
@@ -252,11 +253,11 @@ func MapError(ctx context.Context, provider string, err error) error {
 		if apiErr.Code != nil {
 			code = fmt.Sprint(apiErr.Code)
 		}
-		return sse.HTTPError(provider, status, nil, apiErr.Type, code, apiErr.Message, err)
+		return sse.NewHTTPError(provider, status, nil, apiErr.Type, code, apiErr.Message, err)
 	}
 	var reqErr *openai.RequestError
 	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
-		return sse.HTTPError(provider, reqErr.HTTPStatusCode, nil, "", "", string(reqErr.Body), err)
+		return sse.NewHTTPError(provider, reqErr.HTTPStatusCode, nil, "", "", string(reqErr.Body), err)
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
 }

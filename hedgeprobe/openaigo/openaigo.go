@@ -12,6 +12,8 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -19,20 +21,19 @@ import (
 type Chunk = openai.ChatCompletionChunk
 
 // Classify is the hedgeprobe.Classifier of openai-go chunks, with the rule
-// of sse.ClassifyOpenAI (sse.ClassifyChat): non-empty content,
-// reasoning_content / reasoning (read from the delta's extra fields),
-// refusal, a tool-call (or function-call) name or arguments fragment, or
-// annotations, is Content; a role, a finish reason or usage is Control;
+// of sse.ClassifyOpenAI: non-empty content, reasoning_content / reasoning
+// (read from the delta's extra fields), refusal, a tool-call (or
+// function-call) name or arguments fragment, or annotations, is Content; a role, a finish reason or usage is Control;
 // anything else — an empty chunk, such as a tapped keepalive — is
 // Keepalive.
 func Classify(c Chunk) hedgeprobe.Kind {
-	return sse.ClassifyChat(c.JSON.Usage.Valid(), c.Choices, choiceParts)
+	return classify.Chat(c.JSON.Usage.Valid(), c.Choices, choiceParts)
 }
 
-// choiceParts describes an openai-go choice for sse.ChatDeltaKind.
-func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
+// choiceParts describes an openai-go choice for classify.Chat.
+func choiceParts(ch *openai.ChatCompletionChunkChoice) classify.ChatParts {
 	d := &ch.Delta
-	p := sse.ChatDeltaParts{
+	p := classify.ChatParts{
 		Content:      d.Content != "",
 		Refusal:      d.Refusal != "",
 		ToolCallText: toolCallText(d.ToolCalls),
@@ -49,7 +50,7 @@ func choiceParts(ch *openai.ChatCompletionChunkChoice) sse.ChatDeltaParts {
 	x := d.JSON.ExtraFields
 	p.Reasoning = extraText(x["reasoning_content"].Raw()) || extraText(x["reasoning"].Raw())
 	raw := x["annotations"].Raw()
-	p.Annotations = sse.NonEmptyJSONArray(raw)
+	p.Annotations = classify.NonEmptyJSONArray(raw)
 	return p
 }
 
@@ -151,7 +152,7 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			params, opts = continuation(params, opts, o.Continue, a.Prefix)
 		}
 		s := client.Chat.Completions.NewStreaming(ctx, params, opts...)
-		return &sse.EndChecked[Chunk]{
+		return &streamend.Checked[Chunk]{
 			Source:   s,
 			Provider: o.Provider,
 			MapError: func(err error) error { return MapError(ctx, o.Provider, err) },
@@ -211,11 +212,11 @@ func MapError(ctx context.Context, provider string, err error) error {
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return sse.HTTPError(provider, apiErr.StatusCode, h, apiErr.Type, apiErr.Code, apiErr.Message, err)
+		return sse.NewHTTPError(provider, apiErr.StatusCode, h, apiErr.Type, apiErr.Code, apiErr.Message, err)
 	}
 	var se *ssestream.StreamError
 	if errors.As(err, &se) {
-		return sse.PayloadError(provider, se.Event.Data, err)
+		return sse.NewPayloadError(provider, se.Event.Data, err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 )
 
 // AnthropicEvent is one item of an Anthropic Messages stream: message_start,
@@ -76,25 +77,25 @@ type AnthropicUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
 }
 
-// ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events, by
-// AnthropicEventKind: content_block_delta with a non-empty text_delta,
-// thinking_delta or input_json_delta, or a citations_delta, is Content,
-// and so is a content_block_start that opens a tool_use block with its
-// name (the counterpart of an OpenAI tool-call name fragment) or carries
-// text; ping, a comment and an empty delta are Keepalive; every other
-// event is Control.
+// ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events,
+// with the rule the SDK adapters share: content_block_delta with a
+// non-empty text_delta, thinking_delta or input_json_delta, or a
+// citations_delta, is Content, and so is a content_block_start that opens
+// a tool_use block with its name (the counterpart of an OpenAI tool-call
+// name fragment) or carries text; ping, a comment and an empty delta are
+// Keepalive; every other event is Control.
 func ClassifyAnthropic(e AnthropicEvent) hedgeprobe.Kind {
 	if e.IsComment {
 		return hedgeprobe.Keepalive
 	}
-	p := AnthropicEventParts{Type: e.Type, NoDelta: e.Delta == nil}
+	p := classify.AnthropicParts{Type: e.Type, NoDelta: e.Delta == nil}
 	if d := e.Delta; d != nil {
 		p.DeltaType, p.DeltaText, p.DeltaThinking, p.DeltaPartialJSON = d.Type, d.Text, d.Thinking, d.PartialJSON
 	}
 	if b := e.ContentBlock; b != nil {
 		p.BlockType, p.BlockText, p.BlockThinking, p.BlockName = b.Type, b.Text, b.Thinking, b.Name
 	}
-	return AnthropicEventKind(p)
+	return classify.Anthropic(p)
 }
 
 // AnthropicTokens is the hedgeprobe.TokenCount of Anthropic events:

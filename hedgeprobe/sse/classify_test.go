@@ -118,17 +118,3 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per classification", n)
 	}
 }
-
-func TestNonEmptyJSONArray(t *testing.T) {
-	for raw, want := range map[string]bool{
-		``: false, `null`: false, `[]`: false, `[ ]`: false, " [\n] ": false, `{}`: false, `"x"`: false, `[`: false,
-		`[{"type":"url_citation"}]`: true, ` [1] `: true,
-	} {
-		if got := NonEmptyJSONArray(raw); got != want {
-			t.Errorf("NonEmptyJSONArray(%q) = %v, want %v", raw, got, want)
-		}
-		if got := NonEmptyJSONArray([]byte(raw)); got != want {
-			t.Errorf("NonEmptyJSONArray([]byte(%q)) = %v, want %v", raw, got, want)
-		}
-	}
-}

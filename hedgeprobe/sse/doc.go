@@ -9,10 +9,13 @@
 // keepalives SDK decoders hide.
 //
 // The SDK adapters (hedgeprobe/openaigo, hedgeprobe/goopenai,
-// hedgeprobe/anthropicgo) share what is not SDK-specific through this
-// package: the classification rules (ClassifyChat, AnthropicEventKind), the
-// typing of a stream's end (EndError) and the keepalive tap
-// (KeepaliveRoute).
+// hedgeprobe/anthropicgo) build on the same pieces, and so can a route of
+// your own over another SDK: its errors typed as *UpstreamError
+// (NewHTTPError, NewPayloadError) or *ConnectionError, and its dropped
+// keepalives timed through a Tap in the SDK client's transport and
+// KeepaliveRoute (or Keepalives, for an item type whose zero value is not a
+// keepalive). The classification rules and the typing of a stream's end
+// that the adapters share are internal to hedgeprobe.
 //
 // The canonical loop, with hedgeprobe wrapping the raw route:
 //

@@ -3,7 +3,6 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -124,44 +123,6 @@ func (e *ConnectionError) Unwrap() error { return e.Err }
 // Transient is true: a new connection may succeed.
 func (e *ConnectionError) Transient() bool { return true }
 
-// StreamEnd is how an SDK's stream ended, as the adapter of that SDK saw
-// it; EndError types it.
-type StreamEnd struct {
-	// Provider is the route's gen_ai.provider.name.
-	Provider string
-	// Err is the error the SDK's stream ended with, already typed for
-	// hedging (the adapter's MapError); nil for a clean end of the body.
-	Err error
-	// Terminal reports that the stream's terminal event (a finish_reason,
-	// message_stop) was seen.
-	Terminal bool
-	// Connected reports that the response had started; a
-	// *ConnectionError in Err takes it.
-	Connected bool
-	// Events is the number of items the stream delivered.
-	Events int
-}
-
-// EndError is the error an SDK adapter's stream ends with: nil for a clean
-// end after the terminal event; a *ConnectionError wrapping
-// io.ErrUnexpectedEOF for a clean end before it, since the SDKs report a
-// body cut short as a clean end and a truncated answer must never pass as
-// success; else e.Err, a *ConnectionError in it given e.Connected and
-// e.Events.
-func EndError(e StreamEnd) error {
-	if e.Err == nil {
-		if e.Terminal {
-			return nil
-		}
-		return &ConnectionError{Provider: e.Provider, Connected: true, Events: e.Events, Err: io.ErrUnexpectedEOF}
-	}
-	var ce *ConnectionError
-	if errors.As(e.Err, &ce) {
-		ce.Connected, ce.Events = e.Connected, e.Events
-	}
-	return e.Err
-}
-
 // ProtocolError is an upstream that does not speak the protocol: a line or
 // event over the size limit, malformed JSON, a 200 response that is not an
 // event stream. It is fatal (not transient) and unwraps to the cause.
@@ -181,11 +142,12 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 // Transient is false: the same upstream will answer the same way.
 func (e *ProtocolError) Transient() bool { return false }
 
-// HTTPError builds the *UpstreamError of an SDK error that carries an HTTP
-// status and, when known, the response headers (for Retry-After) and the
-// error object's fields. A 2xx status means an error payload inside a
-// stream. cause is kept for errors.As.
-func HTTPError(provider string, status int, header http.Header, typ, code, message string, cause error) *UpstreamError {
+// NewHTTPError builds the *UpstreamError of an SDK error that carries an
+// HTTP status and, when known, the response headers (for Retry-After) and
+// the error object's fields, for a route over an SDK (as
+// hedgeprobe/openaigo's MapError does). A 2xx status means an error
+// payload inside a stream. cause is kept for errors.As.
+func NewHTTPError(provider string, status int, header http.Header, typ, code, message string, cause error) *UpstreamError {
 	e := &UpstreamError{
 		Provider: provider, StatusCode: status, Type: typ, Code: code, Message: message, Cause: cause,
 	}
@@ -198,20 +160,21 @@ func HTTPError(provider string, status int, header http.Header, typ, code, messa
 	return e
 }
 
-// PayloadError builds the *UpstreamError of an error payload received
+// NewPayloadError builds the *UpstreamError of an error payload received
 // mid-stream, from its JSON ({"error": {…}} or Anthropic's
-// {"type":"error","error":{…}}). cause is kept for errors.As.
-func PayloadError(provider string, data []byte, cause error) *UpstreamError {
+// {"type":"error","error":{…}}), for a route over an SDK that hands over
+// the payload. cause is kept for errors.As.
+func NewPayloadError(provider string, data []byte, cause error) *UpstreamError {
 	e := payloadError(provider, data)
 	e.Cause = cause
 	return e
 }
 
-// ResponseError reads the body of a non-2xx response (at most 64 KiB) and
+// responseError reads the body of a non-2xx response (at most 64 KiB) and
 // returns it as an *UpstreamError, with the error object's type, code and
 // message (OpenAI and Anthropic shapes) and the Retry-After hint. It does
 // not close the body.
-func ResponseError(provider string, resp *http.Response) *UpstreamError {
+func responseError(provider string, resp *http.Response) *UpstreamError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &UpstreamError{Provider: provider, StatusCode: resp.StatusCode}
 	e.RetryAfterHint = ParseRetryAfter(resp.Header, time.Now())

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 )
 
 // ChatChunk is one item of an OpenAI-compatible chat-completions stream: a
@@ -77,29 +78,29 @@ type ChatUsage struct {
 }
 
 // ClassifyOpenAI is the hedgeprobe.Classifier of OpenAI-compatible chunks,
-// by ClassifyChat: a non-empty content, reasoning_content, reasoning or
-// refusal delta, a tool-call (or function-call) name or arguments fragment,
-// or annotations (citations), is Content; a role, a finish reason or usage
-// without content is Control; a comment or a chunk with nothing in it is
-// Keepalive.
+// with the rule the SDK adapters share: a non-empty content,
+// reasoning_content, reasoning or refusal delta, a tool-call (or
+// function-call) name or arguments fragment, or annotations (citations),
+// is Content; a role, a finish reason or usage without content is Control;
+// a comment or a chunk with nothing in it is Keepalive.
 func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
 	if c.IsComment {
 		return hedgeprobe.Keepalive
 	}
-	return ClassifyChat(c.Usage != nil, c.Choices, chatChoiceParts)
+	return classify.Chat(c.Usage != nil, c.Choices, chatChoiceParts)
 }
 
-// chatChoiceParts describes a choice of a ChatChunk for ChatDeltaKind.
-func chatChoiceParts(ch *ChatChoice) ChatDeltaParts {
+// chatChoiceParts describes a choice of a ChatChunk for classify.Chat.
+func chatChoiceParts(ch *ChatChoice) classify.ChatParts {
 	d := &ch.Delta
-	return ChatDeltaParts{
+	return classify.ChatParts{
 		Content:      d.Content != "",
 		Reasoning:    d.ReasoningContent != "" || d.Reasoning != "",
 		Refusal:      d.Refusal != "",
 		ToolCallText: toolCallText(d.ToolCalls),
 		ToolCalls:    len(d.ToolCalls) > 0,
 		FunctionCall: d.FunctionCall != nil && (d.FunctionCall.Name != "" || d.FunctionCall.Arguments != ""),
-		Annotations:  NonEmptyJSONArray(d.Annotations),
+		Annotations:  classify.NonEmptyJSONArray(d.Annotations),
 		Role:         d.Role != "",
 		FinishReason: ch.FinishReason != "",
 	}

@@ -81,14 +81,14 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 		s.ctx = resp.Request.Context()
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		s.err = ResponseError(o.Provider, resp)
+		s.err = responseError(o.Provider, resp)
 		s.finish()
 		return s
 	}
 	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
 		// A 200 JSON body instead of a stream: a proxy's error, or a
 		// server that ignored "stream": true.
-		if e := ResponseError(o.Provider, resp); e.Type != "" || e.Code != "" {
+		if e := responseError(o.Provider, resp); e.Type != "" || e.Code != "" {
 			e.MidStream = true
 			s.err = e
 		} else {

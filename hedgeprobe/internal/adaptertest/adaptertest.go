@@ -195,7 +195,7 @@ type ClassifyCase struct {
 }
 
 // ChatClassifyCases are the OpenAI-compatible chunks every OpenAI adapter
-// classifies alike (the rule of sse.ChatDeltaKind); an adapter adds the
+// classifies alike (the rule of internal/classify); an adapter adds the
 // cases of the fields only its SDK reads.
 var ChatClassifyCases = []ClassifyCase{
 	{Name: "tapped keepalive (zero chunk)", JSON: ``, Want: hedgeprobe.Keepalive},

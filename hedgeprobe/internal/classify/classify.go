@@ -1,13 +1,20 @@
-package sse
+// Package classify holds the classification rules of chat-completion
+// chunks and Anthropic Messages events (docs/design.md §2: Content,
+// Control, Keepalive), written once for hedgeprobe/sse and the SDK
+// adapters (hedgeprobe/openaigo, hedgeprobe/goopenai,
+// hedgeprobe/anthropicgo). Each caller describes its own item type in
+// ChatParts or AnthropicParts; the rule reads only those, so every SDK's
+// chunks classify alike.
+package classify
 
 import "github.com/streamwatch/streamwatch/hedgeprobe"
 
-// ChatDeltaParts says what one choice of an OpenAI-compatible chat chunk
-// carries, as ChatDeltaKind reads it. Each SDK adapter fills it from its
-// own chunk type (ClassifyOpenAI from ChatChunk, hedgeprobe/openaigo and
-// hedgeprobe/goopenai from their SDKs'), so the classification rule itself
-// is written once. Every field reports a non-empty part of the delta.
-type ChatDeltaParts struct {
+// ChatParts says what one choice of an OpenAI-compatible chat chunk
+// carries, as ChatChoice reads it. Each caller fills it from its own chunk
+// type (sse.ClassifyOpenAI from sse.ChatChunk, hedgeprobe/openaigo and
+// hedgeprobe/goopenai from their SDKs'). Every field reports a non-empty
+// part of the delta.
+type ChatParts struct {
 	// Content is a non-empty content.
 	Content bool
 	// Reasoning is a non-empty reasoning_content (DeepSeek, vLLM) or
@@ -31,12 +38,12 @@ type ChatDeltaParts struct {
 	FinishReason bool
 }
 
-// ChatDeltaKind is the classification rule of one choice of an
+// ChatChoice is the classification rule of one choice of an
 // OpenAI-compatible chunk: content, reasoning, refusal, a tool-call (or
 // legacy function-call) name or arguments fragment, or annotations, is
 // Content; a role, a finish reason or an index-only tool-call fragment
 // without any of those is Control; nothing is Keepalive.
-func ChatDeltaKind(p ChatDeltaParts) hedgeprobe.Kind {
+func ChatChoice(p ChatParts) hedgeprobe.Kind {
 	switch {
 	case p.Content || p.Reasoning || p.Refusal || p.ToolCallText || p.FunctionCall || p.Annotations:
 		return hedgeprobe.Content
@@ -46,20 +53,20 @@ func ChatDeltaKind(p ChatDeltaParts) hedgeprobe.Kind {
 	return hedgeprobe.Keepalive
 }
 
-// ClassifyChat is the classification rule of a whole OpenAI-compatible
-// chunk, for an adapter whose chunk holds choices of type C: Content when
-// any choice is Content (ChatDeltaKind of parts(choice)), else Control when
-// any choice is Control or the chunk carries usage, else Keepalive.
+// Chat is the classification rule of a whole OpenAI-compatible chunk,
+// for a chunk type that holds choices of type C: Content when any choice
+// is Content (ChatChoice of parts(choice)), else Control when any choice
+// is Control or the chunk carries usage, else Keepalive.
 //
 // parts must not retain its argument; with a top-level function for parts,
-// ClassifyChat does not allocate.
-func ClassifyChat[C any](usage bool, choices []C, parts func(*C) ChatDeltaParts) hedgeprobe.Kind {
+// Chat does not allocate.
+func Chat[C any](usage bool, choices []C, parts func(*C) ChatParts) hedgeprobe.Kind {
 	kind := hedgeprobe.Keepalive
 	if usage {
 		kind = hedgeprobe.Control
 	}
 	for i := range choices {
-		switch ChatDeltaKind(parts(&choices[i])) {
+		switch ChatChoice(parts(&choices[i])) {
 		case hedgeprobe.Content:
 			return hedgeprobe.Content
 		case hedgeprobe.Control:
@@ -69,11 +76,11 @@ func ClassifyChat[C any](usage bool, choices []C, parts func(*C) ChatDeltaParts)
 	return kind
 }
 
-// AnthropicEventParts is what AnthropicEventKind reads of an Anthropic
-// Messages stream event. Each SDK adapter fills it from its own event type
-// (ClassifyAnthropic from AnthropicEvent, hedgeprobe/anthropicgo from the
-// SDK's), so the classification rule itself is written once.
-type AnthropicEventParts struct {
+// AnthropicParts is what Anthropic reads of an Anthropic Messages stream
+// event. Each caller fills it from its own event type
+// (sse.ClassifyAnthropic from sse.AnthropicEvent, hedgeprobe/anthropicgo
+// from the SDK's).
+type AnthropicParts struct {
 	// Type is the event's type ("content_block_delta", "ping"…); empty
 	// for a comment or a tapped keepalive.
 	Type string
@@ -88,14 +95,14 @@ type AnthropicEventParts struct {
 	BlockType, BlockText, BlockThinking, BlockName string
 }
 
-// AnthropicEventKind is the classification rule of Anthropic events:
+// Anthropic is the classification rule of Anthropic events:
 // content_block_delta with a non-empty text_delta, thinking_delta or
 // input_json_delta, or a citations_delta, is Content, and so is a
 // content_block_start that opens a tool_use block with its name (the
 // counterpart of an OpenAI tool-call name fragment) or carries text; ping,
 // an event without a type and an empty or absent delta are Keepalive;
 // every other event is Control.
-func AnthropicEventKind(p AnthropicEventParts) hedgeprobe.Kind {
+func Anthropic(p AnthropicParts) hedgeprobe.Kind {
 	switch p.Type {
 	case "", "ping":
 		return hedgeprobe.Keepalive
@@ -124,7 +131,7 @@ func AnthropicEventKind(p AnthropicEventParts) hedgeprobe.Kind {
 }
 
 // NonEmptyJSONArray reports whether raw is a JSON array with at least one
-// element. It is the test for annotations (citations) in every adapter, so
+// element. It is the test for annotations (citations) of every chunk type, so
 // null, [], [ ] and non-array values never count as content.
 // It takes the SDKs' raw strings as well as bytes, without a copy.
 func NonEmptyJSONArray[S ~string | ~[]byte](raw S) bool {

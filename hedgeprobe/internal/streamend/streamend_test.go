@@ -1,42 +1,44 @@
-package sse
+package streamend
 
 import (
 	"context"
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
-func TestEndError(t *testing.T) {
+func TestErr(t *testing.T) {
 	reset := errors.New("connection reset")
 	for _, tc := range []struct {
 		name      string
-		end       StreamEnd
+		end       End
 		want      error // errors.Is target; nil for a clean end
 		connected bool
 	}{
-		{"clean end after terminal event", StreamEnd{Terminal: true, Events: 4}, nil, false},
-		{"clean end before terminal event", StreamEnd{Events: 4}, io.ErrUnexpectedEOF, true},
-		{"broken before any item", StreamEnd{Err: &ConnectionError{Err: reset}}, reset, false},
-		{"broken after items", StreamEnd{Err: &ConnectionError{Err: reset}, Connected: true, Events: 3}, reset, true},
-		{"upstream error", StreamEnd{Err: &UpstreamError{StatusCode: 503}, Connected: true, Events: 3}, nil, false},
-		{"canceled", StreamEnd{Err: context.Canceled, Terminal: true}, context.Canceled, false},
+		{"clean end after terminal event", End{Terminal: true, Events: 4}, nil, false},
+		{"clean end before terminal event", End{Events: 4}, io.ErrUnexpectedEOF, true},
+		{"broken before any item", End{Err: &sse.ConnectionError{Err: reset}}, reset, false},
+		{"broken after items", End{Err: &sse.ConnectionError{Err: reset}, Connected: true, Events: 3}, reset, true},
+		{"upstream error", End{Err: &sse.UpstreamError{StatusCode: 503}, Connected: true, Events: 3}, nil, false},
+		{"canceled", End{Err: context.Canceled, Terminal: true}, context.Canceled, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := EndError(tc.end)
+			err := Err(tc.end)
 			if tc.end.Err == nil && tc.want == nil {
 				if err != nil {
-					t.Fatalf("EndError = %v, want nil", err)
+					t.Fatalf("Err = %v, want nil", err)
 				}
 				return
 			}
 			if tc.end.Err != nil && err != tc.end.Err {
-				t.Fatalf("EndError = %v, want the stream's own error %v", err, tc.end.Err)
+				t.Fatalf("Err = %v, want the stream's own error %v", err, tc.end.Err)
 			}
 			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Fatalf("EndError = %v, want %v", err, tc.want)
+				t.Fatalf("Err = %v, want %v", err, tc.want)
 			}
-			var ce *ConnectionError
+			var ce *sse.ConnectionError
 			if errors.As(err, &ce) && (ce.Connected != tc.connected || ce.Events != tc.end.Events) {
 				t.Fatalf("connected %v events %d, want %v %d", ce.Connected, ce.Events, tc.connected, tc.end.Events)
 			}
@@ -63,9 +65,9 @@ func (s *sliceSource) Current() string { return s.items[s.i-1] }
 func (s *sliceSource) Err() error      { return s.err }
 func (s *sliceSource) Close() error    { s.closed++; return nil }
 
-func TestEndChecked(t *testing.T) {
+func TestChecked(t *testing.T) {
 	upstream := errors.New("reset")
-	mapped := &ConnectionError{Provider: "p", Err: upstream}
+	mapped := &sse.ConnectionError{Provider: "p", Err: upstream}
 	for _, tc := range []struct {
 		name    string
 		items   []string
@@ -79,7 +81,7 @@ func TestEndChecked(t *testing.T) {
 			}
 		}, true},
 		{"clean end before the terminal item", []string{"a", "b"}, nil, func(t *testing.T, err error) {
-			var ce *ConnectionError
+			var ce *sse.ConnectionError
 			if !errors.As(err, &ce) || !errors.Is(err, io.ErrUnexpectedEOF) || ce.Events != 2 {
 				t.Fatalf("err = %#v, want a ConnectionError after 2 events wrapping io.ErrUnexpectedEOF", err)
 			}
@@ -92,7 +94,7 @@ func TestEndChecked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := &sliceSource{items: tc.items, err: tc.err}
-			s := &EndChecked[string]{
+			s := &Checked[string]{
 				Source: src, Provider: "p", CloseAtEnd: tc.closeAt,
 				MapError: func(err error) error {
 					if err == nil {
