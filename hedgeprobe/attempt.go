@@ -53,6 +53,7 @@ type attempt[T any] struct {
 	endAt      time.Duration
 	buf        []item[T]
 	content    int64
+	shown      int64         // content chunks of this attempt delivered to the caller
 	first      time.Duration // first content chunk since call start, when content > 0
 	firstItem  int           // index in buf of the first content chunk
 	last       time.Duration // latest content chunk since call start
@@ -71,7 +72,7 @@ func (a *attempt[T]) stats() AttemptStats {
 	st := AttemptStats{
 		Index: a.idx, Route: a.route.Name, Provider: a.route.Provider, Model: a.route.Model,
 		Trigger: a.trigger, Outcome: a.outcome, Err: a.err, LaunchOffset: a.launch,
-		ContentChunks: a.content, ResumeOf: -1, DeliveredBefore: a.delivered,
+		ContentChunks: a.content, ChunksDelivered: a.shown, ResumeOf: -1, DeliveredBefore: a.delivered,
 	}
 	if a.content > 0 {
 		st.TTFT = a.first - a.launch
@@ -88,6 +89,7 @@ func (a *attempt[T]) stats() AttemptStats {
 type item[T any] struct {
 	v    T
 	kind Kind
+	from *attempt[T] // the attempt that received it
 }
 
 type eventType uint8

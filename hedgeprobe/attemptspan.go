@@ -116,11 +116,12 @@ func (a *attemptRecorder) keepalive(at time.Time) {
 
 // end ends the attempt span; the token count is the attempt's, set by the
 // race as usage items arrive.
-func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks int64, at time.Time) {
+func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int64, at time.Time) {
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		semconv.AttemptOutcome.String(string(o)),
 		semconv.ChunkCount.Int64(chunks),
+		semconv.ChunksDelivered.Int64(delivered),
 		semconv.ChunkOffsetsUs.Int64Slice(a.offsets))
 	if len(a.kaOffsets) > 0 {
 		attrs = append(attrs, semconv.KeepaliveOffsetsUs.Int64Slice(a.kaOffsets))

@@ -68,6 +68,7 @@ func (s *Stream[T]) deliver() bool {
 	now := s.since()
 	if it.kind == Content {
 		d.delivered++
+		it.from.shown++
 		if d.delivered == 1 {
 			d.ttfc = now
 		}
@@ -146,6 +147,7 @@ func (s *Stream[T]) nextDirect() bool {
 	switch k {
 	case Content:
 		a.content++
+		a.shown++
 		s.out.delivered++
 		if s.rec != nil {
 			s.rec.delivered(time.Now())

@@ -126,7 +126,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 		}
 		return
 	}
-	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind})
+	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind, from: a})
 	if a.rec != nil {
 		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
 			s.fail(a, err)

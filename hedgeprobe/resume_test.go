@@ -64,7 +64,8 @@ func TestResumeWins(t *testing.T) {
 		}
 		st := s.Stats()
 		if st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled ||
-			st.Attempts[1].Outcome != AttemptWinner || st.Attempts[1].ResumeOf != 0 || st.Attempts[1].DeliveredBefore != 2 {
+			st.Attempts[1].Outcome != AttemptWinner || st.Attempts[1].ResumeOf != 0 || st.Attempts[1].DeliveredBefore != 2 ||
+			st.Attempts[0].ChunksDelivered != 2 || st.Attempts[1].ChunksDelivered != 2 {
 			t.Fatalf("stats %+v", st)
 		}
 		wantDur(t, "continuation's first chunk", g.at[len(g.at)-2], 3110*time.Millisecond)
@@ -403,6 +404,13 @@ func TestResumeTelemetry(t *testing.T) {
 		}
 		if v, _ := attrOf(orig.Attributes, semconv.AttemptOutcome); v.AsString() != "canceled" {
 			t.Fatalf("stalled attempt outcome %q", v.AsString())
+		}
+		// Its two chunks reached the caller: canceled, yet nothing wasted.
+		if v, _ := attrOf(orig.Attributes, semconv.ChunksDelivered); v.AsInt64() != 2 {
+			t.Fatalf("stalled attempt's chunks delivered = %d, want 2", v.AsInt64())
+		}
+		if v, _ := attrOf(res.Attributes, semconv.ChunksDelivered); v.AsInt64() != 1 {
+			t.Fatalf("resume's chunks delivered = %d, want 1", v.AsInt64())
 		}
 		if v, _ := attrOf(orig.Attributes, semconv.ChunkOffsetsUs); fmt.Sprint(v.AsInt64Slice()) != "[1000000 1010000]" {
 			t.Fatalf("stalled attempt timeline %v", v.AsInt64Slice())

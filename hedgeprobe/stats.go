@@ -46,6 +46,11 @@ type AttemptStats struct {
 	Duration time.Duration
 	// ContentChunks counts content chunks received (winner: read so far).
 	ContentChunks int64
+	// ChunksDelivered counts the content chunks of this attempt the caller
+	// was given: all of a winner's, a resumed attempt's up to its
+	// continuation, none of a loser's. ContentChunks − ChunksDelivered is
+	// what the attempt wasted.
+	ChunksDelivered int64
 	// ResumeOf is, for a resume attempt, the index of the attempt it
 	// continues; −1 otherwise.
 	ResumeOf int

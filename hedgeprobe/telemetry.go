@@ -183,7 +183,7 @@ func (r *callRecorder) routeSkipped(route string, at time.Time) {
 // attemptDone ends the attempt's span.
 func (r *callRecorder) attemptDone(e AttemptEvent, at time.Time) {
 	if e.Index < len(r.attempts) {
-		r.attempts[e.Index].end(e.Outcome, e.Err, e.ContentChunks, at)
+		r.attempts[e.Index].end(e.Outcome, e.Err, e.ContentChunks, e.ChunksDelivered, at)
 	}
 }
 

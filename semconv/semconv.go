@@ -152,6 +152,11 @@ const (
 	AttemptLaunchOffsetMs = attribute.Key("streamwatch.attempt.launch_offset_ms")
 	// ChunkCount is the number of content chunks the attempt received.
 	ChunkCount = attribute.Key("streamwatch.chunk.count")
+	// ChunksDelivered is the number of the attempt's content chunks the
+	// caller was given: all of a winner's, a stalled attempt's up to the
+	// resume that took over, none of a loser's. ChunkCount − ChunksDelivered
+	// is what the attempt wasted.
+	ChunksDelivered = attribute.Key("streamwatch.chunk.delivered")
 	// ResumeDeliveredChunks is, on a resume attempt, the number of content
 	// chunks already delivered to the caller when it was launched: the
 	// prefix it continues.
