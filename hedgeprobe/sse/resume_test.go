@@ -2,6 +2,7 @@ package sse
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -34,6 +35,76 @@ func TestOpenAIContinuationBody(t *testing.T) {
 	}
 	if len(body) != 3 || body["messages"] != nil {
 		t.Fatalf("the route's body changed: %v", body)
+	}
+}
+
+// TestOpenAIContinuationExtendsPrefill: a request that already ends in an
+// assistant message (the caller's own prefill) is continued in that one
+// message — prefill + delivered text — not followed by a second assistant
+// message. ContinueFinalMessage extends it only when the request asks the
+// upstream to continue it; otherwise the upstream answered after it, and
+// the resume cannot be built.
+func TestOpenAIContinuationExtendsPrefill(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "a story"}, {Role: "assistant", Content: "Once upon"}}
+	const prefix = " a time"
+	plain := map[string]any{"model": "m"}
+	asked := map[string]any{"model": "m", "continue_final_message": true}
+	for _, tc := range []struct {
+		name string
+		how  Continuation
+		body map[string]any
+		want string // "" for errAnsweredAfter
+	}{
+		{"trailing assistant", ContinueTrailingAssistant, plain, `{"messages":[{"content":"a story","role":"user"},{"content":"Once upon a time","role":"assistant"}],"model":"m"}`},
+		{"prefix", ContinuePrefix, plain, `{"messages":[{"content":"a story","role":"user"},{"content":"Once upon a time","prefix":true,"role":"assistant"}],"model":"m"}`},
+		{"final message asked", ContinueFinalMessage, asked, `{"add_generation_prompt":false,"continue_final_message":true,"messages":[{"content":"a story","role":"user"},{"content":"Once upon a time","role":"assistant"}],"model":"m"}`},
+		{"final message not asked", ContinueFinalMessage, plain, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := openAIContinuation(tc.body, msgs, tc.how, prefix)
+			if tc.want == "" {
+				if !errors.Is(err, errAnsweredAfter) {
+					t.Fatalf("body %s, err %v; want errAnsweredAfter", b, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := canonical(t, b); got != tc.want {
+				t.Errorf("\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+	if msgs[1].Content != "Once upon" {
+		t.Fatalf("the caller's prefill changed: %q", msgs[1].Content)
+	}
+}
+
+// TestRouteContinuationCannotBeBuilt: a resume the route cannot build
+// fails its Open with hedgeprobe.ErrCannotContinue before any request,
+// and the route's primary is unaffected.
+func TestRouteContinuationCannotBeBuilt(t *testing.T) {
+	ts, ch := capture(t, "data: [DONE]\n\n")
+	r := OpenAIRoute("vllm", OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Continue: ContinueFinalMessage,
+		Messages: []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "Earlier answer."}}})
+	if _, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "x"}); !errors.Is(err, hedgeprobe.ErrCannotContinue) || !errors.Is(err, errAnsweredAfter) {
+		t.Fatalf("Open = %v, want ErrCannotContinue wrapping errAnsweredAfter", err)
+	}
+	select {
+	case got := <-ch:
+		t.Fatalf("a request was sent: %v", got.body)
+	default:
+	}
+	src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 0, Trigger: hedgeprobe.TriggerPrimary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src.Next() {
+	}
+	_ = src.Close()
+	if msgs, _ := (<-ch).body["messages"].([]any); len(msgs) != 2 {
+		t.Fatalf("primary messages %v", msgs)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -47,6 +48,14 @@ type OpenAIRequest struct {
 	MaxEventSize int
 	// Continue says how the upstream continues a partial answer; with
 	// anything but ContinueNone the route can resume (Route.Continues).
+	// A resume attempt sends the delivered text as a trailing assistant
+	// message or, when Messages already ends in one (a prefill of your
+	// own), appended to its content, so the upstream continues one
+	// message. With ContinueFinalMessage that takes
+	// Params["continue_final_message"] = true (the upstream continued your
+	// message rather than answering after it); without it the resume
+	// attempt's Open fails with hedgeprobe.ErrCannotContinue: the resume
+	// is skipped and the call goes on.
 	Continue Continuation
 }
 
@@ -208,8 +217,11 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 }
 
 // openAIContinuation returns the body of a resume attempt: the request's
-// messages with a trailing assistant message carrying prefix, in the way
-// the upstream continues it.
+// messages ending in an assistant message that carries prefix, in the way
+// the upstream continues it. When the request already ends in an
+// assistant message (the caller's own prefill), prefix extends it: the
+// upstream continued it, so the delivered text follows it in the same
+// message.
 func openAIContinuation(body map[string]any, msgs []Message, how Continuation, prefix string) ([]byte, error) {
 	type prefixMessage struct {
 		Role    string `json:"role"`
@@ -220,7 +232,15 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	for _, m := range msgs {
 		out = append(out, prefixMessage{Role: m.Role, Content: m.Content})
 	}
-	out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: how == ContinuePrefix})
+	if n := len(out); n > 0 && out[n-1].Role == "assistant" {
+		if how == ContinueFinalMessage && body["continue_final_message"] != true {
+			return nil, errAnsweredAfter
+		}
+		out[n-1].Content += prefix
+		out[n-1].Prefix = how == ContinuePrefix
+	} else {
+		out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: how == ContinuePrefix})
+	}
 	b := maps.Clone(body)
 	b["messages"] = out
 	if how == ContinueFinalMessage {
@@ -229,6 +249,13 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	}
 	return json.Marshal(b)
 }
+
+// errAnsweredAfter is why a request that ends in an assistant message
+// cannot be continued with ContinueFinalMessage unless the request itself
+// asks for "continue_final_message": the upstream answered after that
+// message, in a new one, and a continuation would need two assistant
+// messages in a row, which many chat templates refuse.
+var errAnsweredAfter = errors.New(`the request ends in an assistant message that the upstream answered after rather than continued (Params has no "continue_final_message": true)`)
 
 // marshalWith marshals body with key set to v, leaving body as it is.
 func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
