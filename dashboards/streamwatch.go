@@ -179,10 +179,10 @@ func Panels() []Panel {
 			Queries: []Query{
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, sel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
-		{Row: "Hedging", Title: "Wasted chunks (received by cancelled losers)", Unit: "short",
-			Description: "Content chunks per second received by attempts cancelled because another attempt won (streamwatch.wasted_chunks with attempt outcome canceled). Chunks a committed attempt delivered before failing reached the caller and are not counted here.",
+		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "short",
+			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers. A stalled attempt a resume took over from delivered its chunks and wastes none.",
 			Queries: []Query{
-				{fmt.Sprintf("sum(%s)", rate(wasted, sel(aOutcome+`="`+semconv.AttemptOutcomeCanceled+`"`))), "chunks/s"},
+				{fmt.Sprintf("sum(%s)", rate(wasted, sel())), "chunks/s"},
 			}},
 		{Row: "Routes", Title: "Attempt time to first chunk by route (p95)", Unit: "s",
 			Queries: []Query{

@@ -386,7 +386,7 @@ func checkPanels(ctx context.Context, t *testing.T, prom *stack.Prometheus, tota
 			break
 		}
 	}
-	expect("Wasted chunks (received by cancelled losers)", map[string]float64{"chunks/s": float64(total.CanceledChunks)})
+	expect("Wasted chunks (received, never delivered)", map[string]float64{"chunks/s": float64(total.WastedChunks)})
 }
 
 // checkExemplars asks Prometheus for the exemplars of the stall-duration

@@ -257,8 +257,8 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 		fmt.Fprintf(tw, "  stalls callers saw\tn/a: this collector does not report %s yet\n", semconv.MetricCallStallDuration)
 	}
 	fmt.Fprintf(tw, "  watchdog timeouts\tttft %v   stall %v\n", calls["ttft_timeout"], calls["stall_timeout"])
-	fmt.Fprintf(tw, "  wasted chunks (cancelled losers)\t%v   (hedgeprobe: %d)\n",
-		sumCounter(f, wastedName, map[string]string{"streamwatch_attempt_outcome": "canceled"}), probe.CanceledChunks)
+	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%v   (hedgeprobe: %d)\n",
+		sumCounter(f, wastedName, nil), probe.WastedChunks)
 	tw.Flush()
 }
 

@@ -105,9 +105,10 @@ type Result struct {
 	// Streams counts attempts that received at least one content chunk:
 	// what the connector's streamwatch.streams counts.
 	Streams int
-	// CanceledChunks sums the content chunks of attempts cancelled because
-	// another won: the wasted chunks of the dashboard and the demo.
-	CanceledChunks int64
+	// WastedChunks sums the content chunks attempts received and the
+	// callers never got (ContentChunks − ChunksDelivered): the wasted
+	// chunks of the dashboard and the demo.
+	WastedChunks int64
 	// Errors holds one example error text per outcome other than ok.
 	Errors map[hedgeprobe.Outcome]string
 }
@@ -187,9 +188,7 @@ func record(r *Result, st hedgeprobe.Stats, err error) {
 		if a.ContentChunks > 0 {
 			r.Streams++
 		}
-		if a.Outcome == hedgeprobe.AttemptCanceled && st.Winner >= 0 && a.Index != st.Winner {
-			r.CanceledChunks += a.ContentChunks
-		}
+		r.WastedChunks += a.ContentChunks - a.ChunksDelivered
 		if a.Index == 0 {
 			continue
 		}
@@ -217,7 +216,7 @@ func Totals(rs []Result) Result {
 		t.ChunksDelivered += r.ChunksDelivered
 		t.TTFTs = append(t.TTFTs, r.TTFTs...)
 		t.Streams += r.Streams
-		t.CanceledChunks += r.CanceledChunks
+		t.WastedChunks += r.WastedChunks
 		for k, v := range r.Outcomes {
 			t.Outcomes[k] += v
 		}

@@ -28,8 +28,8 @@ func TestTTFTQuantileIsExact(t *testing.T) {
 }
 
 // A hedged call counts every attempt that streamed, the loser's chunks as
-// cancelled, and the caller's TTFT; a call that failed after delivering
-// content counts its committed attempt's chunks as delivered, not wasted.
+// wasted, and the caller's TTFT; a call that failed after delivering
+// content, and a resumed call's stalled original, waste nothing.
 func TestRecordCountsStreamsAndWaste(t *testing.T) {
 	r := Result{Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
 		HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
@@ -37,16 +37,25 @@ func TestRecordCountsStreamsAndWaste(t *testing.T) {
 		Winner: 1, Outcome: hedgeprobe.OutcomeOK, TimeToFirstChunk: 2 * time.Second, ChunksDelivered: 40,
 		Attempts: []hedgeprobe.AttemptStats{
 			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptCanceled, ContentChunks: 5},
-			{Index: 1, Trigger: hedgeprobe.TriggerStall, Outcome: hedgeprobe.AttemptWinner, ContentChunks: 40},
+			{Index: 1, Trigger: hedgeprobe.TriggerStall, Outcome: hedgeprobe.AttemptWinner, ContentChunks: 40, ChunksDelivered: 40},
 		},
 	}, nil)
 	record(&r, hedgeprobe.Stats{
 		Winner: 0, Outcome: hedgeprobe.OutcomeStallTimeout, TimeToFirstChunk: 300 * time.Millisecond, ChunksDelivered: 5,
 		Attempts: []hedgeprobe.AttemptStats{
-			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptFailed, ContentChunks: 5},
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptFailed, ContentChunks: 5, ChunksDelivered: 5},
 		},
 	}, nil)
-	if r.Streams != 3 || r.CanceledChunks != 5 || len(r.TTFTs) != 2 || r.Hedges[hedgeprobe.TriggerStall] != 1 {
-		t.Errorf("streams %d, cancelled chunks %d, TTFTs %v, hedges %v", r.Streams, r.CanceledChunks, r.TTFTs, r.Hedges)
+	// A resumed call: the stalled original is cancelled, yet its 5 chunks
+	// reached the caller: nothing wasted.
+	record(&r, hedgeprobe.Stats{
+		Winner: 1, Outcome: hedgeprobe.OutcomeOK, TimeToFirstChunk: 300 * time.Millisecond, ChunksDelivered: 40,
+		Attempts: []hedgeprobe.AttemptStats{
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary, Outcome: hedgeprobe.AttemptCanceled, ContentChunks: 5, ChunksDelivered: 5},
+			{Index: 1, Trigger: hedgeprobe.TriggerResume, Outcome: hedgeprobe.AttemptWinner, ContentChunks: 35, ChunksDelivered: 35},
+		},
+	}, nil)
+	if r.Streams != 5 || r.WastedChunks != 5 || len(r.TTFTs) != 3 || r.Hedges[hedgeprobe.TriggerStall] != 1 {
+		t.Errorf("streams %d, wasted chunks %d, TTFTs %v, hedges %v", r.Streams, r.WastedChunks, r.TTFTs, r.Hedges)
 	}
 }

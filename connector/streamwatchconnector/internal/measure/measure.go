@@ -279,7 +279,16 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		r.series(streams, service).Add(1)
 		r.labels(l.provider, l.model, l.route, l.outcome)
 	}
-	if l.outcome.ok && l.outcome.value != semconv.AttemptOutcomeWinner && okChunks {
+	// Wasted: received and never given to the caller. hedgeprobe says how
+	// many of an attempt's chunks the caller got (a resumed attempt is
+	// cancelled, yet delivered); without that, every chunk of an attempt
+	// that did not win.
+	switch delivered, okDelivered := r.count(a, string(semconv.ChunksDelivered)); {
+	case okChunks && okDelivered && delivered <= chunks:
+		if chunks > delivered {
+			r.series(wastedChunks, service).Add(chunks - delivered)
+		}
+	case l.outcome.ok && l.outcome.value != semconv.AttemptOutcomeWinner && okChunks:
 		r.series(wastedChunks, service).Add(chunks)
 	}
 	if okIndex && index > 0 {

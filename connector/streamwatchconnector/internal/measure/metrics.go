@@ -79,7 +79,7 @@ var Descs = []aggregate.Desc{
 	},
 	wastedChunks: {
 		Name: semconv.MetricWastedChunks, Unit: semconv.UnitChunk, Kind: aggregate.Sum,
-		Description: "Content chunks received by attempts that did not win (canceled or failed).",
+		Description: "Content chunks received by attempts and never given to the caller (streamwatch.chunk.count − streamwatch.chunk.delivered; where the latter is absent, every chunk of an attempt that did not win).",
 	},
 	callStallDuration: {
 		Name: semconv.MetricCallStallDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
