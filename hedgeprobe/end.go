@@ -1,0 +1,184 @@
+package hedgeprobe
+
+import (
+	"errors"
+	"math"
+	"time"
+)
+
+// How attempts and calls end: an attempt's outcome, a failure and what it
+// asks for next, the end of the call.
+
+// end gives attempt a its outcome, releases it and reports it. censor
+// records an attempt that had no content in the delay sketch (it lost a
+// race, or the TTFT watchdog cut it): see delayBook.observeCensored.
+func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Time, censor bool) {
+	a.done, a.outcome, a.err, a.endAt = true, o, err, now.Sub(s.start)
+	a.release()
+	if censor && a.content == 0 {
+		s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
+	}
+	if a.probe && o == AttemptCanceled {
+		s.p.health.abandon(a.route.Name)
+	}
+	if o == AttemptCanceled && a != s.race.winner {
+		s.obs.canceled(a.idx, now)
+	}
+	s.obs.attemptDone(AttemptEvent{Context: s.ctx, AttemptStats: a.stats()}, now)
+}
+
+// fail ends attempt a with err: a transient error asks for the next
+// attempt at once (a hedge before commit, a resume after it), a fatal one
+// ends the call — except on a resume attempt, where it means the route
+// refused to continue: that route is not asked again for a while, and the
+// call goes on.
+func (s *Stream[T]) fail(a *attempt[T], err error) {
+	if s.stopping() {
+		return
+	}
+	now := time.Now()
+	transient := IsTransient(err)
+	refused := !transient && a.trigger == TriggerResume
+	s.end(a, AttemptFailed, err, now, false)
+	switch {
+	case transient:
+		if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err)); ejected {
+			ev.Context = s.ctx
+			s.obs.eject(ev, now)
+		}
+	case refused:
+		// A refusal is the route's answer to continuations in general; a
+		// request the adapter could not build is this call's alone.
+		why := ResumeBuild
+		if !errors.Is(err, ErrCannotContinue) {
+			why = ResumeRefused
+			s.p.refusals.add(a.route.Name, now.Add(s.p.cfg.ResumeRefusedFor))
+		}
+		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: a.stats().ResumeOf, Route: a.route.Name,
+			DeliveredChunks: a.delivered, Skipped: why, Elapsed: now.Sub(s.start)})
+	}
+	r := &s.race
+	// The call's error, should nothing rescue it: the committed stream's,
+	// or before commit the latest failure; a racing resume's failure does
+	// not replace it.
+	if !refused && (s.phase == phaseRace || a == r.winner || r.lastErr == nil) {
+		r.lastErr = err
+	}
+	if !transient && !refused {
+		s.finish(err, outcomeOf(err))
+		return
+	}
+	canLaunch := len(s.attempts) < s.p.cfg.MaxAttempts
+	switch {
+	case transient && s.phase == phaseRace && canLaunch:
+		r.errorHedge = true
+	case transient && a == r.winner && r.resumable && canLaunch:
+		r.resumeNow = true
+	}
+	if r.errorHedge || r.resumeNow {
+		// Their triggers are due now: act before anything else happens.
+		s.onDeadline()
+	}
+	s.endIfNoneLeft(err)
+}
+
+// endIfNoneLeft ends the call when no attempt is live and none is about to
+// be launched: the latest failure (or err) is the call's error.
+func (s *Stream[T]) endIfNoneLeft(err error) {
+	r := &s.race
+	if s.phase == phaseDone || s.live() != nil || r.errorHedge || r.resumeNow {
+		return
+	}
+	if r.lastErr != nil {
+		err = r.lastErr
+	}
+	s.finish(err, outcomeOf(err))
+}
+
+// live returns the most recently launched live attempt, or nil.
+func (s *Stream[T]) live() *attempt[T] {
+	for i := len(s.attempts) - 1; i >= 0; i-- {
+		if !s.attempts[i].done {
+			return s.attempts[i]
+		}
+	}
+	return nil
+}
+
+func outcomeOf(err error) Outcome {
+	if te, ok := errors.AsType[*TimeoutError](err); ok {
+		if te.Kind == TimeoutTTFT {
+			return OutcomeTTFTTimeout
+		}
+		return OutcomeStallTimeout
+	}
+	return OutcomeError
+}
+
+func (s *Stream[T]) watchdogFired(kind TimeoutKind, a *attempt[T], at time.Duration) {
+	timeout := s.p.cfg.StallTimeout
+	if kind == TimeoutTTFT {
+		timeout = s.p.cfg.TTFTTimeout
+	}
+	s.obs.watchdog(WatchdogEvent{Context: s.ctx, Kind: kind, Timeout: timeout, Attempt: a.idx, Route: a.route.Name,
+		Elapsed: at}, s.start.Add(at))
+}
+
+// finish ends the call with err and outcome: every live attempt gets its
+// outcome and is released, timers stop, spans end, and finish waits for
+// every reading goroutine; then it closes finished. Only the goroutine
+// driving the Stream (or Close, once it owns the Stream) calls it.
+func (s *Stream[T]) finish(err error, outcome Outcome) {
+	if s.phase == phaseDone {
+		return
+	}
+	defer close(s.life.finished)
+	started := s.phase != phaseNew
+	s.phase = phaseDone
+	s.err, s.outcome = err, outcome
+	if s.direct.wd != nil {
+		s.direct.wd.stop()
+	}
+	if s.race.timer != nil {
+		s.race.timer.Stop()
+	}
+	if !started {
+		return
+	}
+	now := time.Now()
+	w := s.race.winner
+	for _, a := range s.attempts {
+		if a.done {
+			continue
+		}
+		switch {
+		case a == w && outcome == OutcomeOK:
+			s.end(a, AttemptWinner, nil, now, false)
+		case outcome == OutcomeCanceled:
+			s.end(a, AttemptCanceled, nil, now, false)
+		case a == w || outcome == OutcomeTTFTTimeout:
+			s.end(a, AttemptFailed, err, now, true)
+		default:
+			s.end(a, AttemptCanceled, nil, now, false)
+		}
+	}
+	s.life.mu.Lock()
+	cancel := s.life.cancel
+	s.life.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if s.rec != nil {
+		s.rec.end(s.stats(), err, now)
+	}
+	s.life.wg.Wait()
+}
+
+// timeoutOf builds the TimeoutError of kind for attempt a.
+func (s *Stream[T]) timeoutOf(kind TimeoutKind, after time.Duration, a *attempt[T]) *TimeoutError {
+	return &TimeoutError{Kind: kind, After: after, Attempt: a.idx, Route: a.route.Name, Model: a.route.Model,
+		ChunksReceived: a.content, ChunksDelivered: s.out.delivered, Truncated: s.out.delivered > 0}
+}
+
+// never is a deadline that is not due.
+const never = time.Duration(math.MaxInt64)
