@@ -3,9 +3,11 @@ package openaigo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -123,8 +125,16 @@ type RouteOptions struct {
 	// sse.ContinueFinalMessage, sets "continue_final_message": true and
 	// "add_generation_prompt": false in the body, or, for
 	// sse.ContinuePrefix, "prefix": true on that message (both with
-	// option.WithJSONSet, as the SDK has no fields for them). OpenAI's own
-	// API continues nothing: leave it sse.ContinueNone there.
+	// option.WithJSONSet, as the SDK has no fields for them). When the
+	// params' messages already end in an assistant message (a prefill of
+	// your own), the delivered text is appended to its content instead,
+	// so the upstream continues one message; with sse.ContinueFinalMessage
+	// that takes "continue_final_message": true in the params' extra
+	// fields (SetExtraFields; an option in RequestOptions is not seen), and
+	// the message must hold text only. Otherwise the resume attempt fails
+	// with hedgeprobe.ErrCannotContinue: the resume is skipped and the
+	// call goes on. OpenAI's own API continues nothing: leave it
+	// sse.ContinueNone there.
 	Continue sse.Continuation
 }
 
@@ -149,7 +159,10 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
 		params, opts := params, o.RequestOptions
 		if a.Trigger == hedgeprobe.TriggerResume && o.Continue != sse.ContinueNone {
-			params, opts = continuation(params, opts, o.Continue, a.Prefix)
+			var err error
+			if params, opts, err = continuation(params, opts, o.Continue, a.Prefix); err != nil {
+				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
+			}
 		}
 		s := client.Chat.Completions.NewStreaming(ctx, params, opts...)
 		return &streamend.Checked[Chunk]{
@@ -168,20 +181,75 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 }
 
 // continuation returns the params and request options of a resume attempt:
-// the messages with a trailing assistant message carrying prefix, and the
-// upstream's switch to continue it. params and opts are not modified.
-func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOption, how sse.Continuation, prefix string) (openai.ChatCompletionNewParams, []option.RequestOption) {
-	n := len(params.Messages)
-	params.Messages = append(slices.Clip(params.Messages), openai.AssistantMessage(prefix))
+// the messages ending in an assistant message that carries prefix, and the
+// upstream's switch to continue it. When the messages already end in an
+// assistant message (the caller's own prefill), prefix extends it, as one
+// message: the upstream continued it, so the delivered text follows it.
+// params and opts are not modified.
+func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOption, how sse.Continuation, prefix string) (openai.ChatCompletionNewParams, []option.RequestOption, error) {
+	msgs := slices.Clone(params.Messages)
+	last := len(msgs)
+	if last > 0 && msgs[last-1].OfAssistant != nil {
+		last--
+		if how == sse.ContinueFinalMessage && params.ExtraFields()["continue_final_message"] != true {
+			return params, opts, errAnsweredAfter
+		}
+		m, err := extended(*msgs[last].OfAssistant, prefix)
+		if err != nil {
+			return params, opts, err
+		}
+		msgs[last] = openai.ChatCompletionMessageParamUnion{OfAssistant: &m}
+	} else {
+		msgs = append(msgs, openai.AssistantMessage(prefix))
+	}
+	params.Messages = msgs
 	opts = slices.Clip(opts)
 	switch how {
 	case sse.ContinueFinalMessage:
 		opts = append(opts, option.WithJSONSet("continue_final_message", true), option.WithJSONSet("add_generation_prompt", false))
 	case sse.ContinuePrefix:
-		opts = append(opts, option.WithJSONSet("messages."+strconv.Itoa(n)+".prefix", true))
+		opts = append(opts, option.WithJSONSet("messages."+strconv.Itoa(last)+".prefix", true))
 	}
-	return params, opts
+	return params, opts, nil
 }
+
+// extended returns the caller's trailing assistant message m with prefix
+// after its text, as a single string content (a chat template may join
+// text parts with a separator, which would split the continued text). A
+// message with a refusal, tool calls, a function call or audio is not
+// text the upstream continues.
+func extended(m openai.ChatCompletionAssistantMessageParam, prefix string) (openai.ChatCompletionAssistantMessageParam, error) {
+	//lint:ignore SA1019 the legacy function call is still sent by some callers
+	fc := m.FunctionCall
+	if m.Refusal.Valid() || len(m.ToolCalls) > 0 || fc.Name != "" || fc.Arguments != "" || m.Audio.ID != "" {
+		return m, errNotText
+	}
+	var text strings.Builder
+	if m.Content.OfString.Valid() {
+		text.WriteString(m.Content.OfString.Value)
+	}
+	for _, p := range m.Content.OfArrayOfContentParts {
+		if p.OfText == nil {
+			return m, errNotText
+		}
+		text.WriteString(p.OfText.Text)
+	}
+	text.WriteString(prefix)
+	m.Content = openai.ChatCompletionAssistantMessageParamContentUnion{OfString: openai.String(text.String())}
+	return m, nil
+}
+
+var (
+	// errAnsweredAfter: with sse.ContinueFinalMessage, a request that
+	// ends in an assistant message without "continue_final_message" in
+	// its extra fields was answered after that message, in a new one; a
+	// continuation would need two assistant messages in a row, which many
+	// chat templates refuse.
+	errAnsweredAfter = errors.New(`the request ends in an assistant message that the upstream answered after rather than continued (no "continue_final_message": true in the params' extra fields)`)
+	// errNotText: the caller's trailing assistant message holds more than
+	// text.
+	errNotText = errors.New("the request ends in an assistant message with a refusal, tool calls or audio, which cannot be continued")
+)
 
 // finished reports a chunk whose choice carries a finish_reason: the end
 // of a complete stream.

@@ -1,7 +1,13 @@
 package openaigo_test
 
 import (
+	"encoding/json"
+	"errors"
+	"maps"
 	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
@@ -73,4 +79,71 @@ func TestResumeSwitches(t *testing.T) {
 // continued.
 func TestItemsText(t *testing.T) {
 	adaptertest.CheckChatText(t, openaigo.Items.Text)
+}
+
+// TestResumeExtendsPrefill: a request that already ends in an assistant
+// message (the caller's own prefill) is continued in that one message —
+// prefill + delivered text — in every mode that can; one that cannot be
+// built fails with hedgeprobe.ErrCannotContinue before any request. The
+// caller's params are left as they were.
+func TestResumeExtendsPrefill(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	prefilled := func(last openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story"), last}}
+	}
+	asked := prefilled(openai.AssistantMessage("Once upon"))
+	asked.SetExtraFields(map[string]any{"continue_final_message": true})
+	parts := openai.ChatCompletionAssistantMessageParam{Content: openai.ChatCompletionAssistantMessageParamContentUnion{
+		OfArrayOfContentParts: []openai.ChatCompletionAssistantMessageParamContentArrayOfContentPartUnion{
+			{OfText: &openai.ChatCompletionContentPartTextParam{Text: "Once "}},
+			{OfText: &openai.ChatCompletionContentPartTextParam{Text: "upon"}},
+		}}}
+	toolCall := openai.ChatCompletionAssistantMessageParam{ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{
+		{OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: "c1", Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "f", Arguments: "{}"}}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		params openai.ChatCompletionNewParams
+		how    sse.Continuation
+		want   map[string]any // the last message sent; nil: ErrCannotContinue
+	}{
+		{"trailing assistant", prefilled(openai.AssistantMessage("Once upon")), sse.ContinueTrailingAssistant,
+			map[string]any{"role": "assistant", "content": "Once upon a time"}},
+		{"prefix", prefilled(openai.AssistantMessage("Once upon")), sse.ContinuePrefix,
+			map[string]any{"role": "assistant", "content": "Once upon a time", "prefix": true}},
+		{"final message asked", asked, sse.ContinueFinalMessage,
+			map[string]any{"role": "assistant", "content": "Once upon a time"}},
+		{"text parts", prefilled(openai.ChatCompletionMessageParamUnion{OfAssistant: &parts}), sse.ContinueTrailingAssistant,
+			map[string]any{"role": "assistant", "content": "Once upon a time"}},
+		{"final message not asked", prefilled(openai.AssistantMessage("Once upon")), sse.ContinueFinalMessage, nil},
+		{"tool call", prefilled(openai.ChatCompletionMessageParamUnion{OfAssistant: &toolCall}), sse.ContinueTrailingAssistant, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, _ := json.Marshal(tc.params)
+			r := openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: tc.how})
+			src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: " a time"})
+			if tc.want == nil {
+				if !errors.Is(err, hedgeprobe.ErrCannotContinue) {
+					t.Fatalf("Open = %v, want ErrCannotContinue", err)
+				}
+				up.None(t)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Drain(t, src)
+			msgs, _ := up.Next(t)["messages"].([]any)
+			if len(msgs) != 2 {
+				t.Fatalf("sent %d messages, want the caller's 2: %v", len(msgs), msgs)
+			}
+			if last := msgs[1].(map[string]any); !maps.Equal(last, tc.want) {
+				t.Fatalf("last message %v, want %v", last, tc.want)
+			}
+			if after, _ := json.Marshal(tc.params); string(after) != string(before) {
+				t.Fatalf("the caller's params changed:\n%s\n%s", before, after)
+			}
+		})
+	}
 }
