@@ -181,7 +181,13 @@ type RouteOptions struct {
 	// know, so it supports sse.ContinueTrailingAssistant only (llama.cpp's
 	// server, Ollama): a resume attempt appends the delivered text as a
 	// trailing assistant message, and the route can resume
-	// (Route.Continues). sse.ContinueFinalMessage and sse.ContinuePrefix
+	// (Route.Continues). When the request's messages already end in an
+	// assistant message (a prefill of your own), the delivered text is
+	// appended to its text instead, so the upstream continues one message;
+	// one with a refusal, tool calls or a non-text part cannot be
+	// continued, and the resume attempt fails with
+	// hedgeprobe.ErrCannotContinue (the resume is skipped; the call goes
+	// on). sse.ContinueFinalMessage and sse.ContinuePrefix
 	// need body fields go-openai cannot send: a route with either fails
 	// every attempt with ErrContinuation (use openaigo or sse.OpenAIRoute
 	// for vLLM, SGLang, DeepSeek or Mistral).
@@ -212,7 +218,11 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 		}
 		req := req
 		if a.Trigger == hedgeprobe.TriggerResume && o.Continue == sse.ContinueTrailingAssistant {
-			req.Messages = append(slices.Clip(req.Messages), openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: a.Prefix})
+			msgs, err := continuation(req.Messages, a.Prefix)
+			if err != nil {
+				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
+			}
+			req.Messages = msgs
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		stream, err := client.CreateChatCompletionStream(ctx, req)
@@ -230,6 +240,37 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	}
 	return r
 }
+
+// continuation returns the messages of a resume attempt: msgs with a
+// trailing assistant message carrying prefix or, when msgs already end in
+// one (the caller's own prefill), that message with prefix after its text:
+// the upstream continued it, so the delivered text follows it in the same
+// message. msgs is not modified.
+func continuation(msgs []openai.ChatCompletionMessage, prefix string) ([]openai.ChatCompletionMessage, error) {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].Role != openai.ChatMessageRoleAssistant {
+		return append(slices.Clip(msgs), openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: prefix}), nil
+	}
+	m := msgs[n-1]
+	if m.Refusal != "" || len(m.ToolCalls) > 0 || m.FunctionCall != nil {
+		return nil, errNotText
+	}
+	// Text parts become one string: a chat template may join parts with
+	// a separator, which would split the continued text.
+	text := m.Content
+	for _, p := range m.MultiContent {
+		if p.Type != openai.ChatMessagePartTypeText {
+			return nil, errNotText
+		}
+		text += p.Text
+	}
+	m.Content, m.MultiContent = text+prefix, nil
+	return append(slices.Clone(msgs[:n-1]), m), nil
+}
+
+// errNotText: the caller's trailing assistant message holds more than
+// text.
+var errNotText = errors.New("the request ends in an assistant message with a refusal, tool calls or a non-text part, which cannot be continued")
 
 // MapError types a go-openai error for hedging: an *openai.APIError or
 // *openai.RequestError with an HTTP status becomes an *sse.UpstreamError,

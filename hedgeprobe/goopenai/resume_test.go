@@ -1,9 +1,12 @@
 package goopenai_test
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
@@ -75,4 +78,60 @@ func TestContinuationUnsupported(t *testing.T) {
 // continued.
 func TestItemsText(t *testing.T) {
 	adaptertest.CheckChatText(t, goopenai.Items.Text)
+}
+
+// TestResumeExtendsPrefill: a request that already ends in an assistant
+// message (the caller's own prefill) is continued in that one message —
+// prefill + delivered text; one that cannot be continued fails with
+// hedgeprobe.ErrCannotContinue before any request. The caller's request is
+// left as it was.
+func TestResumeExtendsPrefill(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	cfg := openai.DefaultConfig("test")
+	cfg.BaseURL = up.URL
+	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
+	client := openai.NewClientWithConfig(cfg)
+	user := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: "a story"}
+	for _, tc := range []struct {
+		name string
+		last openai.ChatCompletionMessage
+		want string // the last message's content sent; "": ErrCannotContinue
+	}{
+		{"text", openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: "Once upon"}, "Once upon a time"},
+		{"text parts", openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, MultiContent: []openai.ChatMessagePart{
+			{Type: openai.ChatMessagePartTypeText, Text: "Once "}, {Type: openai.ChatMessagePartTypeText, Text: "upon"},
+		}}, "Once upon a time"},
+		{"tool call", openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, ToolCalls: []openai.ToolCall{
+			{ID: "c1", Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: "f", Arguments: "{}"}},
+		}}, ""},
+		{"refusal", openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Refusal: "no"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{user, tc.last}}
+			before, _ := json.Marshal(req)
+			r := goopenai.Route("r", client, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+			src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: " a time"})
+			if tc.want == "" {
+				if !errors.Is(err, hedgeprobe.ErrCannotContinue) {
+					t.Fatalf("Open = %v, want ErrCannotContinue", err)
+				}
+				up.None(t)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Drain(t, src)
+			msgs, _ := up.Next(t)["messages"].([]any)
+			if len(msgs) != 2 {
+				t.Fatalf("sent %d messages, want the caller's 2: %v", len(msgs), msgs)
+			}
+			if last := msgs[1].(map[string]any); last["role"] != "assistant" || last["content"] != tc.want || len(last) != 2 {
+				t.Fatalf("last message %v, want the assistant's %q alone", last, tc.want)
+			}
+			if after, _ := json.Marshal(req); string(after) != string(before) {
+				t.Fatalf("the caller's request changed:\n%s\n%s", before, after)
+			}
+		})
+	}
 }

@@ -88,7 +88,8 @@ func TestItemsText(t *testing.T) {
 // caller's params are left as they were.
 func TestResumeExtendsPrefill(t *testing.T) {
 	up := adaptertest.CaptureBodies(t)
-	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
+		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
 	prefilled := func(last openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
 		return openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story"), last}}
 	}
