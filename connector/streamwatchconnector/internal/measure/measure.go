@@ -405,14 +405,10 @@ func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
 		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
 		return
 	}
-	s := r.series(timePerOutputChunk, service)
-	bounds := r.store.Bounds(timePerOutputChunk)
-	start := sp.StartTimestamp()
-	ex := aggregate.Exemplar{TraceID: sp.TraceID(), SpanID: sp.SpanID()}
-	for i := 1; i < len(offs); i++ {
-		ex.Time = start + pcommon.Timestamp(offs[i]*1000)
-		s.Observe(bounds, float64(offs[i]-offs[i-1])/1e6, ex)
-	}
+	// One call per span, not one Observe per gap: the gaps are the bulk of
+	// the connector's work (docs/scale.md).
+	r.series(timePerOutputChunk, service).ObserveGaps(r.store.BoundsUs(timePerOutputChunk), offs,
+		sp.StartTimestamp(), aggregate.Exemplar{TraceID: sp.TraceID(), SpanID: sp.SpanID()})
 }
 
 // fromAttributes reads the processor's figures.
