@@ -125,7 +125,7 @@ func TestE2EDisconnectIsAnError(t *testing.T) {
 // stall trigger fires in the primary's silence and the steady hedge wins.
 func TestE2EHedgeFromStallToSteady(t *testing.T) {
 	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2})
 	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), openaiRoute(t, ts.URL, "steady"))
 	if r.err != nil || r.content != 40 || r.stats.Winner != 1 || r.stats.WinnerRoute != "steady" || len(r.stats.Attempts) != 2 {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
@@ -172,7 +172,7 @@ func TestE2EAnthropicRoute(t *testing.T) {
 			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),
 		})
 	}
-	p, err := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second},
+	p, err := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2},
 		sse.AnthropicItems)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestE2EAnthropicRoute(t *testing.T) {
 // Anthropic route, converted to chat chunks, wins the hedge.
 func TestE2EHeterogeneousHedge(t *testing.T) {
 	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second})
+	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2})
 	anthropic := sse.AnthropicChatRoute("anthropic", sse.AnthropicRequest{
 		BaseURL: ts.URL + "/p/steady", APIKey: "k", Model: "claude-fake",
 		Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),

@@ -52,7 +52,7 @@ func ExampleOpenAIRoute() {
 			Client:   &http.Client{Transport: tr},
 		})
 	}
-	p, _ := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond}, sse.OpenAIItems)
+	p, _ := hedgeprobe.New(hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, MaxAttempts: 2}, sse.OpenAIItems)
 
 	stream := p.Stream(context.Background(), route("stall"), route("steady"))
 	defer stream.Close()

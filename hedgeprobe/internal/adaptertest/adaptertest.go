@@ -81,7 +81,7 @@ func (a Adapter[T]) NewProber(t testing.TB, cfg hedgeprobe.Config) *hedgeprobe.P
 // scenario: the "stall" profile's primary goes silent after chunk 5;
 // holding 10 chunks before commit, the stall trigger (30 ms of silence)
 // hedges to the "steady" route long before the TTFT trigger could.
-var StallToSteadyConfig = hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second}
+var StallToSteadyConfig = hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2}
 
 // StallToSteady is what a stall → steady call produced.
 type StallToSteady struct {
