@@ -203,7 +203,6 @@ type item struct {
 // reading of items. The hedgeprobe-facing parts are route, classify and
 // tokens, used only by newProber and the route helpers below.
 type adapter[T any] struct {
-	name     string
 	classify hedgeprobe.Classifier[T]
 	tokens   hedgeprobe.TokenCount[T]
 	route    func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[T]
@@ -214,7 +213,6 @@ type adapter[T any] struct {
 // has none, whatever the Modelfile says: every request sends temperature
 // 0 and the seed itself.
 var openaiGo = adapter[openaigo.Chunk]{
-	name:     "openai-go",
 	classify: openaigo.Classify,
 	tokens:   openaigo.Tokens,
 	route: func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[openaigo.Chunk] {
@@ -231,7 +229,7 @@ var openaiGo = adapter[openaigo.Chunk]{
 		params := openai.ChatCompletionNewParams{
 			Model:    ollama.ModelName,
 			Messages: msgs,
-			//lint:ignore SA1019 Ollama reads max_tokens, not max_completion_tokens
+			// Ollama reads max_tokens, not max_completion_tokens.
 			MaxTokens:   openai.Int(int64(c.maxTokens)),
 			Temperature: openai.Float(0),
 			Seed:        openai.Int(ollama.Seed),
@@ -249,7 +247,6 @@ var openaiGo = adapter[openaigo.Chunk]{
 }
 
 var rawSSE = adapter[sse.ChatChunk]{
-	name:     "raw SSE",
 	classify: sse.ClassifyOpenAI,
 	tokens:   sse.OpenAITokens,
 	route: func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[sse.ChatChunk] {
@@ -393,10 +390,18 @@ func (w *watchedSource[T]) Next() bool {
 	return ok
 }
 
-// call runs one call of p over routes under a parent span, the caller's
-// usual loop, and returns the text, the error, the stats and the trace id
-// of its spans.
-func call[T any](ctx context.Context, s *ollamaSuite, p *hedgeprobe.Prober[T], a adapter[T], routes ...hedgeprobe.Route[T]) (string, error, hedgeprobe.Stats, trace.TraceID) {
+// called is what a call returned: the caller's text, the stream's stats
+// and error, and the trace id of its spans.
+type called struct {
+	text    string
+	stats   hedgeprobe.Stats
+	traceID trace.TraceID
+	err     error
+}
+
+// call runs one call of p over routes under a parent span, with the
+// caller's usual loop.
+func call[T any](ctx context.Context, s *ollamaSuite, p *hedgeprobe.Prober[T], a adapter[T], routes ...hedgeprobe.Route[T]) called {
 	ctx, span := s.tp.Tracer("e2e").Start(ctx, "ollama scenario")
 	defer span.End()
 	stream := p.Stream(ctx, routes...)
@@ -407,7 +412,7 @@ func call[T any](ctx context.Context, s *ollamaSuite, p *hedgeprobe.Prober[T], a
 	_ = stream.Close()
 	st := stream.Stats()
 	s.calls[st.Outcome]++
-	return text.String(), stream.Err(), st, span.SpanContext().TraceID()
+	return called{text: text.String(), stats: st, traceID: span.SpanContext().TraceID(), err: stream.Err()}
 }
 
 // ---- Scenarios. ----
@@ -508,7 +513,8 @@ func testFraming[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a ada
 		n, content, control, usage, float64(content-1)/last.Sub(first).Seconds(), text.String())
 
 	p := newProber(t, s, a, hedgeprobe.Config{MaxAttempts: 1})
-	_, err, st, traceID := call(ctx, s, p, a, a.route("ollama-a", s.a, c))
+	r := call(ctx, s, p, a, a.route("ollama-a", s.a, c))
+	err, st, traceID := r.err, r.stats, r.traceID
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +593,8 @@ func testStallBeforeCommit[T any](ctx context.Context, t *testing.T, s *ollamaSu
 		// completes: continue it at the hedge's first chunk.
 		hedge = onFirstContent(hedge, a.classify, paused.cont)
 	}
-	text, err, st, traceID := call(ctx, s, p, a, primary, hedge)
+	r := call(ctx, s, p, a, primary, hedge)
+	text, err, st, traceID := r.text, r.err, r.stats, r.traceID
 	paused.cont()
 	stoppedAt, continuedAt, perr := paused.get()
 	if err != nil || perr != nil {
@@ -640,7 +647,8 @@ func testStallWatchdog[T any](ctx context.Context, t *testing.T, s *ollamaSuite,
 	ref := reference(ctx, t, s.a, c)
 	p := newProber(t, s, a, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: stallTimeout})
 	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, c), a.classify, s.a, 5)
-	text, err, st, _ := call(ctx, s, p, a, primary)
+	r := call(ctx, s, p, a, primary)
+	text, err, st := r.text, r.err, r.stats
 	defer paused.cont()
 	ended := time.Now()
 	stoppedAt, _, perr := paused.get()
@@ -692,7 +700,8 @@ func testStallResumed[T any](ctx context.Context, t *testing.T, s *ollamaSuite, 
 	p := newProber(t, s, a, cfg)
 	primary, paused := pauseAfter(t, resumableRoute(a, "ollama-a", s.a, c), a.classify, s.a, 20)
 	defer paused.cont()
-	text, err, st, traceID := call(ctx, s, p, a, primary, resumableRoute(a, "ollama-b", s.b, c))
+	r := call(ctx, s, p, a, primary, resumableRoute(a, "ollama-b", s.b, c))
+	text, err, st, traceID := r.text, r.err, r.stats, r.traceID
 	if _, _, perr := paused.get(); err != nil || perr != nil {
 		t.Fatalf("call: %v; pause: %v", err, perr)
 	}
