@@ -643,7 +643,7 @@ func testStallBeforeCommit[T any](ctx context.Context, t *testing.T, s *ollamaSu
 // call at StallTimeout with a typed, truncated error, and what was
 // delivered stays delivered.
 func testStallWatchdog[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a adapter[T]) {
-	c := chatCall{prompt: "Tell me about the stars.", maxTokens: 300}
+	c := chatCall{prompt: "Tell me about the stars.", maxTokens: 1000}
 	ref := reference(ctx, t, s.a, c)
 	p := newProber(t, s, a, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: stallTimeout})
 	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, c), a.classify, s.a, 5)
@@ -689,7 +689,7 @@ func testStallWatchdog[T any](ctx context.Context, t *testing.T, s *ollamaSuite,
 // continuation is exact.
 func testStallResumed[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a adapter[T]) {
 	t.Skip("enable when resume lands (issue 11)")
-	c := chatCall{prompt: "Tell me about the moon.", maxTokens: 300}
+	c := chatCall{prompt: "Tell me about the moon.", maxTokens: 1000}
 	ref := reference(ctx, t, s.b, c)
 	cfg := hedgeprobe.Config{
 		HedgeAfter:   time.Minute,
