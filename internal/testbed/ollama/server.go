@@ -110,7 +110,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	s.cmd = exec.Command(o.Bin, "serve")
 	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s.cmd.SysProcAttr = serverProcAttr()
 	if err := s.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("ollama: start %s: %w", o.Name, err)
