@@ -125,7 +125,8 @@ func TestOllama(t *testing.T) {
 		t.Run("raw SSE", func(t *testing.T) { testStallWatchdog(ctx, t, s, rawSSE) })
 	})
 	t.Run("stall after commit, resumed", func(t *testing.T) {
-		testStallResumed(ctx, t, s, rawSSE)
+		t.Run("openai-go", func(t *testing.T) { testStallResumed(ctx, t, s, openaiGo) })
+		t.Run("raw SSE", func(t *testing.T) { testStallResumed(ctx, t, s, rawSSE) })
 	})
 	t.Run("collector metrics", func(t *testing.T) {
 		testOllamaMetrics(ctx, t, s, prom)
@@ -203,9 +204,11 @@ type item struct {
 // tokens, used only by newProber and the route helpers below.
 type adapter[T any] struct {
 	classify hedgeprobe.Classifier[T]
-	tokens   hedgeprobe.TokenCount[T]
-	route    func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[T]
-	item     func(T) item
+	items    hedgeprobe.Items[T]
+	// route opens c on srv; continues makes the route resumable, with a
+	// trailing assistant message (the Modelfile leaves it open).
+	route func(name string, srv *ollama.Server, c chatCall, continues bool) hedgeprobe.Route[T]
+	item  func(T) item
 }
 
 // Ollama's OpenAI-compatible endpoint sets temperature 1 when a request
@@ -213,8 +216,8 @@ type adapter[T any] struct {
 // 0 and the seed itself.
 var openaiGo = adapter[openaigo.Chunk]{
 	classify: openaigo.Classify,
-	tokens:   openaigo.Tokens,
-	route: func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[openaigo.Chunk] {
+	items:    openaigo.Items,
+	route: func(name string, srv *ollama.Server, c chatCall, continues bool) hedgeprobe.Route[openaigo.Chunk] {
 		client := openai.NewClient(
 			option.WithBaseURL(srv.BaseURL()+"/"),
 			option.WithAPIKey("ollama"),
@@ -233,7 +236,11 @@ var openaiGo = adapter[openaigo.Chunk]{
 			Temperature: openai.Float(0),
 			Seed:        openai.Int(ollama.Seed),
 		}
-		return openaigo.Route(name, client, params, openaigo.RouteOptions{Provider: "ollama"})
+		o := openaigo.RouteOptions{Provider: "ollama"}
+		if continues {
+			o.Continue = sse.ContinueTrailingAssistant
+		}
+		return openaigo.Route(name, client, params, o)
 	},
 	item: func(c openaigo.Chunk) item {
 		it := item{choices: len(c.Choices), usage: c.JSON.Usage.Valid(), completionTokens: c.Usage.CompletionTokens}
@@ -247,9 +254,13 @@ var openaiGo = adapter[openaigo.Chunk]{
 
 var rawSSE = adapter[sse.ChatChunk]{
 	classify: sse.ClassifyOpenAI,
-	tokens:   sse.OpenAITokens,
-	route: func(name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[sse.ChatChunk] {
-		return sse.OpenAIRoute(name, sseRequest(srv, c))
+	items:    sse.OpenAIItems,
+	route: func(name string, srv *ollama.Server, c chatCall, continues bool) hedgeprobe.Route[sse.ChatChunk] {
+		req := sseRequest(srv, c)
+		if continues {
+			req.Continue = sse.ContinueTrailingAssistant
+		}
+		return sse.OpenAIRoute(name, req)
 	},
 	item: func(c sse.ChatChunk) item {
 		it := item{choices: len(c.Choices), usage: c.Usage != nil}
@@ -286,7 +297,7 @@ func newProber[T any](t *testing.T, s *ollamaSuite, a adapter[T], cfg hedgeprobe
 	t.Helper()
 	cfg.HedgeBudget, cfg.HedgeBurst = 1, 10
 	opts = append(opts, hedgeprobe.WithTracerProvider(s.tp))
-	p, err := hedgeprobe.New(cfg, hedgeprobe.Items[T]{Classify: a.classify, OutputTokens: a.tokens}, opts...)
+	p, err := hedgeprobe.New(cfg, a.items, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +430,7 @@ func call[T any](ctx context.Context, s *ollamaSuite, p *hedgeprobe.Prober[T], a
 // reference streams c from srv without hedgeprobe and returns its text.
 func reference(ctx context.Context, t *testing.T, srv *ollama.Server, c chatCall) string {
 	t.Helper()
-	items, err := readAll(ctx, rawSSE, rawSSE.route("reference", srv, c))
+	items, err := readAll(ctx, rawSSE, rawSSE.route("reference", srv, c, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +465,7 @@ func readAll[T any](ctx context.Context, a adapter[T], r hedgeprobe.Route[T]) ([
 // token count reaches the attempt span beside the chunk count.
 func testFraming[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a adapter[T]) {
 	c := chatCall{prompt: "Tell me about rivers.", maxTokens: 200}
-	items, err := readAll(ctx, a, a.route("ollama-a", s.a, c))
+	items, err := readAll(ctx, a, a.route("ollama-a", s.a, c, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +523,7 @@ func testFraming[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a ada
 		n, content, control, usage, float64(content-1)/last.Sub(first).Seconds(), text.String())
 
 	p := newProber(t, s, a, hedgeprobe.Config{MaxAttempts: 1})
-	r := call(ctx, s, p, a, a.route("ollama-a", s.a, c))
+	r := call(ctx, s, p, a, a.route("ollama-a", s.a, c, false))
 	err, st, traceID := r.err, r.stats, r.traceID
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +549,7 @@ func testFraming[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a ada
 func testPrefill(ctx context.Context, t *testing.T, s *ollamaSuite) {
 	const n, k = 120, 37
 	c := chatCall{prompt: "Continue this.", maxTokens: n}
-	items, err := readAll(ctx, rawSSE, rawSSE.route("ollama-a", s.a, c))
+	items, err := readAll(ctx, rawSSE, rawSSE.route("ollama-a", s.a, c, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,8 +595,8 @@ func testStallBeforeCommit[T any](ctx context.Context, t *testing.T, s *ollamaSu
 	cfg.HedgeAfter = time.Minute // no TTFT hedge
 	var hedgedAt time.Time
 	p := newProber(t, s, a, cfg, hedgeprobe.OnHedge(func(hedgeprobe.HedgeEvent) { hedgedAt = time.Now() }))
-	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, ca), a.classify, s.a, 3)
-	hedge := a.route("ollama-b", s.b, cb)
+	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, ca, false), a.classify, s.a, 3)
+	hedge := a.route("ollama-b", s.b, cb, false)
 	if buffered {
 		// Buffered commits the first attempt to complete. The primary's
 		// span shows its stall only if it streams again before the hedge
@@ -645,7 +656,7 @@ func testStallWatchdog[T any](ctx context.Context, t *testing.T, s *ollamaSuite,
 	c := chatCall{prompt: "Tell me about the stars.", maxTokens: 1000}
 	ref := reference(ctx, t, s.a, c)
 	p := newProber(t, s, a, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: stallTimeout})
-	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, c), a.classify, s.a, 5)
+	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, c, false), a.classify, s.a, 5)
 	r := call(ctx, s, p, a, primary)
 	text, err, st := r.text, r.err, r.stats
 	defer paused.cont()
@@ -670,36 +681,23 @@ func testStallWatchdog[T any](ctx context.Context, t *testing.T, s *ollamaSuite,
 }
 
 // testStallResumed: as testStallWatchdog, but the Prober resumes the
-// stalled stream on the other server, which continues the delivered text;
-// with temperature 0 on both, the caller's whole text equals an
-// uninterrupted reference run byte for byte.
-//
-// It needs, from resume (issue 11):
-//   - hedgeprobe.Config.ResumeAfter (set below, commented out);
-//   - sse.OpenAIRequest.Continue = sse.ContinueTrailingAssistant, which
-//     makes the route resumable by sending the delivered text as a
-//     trailing assistant message (set in resumableRoute, commented out);
-//   - the Prober reading text from sse.ChatChunk items (the lead wires it
-//     for sse and openaigo), and hedgeprobe.TriggerResume.
-//
-// On the Ollama side it is ready: the Modelfile's template leaves a
-// trailing assistant message open, requests send temperature 0 and the
-// seed, and "prefill continues a delivered prefix byte for byte" shows the
-// continuation is exact.
+// stalled stream on the other server, which continues the delivered text
+// (a trailing assistant message the Modelfile leaves open); with
+// temperature 0 and the same seed on both, the caller's whole text equals
+// an uninterrupted reference run byte for byte.
 func testStallResumed[T any](ctx context.Context, t *testing.T, s *ollamaSuite, a adapter[T]) {
-	t.Skip("enable when resume lands (issue 11)")
 	c := chatCall{prompt: "Tell me about the moon.", maxTokens: 1000}
 	ref := reference(ctx, t, s.b, c)
 	cfg := hedgeprobe.Config{
 		HedgeAfter:   time.Minute,
 		StallTimeout: 10 * time.Second, // the watchdog must not win
 		MaxAttempts:  2,
-		// ResumeAfter: stallAfter,
+		ResumeAfter:  stallAfter,
 	}
 	p := newProber(t, s, a, cfg)
-	primary, paused := pauseAfter(t, resumableRoute(a, "ollama-a", s.a, c), a.classify, s.a, 20)
+	primary, paused := pauseAfter(t, a.route("ollama-a", s.a, c, true), a.classify, s.a, 20)
 	defer paused.cont()
-	r := call(ctx, s, p, a, primary, resumableRoute(a, "ollama-b", s.b, c))
+	r := call(ctx, s, p, a, primary, a.route("ollama-b", s.b, c, true))
 	text, err, st, traceID := r.text, r.err, r.stats, r.traceID
 	if _, _, perr := paused.get(); err != nil || perr != nil {
 		t.Fatalf("call: %v; pause: %v", err, perr)
@@ -707,8 +705,9 @@ func testStallResumed[T any](ctx context.Context, t *testing.T, s *ollamaSuite, 
 	if text != ref {
 		t.Errorf("caller's text differs from the uninterrupted run\n got %q\nwant %q", text, ref)
 	}
-	if st.Winner != 1 || len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.Trigger(semconv.TriggerResume) {
-		t.Errorf("stats %+v: want a resume attempt on ollama-b that wins", st)
+	if st.Winner != 1 || len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume ||
+		st.Attempts[0].Outcome != hedgeprobe.AttemptCanceled {
+		t.Errorf("stats %+v: want a resume attempt on ollama-b that wins, the stalled primary canceled", st)
 	}
 	sp := processedAttempt(ctx, t, s, traceID, "ollama-b")
 	// Every chunk the committed primary received was delivered: the 20
@@ -716,15 +715,6 @@ func testStallResumed[T any](ctx context.Context, t *testing.T, s *ollamaSuite, 
 	if v, ok := sp.Attributes().Get(string(semconv.ResumeDeliveredChunks)); !ok || v.Int() != st.Attempts[0].ContentChunks || v.Int() < 20 {
 		t.Errorf("%s = %v, want the primary's %d chunks (≥ 20)", semconv.ResumeDeliveredChunks, v.AsRaw(), st.Attempts[0].ContentChunks)
 	}
-}
-
-// resumableRoute is a's route to srv that can continue a partial answer.
-func resumableRoute[T any](a adapter[T], name string, srv *ollama.Server, c chatCall) hedgeprobe.Route[T] {
-	// When resume lands, for the raw SSE route:
-	//	req := sseRequest(srv, c)
-	//	req.Continue = sse.ContinueTrailingAssistant
-	//	return sse.OpenAIRoute(name, req)
-	return a.route(name, srv, c)
 }
 
 // testOllamaMetrics: the collector received the spans of every call above,
