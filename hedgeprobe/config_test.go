@@ -124,3 +124,26 @@ func TestBadOpen(t *testing.T) {
 		}
 	})
 }
+
+// Validate reports every invalid field at once, each with its value, and
+// says that MaxAttempts above 5 is clamped rather than rejected.
+func TestValidateReportsEveryField(t *testing.T) {
+	_, err := newProber(Config{MaxAttempts: -3, HedgeAfter: -time.Second, HedgeQuantile: 2, ResumeAfter: 5 * time.Second, StallTimeout: 4 * time.Second})
+	for _, want := range []string{"MaxAttempts = -3", "clamped to 5", "HedgeAfter = -1s", "HedgeQuantile = 2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to name %q", err, want)
+		}
+	}
+	// The relation of the knobs: the watchdog is the last resort.
+	_, err = newProber(Config{ResumeAfter: 5 * time.Second, StallTimeout: 4 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "ResumeAfter = 5s must be below StallTimeout = 4s") {
+		t.Errorf("err = %v", err)
+	}
+	if c := mustNew(t, Config{MaxAttempts: 99}).Config(); c.MaxAttempts != MaxAttemptsLimit {
+		t.Errorf("MaxAttempts 99 → %d, want clamped to %d", c.MaxAttempts, MaxAttemptsLimit)
+	}
+	// A StallTimeout at or below the default ResumeAfter halves it.
+	if c := mustNew(t, Config{StallTimeout: 2 * time.Second}).Config(); c.ResumeAfter != time.Second {
+		t.Errorf("ResumeAfter = %v with StallTimeout 2s, want 1s", c.ResumeAfter)
+	}
+}

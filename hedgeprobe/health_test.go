@@ -1,10 +1,13 @@
 package hedgeprobe
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // down is a route that answers 503 without Retry-After, 10 ms after open.
@@ -154,6 +157,65 @@ func TestHealthConcurrentCalls(t *testing.T) {
 		}
 		if ok, _ := p.health.admit("a", time.Now(), true); ok {
 			t.Fatal("the failing route is not ejected")
+		}
+	})
+}
+
+// While a route is ejected, hedges skip it too (a TTFT hedge from the
+// primary goes to the next healthy route, not back to the ejected one),
+// the call span records the skip, and Close and the caller's cancel end
+// such a call as they end any other.
+func TestHealthHedgesSkipEjectedAndSpans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{hang()})
+		b := down("b")
+		c := newUpstream("c", texts("c", 1, 10*time.Millisecond, 0))
+		p, exp := recorded(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, HedgeBudget: 1, EjectFailures: 1})
+		// b fails once as a primary: ejected (EjectFailures 1).
+		drain(p.Stream(t.Context(), b.route(), c.route()), time.Now())
+		if ok, _ := p.health.admit("b", time.Now(), true); ok {
+			t.Fatal("b not ejected")
+		}
+		exp.Reset()
+		// a hangs; its TTFT hedge would go to b, the next route, but b is
+		// ejected: it goes to c.
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		drain(s, time.Now())
+		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Route != "c" || st.WinnerRoute != "c" {
+			t.Fatalf("stats %+v", st)
+		}
+		// A call listing b first starts on the next route and says so.
+		s = p.Stream(t.Context(), b.route(), c.route())
+		drain(s, time.Now())
+		skipped := false
+		for _, sp := range exp.GetSpans() {
+			for _, ev := range sp.Events {
+				if ev.Name == semconv.EventRouteSkipped {
+					v, _ := attrOf(ev.Attributes, semconv.EventRoute)
+					skipped = skipped || v.AsString() == "b"
+				}
+			}
+		}
+		if st := s.Stats(); st.Attempts[0].Route != "c" || !skipped {
+			t.Fatalf("stats %+v, skip event %v", st, skipped)
+		}
+		// Close and cancel are unaffected by an ejected route.
+		for _, how := range []string{"close", "cancel"} {
+			ctx, cancel := context.WithCancel(t.Context())
+			s := p.Stream(ctx, b.route(), a.route())
+			time.AfterFunc(500*time.Millisecond, func() {
+				if how == "close" {
+					s.Close()
+				} else {
+					cancel()
+				}
+			})
+			drain(s, time.Now())
+			s.Close()
+			cancel()
+			if st := s.Stats(); st.Outcome != OutcomeCanceled || st.Attempts[0].Outcome != AttemptCanceled || st.Attempts[0].Route != "a" {
+				t.Fatalf("%s: %+v", how, st)
+			}
 		}
 	})
 }
