@@ -18,7 +18,11 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	if censor && a.content == 0 {
 		s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
 	}
-	if a.probe && o == AttemptCanceled {
+	// A probe that ended without telling whether its route is healthy (it
+	// lost a race, the caller hung up, a fatal error) frees the probe for
+	// the next call; content has already restored the route, and a
+	// transient failure ejects it again (health.failure).
+	if a.probe && !(o == AttemptFailed && IsTransient(err)) {
 		s.p.health.abandon(a.route.Name)
 	}
 	if o == AttemptCanceled && a != s.race.winner {
