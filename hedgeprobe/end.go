@@ -18,11 +18,18 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	if censor && a.content == 0 {
 		s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
 	}
-	// A probe that ended without telling whether its route is healthy (it
-	// lost a race, the caller hung up, a fatal error) frees the probe for
-	// the next call; content has already restored the route, and a
-	// transient failure ejects it again (health.failure).
-	if a.probe && !(o == AttemptFailed && IsTransient(err)) {
+	// Route health: a stream that completed is a success (and restores a
+	// probed route); content alone is not, since a stream that stalls
+	// after its first chunk is the failure this project is about. A probe
+	// that ended without telling (it lost a race, the caller hung up, a
+	// fatal error) frees the probe for the next call; a transient failure
+	// is counted by unhealthy, and ejects a probed route again.
+	switch {
+	case o == AttemptWinner:
+		if s.p.health.success(a.route.Name) {
+			s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, now)
+		}
+	case a.probe && !(o == AttemptFailed && IsTransient(err)):
 		s.p.health.abandon(a.route.Name)
 	}
 	if o == AttemptCanceled && a != s.race.winner {
@@ -46,10 +53,7 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 	s.end(a, AttemptFailed, err, now, false)
 	switch {
 	case transient:
-		if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err)); ejected {
-			ev.Context = s.ctx
-			s.obs.eject(ev, now)
-		}
+		s.unhealthy(a, err, now)
 	case refused:
 		// A refusal is the route's answer to continuations in general; a
 		// request the adapter could not build is this call's alone.
@@ -84,6 +88,18 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 		s.onDeadline()
 	}
 	s.endIfNoneLeft(err)
+}
+
+// unhealthy counts a's transient failure (an error, or a watchdog timeout
+// of an attempt committed or racing) against its route's health.
+func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
+	if !IsTransient(err) {
+		return
+	}
+	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err)); ejected {
+		ev.Context = s.ctx
+		s.obs.eject(ev, now)
+	}
 }
 
 // endIfNoneLeft ends the call when no attempt is live and none is about to
@@ -162,6 +178,7 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 			s.end(a, AttemptCanceled, nil, now, false)
 		case a == w || outcome == OutcomeTTFTTimeout:
 			s.end(a, AttemptFailed, err, now, true)
+			s.unhealthy(a, err, now)
 		default:
 			s.end(a, AttemptCanceled, nil, now, false)
 		}

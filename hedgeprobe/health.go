@@ -154,7 +154,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration) (
 	return RouteEvent{}, false
 }
 
-// success records an attempt on name that delivered content; it reports
+// success records an attempt on name whose stream completed; it reports
 // whether that restored an ejected route (a successful probe).
 func (h *health) success(name string) (restored bool) {
 	if h.marked.Load() == 0 {

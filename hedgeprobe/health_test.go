@@ -219,3 +219,26 @@ func TestHealthHedgesSkipEjectedAndSpans(t *testing.T) {
 		}
 	})
 }
+
+// A stall timeout of a committed stream and a TTFT timeout count against
+// the route's health like errors do (docs/design.md §2 rule 11).
+func TestHealthTimeoutsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stall := newUpstream("s", []step{content(100*time.Millisecond, "x"), hang()})
+		p := mustNew(t, Config{MaxAttempts: 1, StallTimeout: time.Second, EjectFailures: 2})
+		for range 2 {
+			drain(p.Stream(t.Context(), stall.route()), time.Now())
+		}
+		if ok, _ := p.health.admit("s", time.Now(), true); ok {
+			t.Fatal("two stall timeouts did not eject the route")
+		}
+		slow := newUpstream("f", []step{hang()})
+		q := mustNew(t, Config{MaxAttempts: 1, TTFTTimeout: time.Second, EjectFailures: 2})
+		for range 2 {
+			drain(q.Stream(t.Context(), slow.route()), time.Now())
+		}
+		if ok, _ := q.health.admit("f", time.Now(), true); ok {
+			t.Fatal("two TTFT timeouts did not eject the route")
+		}
+	})
+}

@@ -139,10 +139,6 @@ func (s *Stream[T]) handle(ev event[T]) {
 		if a.content == 1 {
 			a.first, a.firstItem = ev.at, len(a.buf)-1
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
-			if s.p.health.success(a.route.Name) {
-				s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, time.Now())
-			}
-			a.probe = false
 		}
 	case Control:
 		if s.p.items.OutputTokens != nil {
