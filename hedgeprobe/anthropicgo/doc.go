@@ -9,7 +9,7 @@
 //
 //	client := anthropic.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
 //	params := anthropic.MessageNewParams{
-//		Model:     anthropic.ModelClaudeSonnet4_5,
+//		Model:     "claude-sonnet-5-5",
 //		MaxTokens: 1024,
 //		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello"))},
 //	}

@@ -20,7 +20,7 @@ func Example() {
 	client := anthropic.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
 	backup := anthropic.NewClient(option.WithBaseURL("http://backup:8080"), option.WithMaxRetries(0))
 	params := anthropic.MessageNewParams{
-		Model:     anthropic.ModelClaudeSonnet4_5,
+		Model:     "claude-sonnet-5-5",
 		MaxTokens: 1024,
 		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello"))},
 	}

@@ -8,7 +8,7 @@
 //
 //	client := openai.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
 //	params := openai.ChatCompletionNewParams{
-//		Model:    openai.ChatModelGPT4oMini,
+//		Model:    "gpt-4.1-mini",
 //		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
 //	}
 //	p, _ := hedgeprobe.New(cfg, openaigo.Items)

@@ -20,7 +20,7 @@ func Example() {
 	client := openai.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
 	vllmClient := openai.NewClient(option.WithBaseURL("http://vllm:8000/v1"), option.WithMaxRetries(0))
 	params := openai.ChatCompletionNewParams{
-		Model:    openai.ChatModelGPT4oMini,
+		Model:    "gpt-4.1-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
 	}
 	p, _ := hedgeprobe.New(cfg, openaigo.Items)

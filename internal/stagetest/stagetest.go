@@ -92,7 +92,7 @@ func Counters(t *testing.T, tel *componenttest.Telemetry) map[string]int64 {
 			for _, dp := range sum.DataPoints {
 				var kv []string
 				for _, a := range dp.Attributes.ToSlice() {
-					kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+					kv = append(kv, string(a.Key)+"="+a.Value.String())
 				}
 				sort.Strings(kv)
 				out[m.Name+"{"+strings.Join(kv, ",")+"}"] += dp.Value
