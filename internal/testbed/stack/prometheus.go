@@ -12,32 +12,62 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Prometheus is a running Prometheus server scraping one target.
+// Prometheus is a running Prometheus server: one scraping a target, or one
+// receiving remote write.
 type Prometheus struct {
 	*Process
 	Addr string
 	API  promv1.API
 }
 
+// prometheusOptions says what a Prometheus started by startPrometheus
+// takes its samples from.
+type prometheusOptions struct {
+	// ScrapeTarget (host:port) is scraped every second; empty scrapes
+	// nothing.
+	ScrapeTarget string
+	// RemoteWriteReceiver accepts remote write at RemoteWriteURL.
+	RemoteWriteReceiver bool
+}
+
 // StartPrometheus runs the prometheus binary on a free localhost port with
 // its data in dir, scraping target (host:port) every second.
 func StartPrometheus(ctx context.Context, dir, bin, target string) (*Prometheus, error) {
+	return startPrometheus(ctx, dir, bin, prometheusOptions{ScrapeTarget: target})
+}
+
+// startPrometheus runs the prometheus binary on a free localhost port with
+// its data in dir, evaluating every second, with exemplar storage, and
+// waits until it is ready. A remote-write receiver has its own name (its
+// log, config and data), so that one can run beside a scraping one in dir.
+func startPrometheus(ctx context.Context, dir, bin string, o prometheusOptions) (*Prometheus, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	cfg := filepath.Join(dir, "prometheus.yml")
-	body := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    static_configs:\n      - targets: [%q]\n", target)
+	name := "prometheus"
+	if o.RemoteWriteReceiver {
+		name = "prometheus-receiver"
+	}
+	cfg := filepath.Join(dir, name+".yml")
+	body := "global:\n  evaluation_interval: 1s\n"
+	if o.ScrapeTarget != "" {
+		body = fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
+	}
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return nil, err
 	}
 	addr := Addr(port)
-	p, err := Start(ctx, dir, "prometheus", bin, []string{
+	args := []string{
 		"--config.file=" + cfg,
-		"--storage.tsdb.path=" + filepath.Join(dir, "prometheus-data"),
+		"--storage.tsdb.path=" + filepath.Join(dir, name+"-data"),
 		"--web.listen-address=" + addr,
 		"--enable-feature=exemplar-storage",
-	}, nil)
+	}
+	if o.RemoteWriteReceiver {
+		args = append(args, "--web.enable-remote-write-receiver")
+	}
+	p, err := Start(ctx, dir, name, bin, args, nil)
 	if err != nil {
 		return nil, err
 	}
