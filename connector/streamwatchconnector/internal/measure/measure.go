@@ -283,9 +283,12 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// many of an attempt's chunks the caller got (a resumed attempt is
 	// cancelled, yet delivered); without that, every chunk of an attempt
 	// that did not win.
+	// Every attempt that did not win keeps a series, 0 or not, so a route
+	// whose attempts only ever fail is still listed by the dashboard's
+	// route variable.
 	switch delivered, okDelivered := r.count(a, string(semconv.ChunksDelivered)); {
 	case okChunks && okDelivered && delivered <= chunks:
-		if chunks > delivered {
+		if chunks > delivered || l.outcome.value != semconv.AttemptOutcomeWinner {
 			r.series(wastedChunks, service).Add(chunks - delivered)
 		}
 	case l.outcome.ok && l.outcome.value != semconv.AttemptOutcomeWinner && okChunks:
