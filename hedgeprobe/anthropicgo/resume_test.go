@@ -11,13 +11,11 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 )
 
-// resumeCall runs one call over routes with anthropic-sdk-go's usual loop
-// — AsAny on the event and on its delta, and Message.Accumulate, which
-// both read the event's raw JSON — and returns what the caller read. The
-// accumulated message must hold the same text.
-func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[anthropicgo.Event]) adaptertest.Resumed {
-	stream := adapter.NewProber(t, cfg).Stream(t.Context(), routes...)
-	defer stream.Close()
+// accumulateText is anthropic-sdk-go's usual loop — AsAny on the event and
+// on its delta, and Message.Accumulate, which both read the event's raw
+// JSON — returning the text read and the stream's error. The accumulated
+// message must hold the same text.
+func accumulateText(t testing.TB, stream *hedgeprobe.Stream[anthropicgo.Event]) (string, error) {
 	text := ""
 	message := anthropic.Message{}
 	for stream.Next() {
@@ -41,7 +39,7 @@ func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[
 			t.Fatalf("Message.Accumulate has %q, the loop read %q", acc, text)
 		}
 	}
-	return adaptertest.Resumed{Stats: stream.Stats(), Text: text, Err: stream.Err()}
+	return text, stream.Err()
 }
 
 // TestResume: a stream that falls silent after commit is continued on the
@@ -51,16 +49,9 @@ func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[
 // space), so every resume here trims it from the prefill and drops it
 // from the continuation, which starts with it again.
 func TestResume(t *testing.T) {
-	up := adaptertest.Start(t)
-	for _, tc := range adaptertest.ResumeCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			var routes []hedgeprobe.Route[anthropicgo.Event]
-			for _, r := range tc.Routes {
-				routes = append(routes, anthropicgo.Route(r.Profile, newClient(t, up, r.Profile, false), params, anthropicgo.RouteOptions{Prefill: r.Continues}))
-			}
-			resumeCall(t, tc.Config, routes...).Check(t, tc)
-		})
-	}
+	adapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[anthropicgo.Event] {
+		return anthropicgo.Route(r.Profile, newClient(t, up, r.Profile, false), params, anthropicgo.RouteOptions{Prefill: r.Continues})
+	}, accumulateText)
 }
 
 // TestItemsText: text deltas and a text block's start are answer text;

@@ -28,6 +28,31 @@ var req = openai.ChatCompletionRequest{
 
 var adapter = adaptertest.Adapter[goopenai.Chunk]{Items: goopenai.Items}
 
+// receive is go-openai's Recv loop: the first choice's content of each
+// response up to io.EOF, and the error the loop ended with (nil at
+// io.EOF).
+func receive(stream *goopenai.Receiver) (string, error) {
+	text := ""
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return text, nil
+		}
+		if err != nil {
+			return text, err
+		}
+		if len(resp.Choices) > 0 {
+			text += resp.Choices[0].Delta.Content
+		}
+	}
+}
+
+// recvText reads a call with receive, through a Receiver on the stream;
+// closing the stream, which the Receiver's Close does, is the caller's.
+func recvText(_ testing.TB, hs *hedgeprobe.Stream[goopenai.Chunk]) (string, error) {
+	return receive(goopenai.NewReceiver(hs))
+}
+
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is go-openai's Recv loop, through
 // Receiver.
@@ -40,18 +65,9 @@ func TestHedgeStallToSteady(t *testing.T) {
 		goopenai.Route("steady", newClient(t, up, "steady", false), req, goopenai.RouteOptions{}))
 	stream := goopenai.NewReceiver(hs)
 	defer stream.Close()
-	text := ""
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Choices) > 0 {
-			text += resp.Choices[0].Delta.Content
-		}
+	text, err := receive(stream)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	adaptertest.StallToSteady{Stats: hs.Stats(), Text: text}.Check(t)

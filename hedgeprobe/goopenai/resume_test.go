@@ -1,9 +1,7 @@
 package goopenai_test
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -14,49 +12,14 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
-// resumeCall runs one call over routes with go-openai's Recv loop and
-// returns what the caller read.
-func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[goopenai.Chunk]) adaptertest.Resumed {
-	hs := adapter.NewProber(t, cfg).Stream(t.Context(), routes...)
-	stream := goopenai.NewReceiver(hs)
-	defer stream.Close()
-	text := ""
-	var err error
-	for {
-		var resp goopenai.Chunk
-		resp, err = stream.Recv()
-		if err != nil {
-			break
-		}
-		if len(resp.Choices) > 0 {
-			text += resp.Choices[0].Delta.Content
-		}
-	}
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return adaptertest.Resumed{Stats: hs.Stats(), Text: text, Err: err}
-}
-
 // TestResume: a stream that falls silent after commit is continued on the
 // next route that can (a trailing assistant message, the one way go-openai
 // can send), once, twice, past a route that refuses; the caller reads the
 // script byte for byte.
 func TestResume(t *testing.T) {
-	up := adaptertest.Start(t)
-	for _, tc := range adaptertest.ResumeCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			var routes []hedgeprobe.Route[goopenai.Chunk]
-			for _, r := range tc.Routes {
-				o := goopenai.RouteOptions{}
-				if r.Continues {
-					o.Continue = sse.ContinueTrailingAssistant
-				}
-				routes = append(routes, goopenai.Route(r.Profile, newClient(t, up, r.Profile, false), req, o))
-			}
-			resumeCall(t, tc.Config, routes...).Check(t, tc)
-		})
-	}
+	adapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[goopenai.Chunk] {
+		return goopenai.Route(r.Profile, newClient(t, up, r.Profile, false), req, goopenai.RouteOptions{Continue: r.Continuation()})
+	}, recvText)
 }
 
 // TestContinuationUnsupported: a switch go-openai cannot send fails every
@@ -66,7 +29,7 @@ func TestContinuationUnsupported(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, how := range []sse.Continuation{sse.ContinueFinalMessage, sse.ContinuePrefix} {
 		r := goopenai.Route("steady", newClient(t, up, "steady", false), req, goopenai.RouteOptions{Continue: how})
-		res := resumeCall(t, adaptertest.ResumeConfig, r)
+		res := adapter.ResumeCall(t, adaptertest.ResumeConfig, recvText, r)
 		if !errors.Is(res.Err, goopenai.ErrContinuation) || hedgeprobe.IsTransient(res.Err) || len(res.Stats.Attempts) != 1 {
 			t.Fatalf("continuation %d: err %v, %d attempts", how, res.Err, len(res.Stats.Attempts))
 		}
@@ -108,30 +71,13 @@ func TestResumeExtendsPrefill(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{user, tc.last}}
-			before, _ := json.Marshal(req)
-			r := goopenai.Route("r", client, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
-			src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: " a time"})
-			if tc.want == "" {
-				if !errors.Is(err, hedgeprobe.ErrCannotContinue) {
-					t.Fatalf("Open = %v, want ErrCannotContinue", err)
-				}
-				up.None(t)
-				return
+			var want map[string]any
+			if tc.want != "" {
+				want = map[string]any{"role": "assistant", "content": tc.want}
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			adaptertest.Drain(t, src)
-			msgs, _ := up.Next(t)["messages"].([]any)
-			if len(msgs) != 2 {
-				t.Fatalf("sent %d messages, want the caller's 2: %v", len(msgs), msgs)
-			}
-			if last := msgs[1].(map[string]any); last["role"] != "assistant" || last["content"] != tc.want || len(last) != 2 {
-				t.Fatalf("last message %v, want the assistant's %q alone", last, tc.want)
-			}
-			if after, _ := json.Marshal(req); string(after) != string(before) {
-				t.Fatalf("the caller's request changed:\n%s\n%s", before, after)
-			}
+			adaptertest.CheckResumeBody(t, up, &req, func() hedgeprobe.Route[goopenai.Chunk] {
+				return goopenai.Route("r", client, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+			}, want)
 		})
 	}
 }

@@ -30,6 +30,19 @@ var params = openai.ChatCompletionNewParams{
 
 var adapter = adaptertest.Adapter[openaigo.Chunk]{Items: openaigo.Items}
 
+// readText is openai-go's usual loop: the first choice's content of each
+// chunk, and the stream's error at the end.
+func readText(_ testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, error) {
+	text := ""
+	for stream.Next() {
+		chunk := stream.Current()
+		if len(chunk.Choices) > 0 {
+			text += chunk.Choices[0].Delta.Content
+		}
+	}
+	return text, stream.Err()
+}
+
 // TestHedgeStallToSteady: the primary stalls after chunk 5; holding 10
 // chunks before commit, the stall trigger hedges to the steady route, which
 // wins. The caller's loop is openai-go's usual one.
@@ -41,14 +54,8 @@ func TestHedgeStallToSteady(t *testing.T) {
 		openaigo.Route("stall", newClient(t, up, "stall", false), params, openaigo.RouteOptions{}),
 		openaigo.Route("steady", newClient(t, up, "steady", false), params, openaigo.RouteOptions{}))
 	defer stream.Close()
-	text := ""
-	for stream.Next() {
-		chunk := stream.Current()
-		if len(chunk.Choices) > 0 {
-			text += chunk.Choices[0].Delta.Content
-		}
-	}
-	if err := stream.Err(); err != nil {
+	text, err := readText(t, stream)
+	if err != nil {
 		t.Fatal(err)
 	}
 

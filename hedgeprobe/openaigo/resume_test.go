@@ -1,9 +1,6 @@
 package openaigo_test
 
 import (
-	"encoding/json"
-	"errors"
-	"maps"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -15,63 +12,26 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
-// resumeCall runs one call over routes with openai-go's usual loop and
-// returns what the caller read.
-func resumeCall(t *testing.T, cfg hedgeprobe.Config, routes ...hedgeprobe.Route[openaigo.Chunk]) adaptertest.Resumed {
-	stream := adapter.NewProber(t, cfg).Stream(t.Context(), routes...)
-	defer stream.Close()
-	text := ""
-	for stream.Next() {
-		chunk := stream.Current()
-		if len(chunk.Choices) > 0 {
-			text += chunk.Choices[0].Delta.Content
-		}
-	}
-	return adaptertest.Resumed{Stats: stream.Stats(), Text: text, Err: stream.Err()}
-}
-
 // TestResume: a stream that falls silent after commit is continued on the
 // next route that can (a trailing assistant message), once, twice, past a
 // route that refuses; the caller reads the script byte for byte.
 func TestResume(t *testing.T) {
-	up := adaptertest.Start(t)
-	for _, tc := range adaptertest.ResumeCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			var routes []hedgeprobe.Route[openaigo.Chunk]
-			for _, r := range tc.Routes {
-				o := openaigo.RouteOptions{}
-				if r.Continues {
-					o.Continue = sse.ContinueTrailingAssistant
-				}
-				routes = append(routes, openaigo.Route(r.Profile, newClient(t, up, r.Profile, false), params, o))
-			}
-			resumeCall(t, tc.Config, routes...).Check(t, tc)
-		})
-	}
+	adapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[openaigo.Chunk] {
+		return route(t, up, r.Profile, r.Continuation())
+	}, readText)
 }
 
 // TestResumeSwitches: the servers' switches reach the wire — fakellm's
 // steady-final-message and steady-prefix profiles continue only with
 // theirs, and answer afresh (the whole script again) without it.
 func TestResumeSwitches(t *testing.T) {
-	up := adaptertest.Start(t)
-	for _, tc := range []struct {
-		profile string
-		how     sse.Continuation
-	}{
-		{"steady-final-message", sse.ContinueFinalMessage},
-		{"steady-prefix", sse.ContinuePrefix},
-	} {
-		t.Run(tc.profile, func(t *testing.T) {
-			res := resumeCall(t, adaptertest.ResumeConfig,
-				openaigo.Route("stall", newClient(t, up, "stall", false), params, openaigo.RouteOptions{}),
-				openaigo.Route(tc.profile, newClient(t, up, tc.profile, false), params, openaigo.RouteOptions{Continue: tc.how}))
-			res.Check(t, adaptertest.ResumeCase{Attempts: []adaptertest.WantAttempt{
-				{Trigger: hedgeprobe.TriggerPrimary, Route: "stall", Outcome: hedgeprobe.AttemptCanceled},
-				{Trigger: hedgeprobe.TriggerResume, Route: tc.profile, Outcome: hedgeprobe.AttemptWinner},
-			}})
-		})
-	}
+	adapter.CheckResumeSwitches(t, route, readText)
+}
+
+// route is the openai-go route of one fakellm profile that continues in
+// the way how.
+func route(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Continuation) hedgeprobe.Route[openaigo.Chunk] {
+	return openaigo.Route(profile, newClient(t, up, profile, false), params, openaigo.RouteOptions{Continue: how})
 }
 
 // TestItemsText: content and refusal are answer text; reasoning is
@@ -121,30 +81,9 @@ func TestResumeExtendsPrefill(t *testing.T) {
 		{"tool call", prefilled(openai.ChatCompletionMessageParamUnion{OfAssistant: &toolCall}), sse.ContinueTrailingAssistant, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before, _ := json.Marshal(tc.params)
-			r := openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: tc.how})
-			src, err := r.Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: " a time"})
-			if tc.want == nil {
-				if !errors.Is(err, hedgeprobe.ErrCannotContinue) {
-					t.Fatalf("Open = %v, want ErrCannotContinue", err)
-				}
-				up.None(t)
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			adaptertest.Drain(t, src)
-			msgs, _ := up.Next(t)["messages"].([]any)
-			if len(msgs) != 2 {
-				t.Fatalf("sent %d messages, want the caller's 2: %v", len(msgs), msgs)
-			}
-			if last := msgs[1].(map[string]any); !maps.Equal(last, tc.want) {
-				t.Fatalf("last message %v, want %v", last, tc.want)
-			}
-			if after, _ := json.Marshal(tc.params); string(after) != string(before) {
-				t.Fatalf("the caller's params changed:\n%s\n%s", before, after)
-			}
+			adaptertest.CheckResumeBody(t, up, &tc.params, func() hedgeprobe.Route[openaigo.Chunk] {
+				return openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: tc.how})
+			}, tc.want)
 		})
 	}
 }

@@ -25,12 +25,19 @@ func client(t *testing.T) *http.Client {
 }
 
 func openaiRoute(t *testing.T, base, profile string) hedgeprobe.Route[sse.ChatChunk] {
+	return openaiProfileRoute(t, base+"/p/"+profile, profile, sse.ContinueNone)
+}
+
+// openaiProfileRoute is the raw OpenAI route, named profile, of the
+// fakellm profile at profileURL, continuing a resume in the way how.
+func openaiProfileRoute(t *testing.T, profileURL, profile string, how sse.Continuation) hedgeprobe.Route[sse.ChatChunk] {
 	return sse.OpenAIRoute(profile, sse.OpenAIRequest{
-		BaseURL:  base + "/p/" + profile + "/v1",
+		BaseURL:  profileURL + "/v1",
 		APIKey:   "test",
 		Model:    "fake-model",
 		Messages: []sse.Message{{Role: "user", Content: "hi"}},
 		Client:   client(t),
+		Continue: how,
 	})
 }
 

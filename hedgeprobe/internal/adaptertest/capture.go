@@ -2,10 +2,14 @@ package adaptertest
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 // Bodies is an OpenAI-compatible upstream that records the JSON body of
@@ -73,4 +77,40 @@ func Drain(t testing.TB, src interface {
 		t.Fatal(err)
 	}
 	_ = src.Close()
+}
+
+// CheckResumeBody opens the route newRoute builds on the caller's request
+// as a resume from the delivered text " a time", and checks what it sent
+// the upstream: the caller's two messages, the last of them want (nil: the
+// Open fails with hedgeprobe.ErrCannotContinue and nothing is sent). The
+// caller's request must be left as it was, whatever the route did with it;
+// request points to it.
+func CheckResumeBody[T any](t testing.TB, up *Bodies, request any, newRoute func() hedgeprobe.Route[T], want map[string]any) {
+	t.Helper()
+	before, err := json.Marshal(request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := newRoute().Open(t.Context(), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: " a time"})
+	if want == nil {
+		if !errors.Is(err, hedgeprobe.ErrCannotContinue) {
+			t.Fatalf("Open = %v, want ErrCannotContinue", err)
+		}
+		up.None(t)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	Drain(t, src)
+	msgs, _ := up.Next(t)["messages"].([]any)
+	if len(msgs) != 2 {
+		t.Fatalf("sent %d messages, want the caller's 2: %v", len(msgs), msgs)
+	}
+	if last := msgs[1]; !reflect.DeepEqual(last, want) {
+		t.Fatalf("last message %v, want %v", last, want)
+	}
+	if after, _ := json.Marshal(request); string(after) != string(before) {
+		t.Fatalf("the caller's request changed:\n%s\n%s", before, after)
+	}
 }

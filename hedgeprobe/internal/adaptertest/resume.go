@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
@@ -121,6 +122,76 @@ var ResumeCases = []ResumeCase{
 		},
 		Timeout: true,
 	},
+}
+
+// Continuation is the way an OpenAI-compatible route of r continues: a
+// trailing assistant message when r.Continues, none otherwise.
+func (r RouteSpec) Continuation() sse.Continuation {
+	if r.Continues {
+		return sse.ContinueTrailingAssistant
+	}
+	return sse.ContinueNone
+}
+
+// ReadFunc is the caller's loop over a call's stream, the SDK's usual one
+// in each adapter's test: it reads the stream to its end and returns the
+// answer text read and the error the loop ended with. t is the test
+// running the call, for checks of the loop's own.
+type ReadFunc[T any] func(t testing.TB, stream *hedgeprobe.Stream[T]) (text string, err error)
+
+// ResumeCall runs one call over routes with a Prober of cfg, reads it with
+// read and returns what the caller read and the stream's Stats.
+func (a Adapter[T]) ResumeCall(t testing.TB, cfg hedgeprobe.Config, read ReadFunc[T], routes ...hedgeprobe.Route[T]) Resumed {
+	t.Helper()
+	stream := a.NewProber(t, cfg).Stream(t.Context(), routes...)
+	defer stream.Close()
+	text, err := read(t, stream)
+	return Resumed{Stats: stream.Stats(), Text: text, Err: err}
+}
+
+// CheckResumeCases runs a subtest per ResumeCases entry on fakellm: route
+// builds each of the case's routes, read is the caller's loop, and
+// Resumed.Check checks the call.
+func (a Adapter[T]) CheckResumeCases(t *testing.T, route func(t *testing.T, up *Upstream, r RouteSpec) hedgeprobe.Route[T], read ReadFunc[T]) {
+	t.Helper()
+	up := Start(t)
+	for _, tc := range ResumeCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var routes []hedgeprobe.Route[T]
+			for _, r := range tc.Routes {
+				routes = append(routes, route(t, up, r))
+			}
+			a.ResumeCall(t, tc.Config, read, routes...).Check(t, tc)
+		})
+	}
+}
+
+// CheckResumeSwitches checks that an OpenAI-compatible route's server
+// switches reach the wire: the "stall" route, built with no continuation,
+// is resumed on fakellm's steady-final-message and steady-prefix profiles,
+// which continue only with their switch and answer afresh (the whole
+// script again, which Resumed.Check rejects) without it. route builds the
+// route of a profile with a continuation; read is the caller's loop.
+func (a Adapter[T]) CheckResumeSwitches(t *testing.T, route func(t *testing.T, up *Upstream, profile string, how sse.Continuation) hedgeprobe.Route[T], read ReadFunc[T]) {
+	t.Helper()
+	up := Start(t)
+	for _, tc := range []struct {
+		profile string
+		how     sse.Continuation
+	}{
+		{"steady-final-message", sse.ContinueFinalMessage},
+		{"steady-prefix", sse.ContinuePrefix},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			res := a.ResumeCall(t, ResumeConfig, read,
+				route(t, up, "stall", sse.ContinueNone),
+				route(t, up, tc.profile, tc.how))
+			res.Check(t, ResumeCase{Attempts: []WantAttempt{
+				{Trigger: hedgeprobe.TriggerPrimary, Route: "stall", Outcome: hedgeprobe.AttemptCanceled},
+				{Trigger: hedgeprobe.TriggerResume, Route: tc.profile, Outcome: hedgeprobe.AttemptWinner},
+			}})
+		})
+	}
 }
 
 // Resumed is what a resume scenario's call produced.
