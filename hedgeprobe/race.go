@@ -224,4 +224,3 @@ func (s *Stream[T]) cancelOthers(keep *attempt[T]) {
 		s.end(b, AttemptCanceled, nil, now, true)
 	}
 }
-
