@@ -1,0 +1,272 @@
+package measure
+
+import (
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
+	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/internal/timeline"
+	"github.com/streamwatch/streamwatch/semconv"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// figures are a span's figures, in seconds.
+type figures struct {
+	ttft, generation, active, stall          float64
+	hasTTFT, hasGeneration, hasAct, hasStall bool
+	stallCount                               int64
+	hasStallCount                            bool
+	// derivation is the streamwatch.derivation value, empty when the span
+	// has no timeline.
+	derivation string
+	// offs is the timeline when it was derived here (nil otherwise).
+	offs []int64
+}
+
+// label is an optional string attribute of a span.
+type label struct {
+	key, value string
+	ok         bool
+}
+
+// attemptLabels are the attempt span's attributes that become metric
+// attributes.
+type attemptLabels struct {
+	provider, model, route, outcome, trigger label
+}
+
+func (r *Recorder) label(a pcommon.Map, k string) label {
+	v, ok := r.str(a, k)
+	return label{key: k, value: v, ok: ok}
+}
+
+// attempt records an attempt span.
+func (r *Recorder) attempt(service string, sp ptrace.Span) {
+	a := sp.Attributes()
+	index, okIndex := r.count(a, string(semconv.AttemptIndex))
+	l := attemptLabels{
+		provider: r.label(a, string(semconv.GenAIProviderName)),
+		model:    r.label(a, string(semconv.GenAIRequestModel)),
+		route:    r.label(a, string(semconv.Route)),
+		outcome:  r.label(a, string(semconv.AttemptOutcome)),
+		trigger:  r.label(a, string(semconv.AttemptTrigger)),
+	}
+	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
+	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+
+	// Most attempt metrics carry provider, model, route, attempt outcome
+	// and the extra dimensions.
+	r.labels(l.provider, l.model, l.route, l.outcome)
+	f := r.figures(service, sp, timeline.Compact)
+
+	if f.hasTTFT {
+		r.observe(attemptTTFT, service, f.ttft, ex)
+	}
+	if f.hasGeneration {
+		r.observe(generation, service, f.generation, ex)
+	}
+	if f.hasAct {
+		r.observe(activeGeneration, service, f.active, ex)
+	}
+	if f.hasStallCount {
+		r.series(stalls, service).Add(f.stallCount)
+		stalled := label{key: string(semconv.Stalled), value: "no", ok: true}
+		if f.stallCount > 0 {
+			stalled.value = "yes"
+		}
+		derivation := label{key: string(semconv.Derivation), value: f.derivation, ok: f.derivation != ""}
+		r.labels(l.provider, l.model, l.route, l.outcome, stalled, derivation)
+		r.series(streams, service).Add(1)
+		r.labels(l.provider, l.model, l.route, l.outcome)
+	}
+	// Wasted: received and never given to the caller. hedgeprobe says how
+	// many of an attempt's chunks the caller got (a resumed attempt is
+	// cancelled, yet delivered); without that, every chunk of an attempt
+	// that did not win.
+	// Every attempt that did not win keeps a series, 0 or not, so a route
+	// whose attempts only ever fail is still listed by the dashboard's
+	// route variable.
+	switch delivered, okDelivered := r.count(a, string(semconv.ChunksDelivered)); {
+	case okChunks && okDelivered && delivered <= chunks:
+		if chunks > delivered || l.outcome.value != semconv.AttemptOutcomeWinner {
+			r.series(wastedChunks, service).Add(chunks - delivered)
+		}
+	case l.outcome.ok && l.outcome.value != semconv.AttemptOutcomeWinner && okChunks:
+		r.series(wastedChunks, service).Add(chunks)
+	}
+	if okIndex && index > 0 {
+		r.labels(l.provider, l.model, l.route, l.trigger, l.outcome)
+		r.series(hedges, service).Add(1)
+	}
+	// A burst has no identifiable gaps (docs/design.md §4) and an anomaly
+	// none at all: neither feeds the pooled ITL.
+	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner &&
+		f.derivation != semconv.DerivationBurst && f.derivation != semconv.DerivationAnomaly {
+		r.labels(l.provider, l.model, l.route)
+		r.winnerGaps(service, sp, &f, okChunks && chunks >= 2)
+	}
+}
+
+// figures returns the figures of a span: the processor's attributes when it
+// derived the span, else derived here from the span's timeline of form want
+// (timeline.Caller for a call span's caller view, any attempt form
+// otherwise). Stall segments of attempts are recorded on the way.
+func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) figures {
+	a := sp.Attributes()
+	if _, derived := a.Get(string(semconv.Derivation)); derived {
+		f := r.fromAttributes(a)
+		if want != timeline.Caller && (f.hasStallCount || f.hasGeneration) {
+			r.stallEvents(service, sp)
+		}
+		return f
+	}
+	d := timeline.Derive(sp, &r.buf, r.opts.StallThresholdUs, maxSegments)
+	if d.Form == timeline.None || (d.Form == timeline.Caller) != (want == timeline.Caller) {
+		return figures{}
+	}
+	r.p.Derived()
+	res := &d.Result
+	if res.Status == breakdown.Anomaly {
+		r.p.Invalid(string(semconv.Derivation), ReasonAnomaly)
+		return figures{derivation: semconv.DerivationAnomaly}
+	}
+	f := fromResult(res)
+	f.offs = d.Chunks
+	if want != timeline.Caller {
+		start := sp.StartTimestamp()
+		for _, s := range res.Segments {
+			r.observe(stallDuration, service, float64(s.DurationUs)/1e6, aggregate.Exemplar{
+				Time: start + pcommon.Timestamp(s.StartUs*1000), TraceID: sp.TraceID(), SpanID: sp.SpanID(),
+			})
+		}
+	}
+	return f
+}
+
+// winnerGaps records the gaps of a winning attempt in
+// time_per_output_chunk, from the timeline derived here or, after the
+// processor, read again with the shared reader. haveGaps says the span
+// should have had gaps: when its timeline is gone it is reported.
+func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
+	offs := f.offs
+	if offs == nil {
+		in := timeline.Read(sp, &r.buf)
+		switch {
+		case in.Form == timeline.None || in.Form == timeline.Caller:
+			if haveGaps {
+				r.p.NoGaps()
+			}
+			return
+		case in.Malformed != "":
+			r.p.Invalid(in.Key, ReasonAnomaly)
+			return
+		case !ordered(in.Chunks):
+			// The processor called it derived, yet the timeline goes back:
+			// the span was altered after it. No gap is trustworthy.
+			r.p.Invalid(in.Key, ReasonAnomaly)
+			return
+		}
+		offs = in.Chunks
+	}
+	r.gaps(service, sp, offs)
+}
+
+// labels sets the attribute list of the next series: the present labels in
+// order, then the extra dimensions.
+func (r *Recorder) labels(ls ...label) {
+	r.attrs = r.attrs[:0]
+	for _, l := range ls {
+		if l.ok {
+			r.attrs = append(r.attrs, aggregate.Attr{Key: l.key, Value: l.value})
+		}
+	}
+	r.attrs = append(r.attrs, r.extra...)
+}
+
+// ordered reports whether a timeline starts at or after the span start and
+// never goes back: what the derivation checks, for a timeline the connector
+// did not derive itself.
+func ordered(offs []int64) bool {
+	if len(offs) > 0 && offs[0] < 0 {
+		return false
+	}
+	for i := 1; i < len(offs); i++ {
+		if offs[i] < offs[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// gaps records every gap of an ordered winner's timeline in
+// time_per_output_chunk, under the labels already set.
+func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
+	if len(offs) < 2 {
+		return
+	}
+	if float64(offs[len(offs)-1]-offs[0])/1e6 > MaxSeconds {
+		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
+		return
+	}
+	// One call per span, not one Observe per gap: the gaps are the bulk of
+	// the connector's work (docs/scale.md).
+	r.series(timePerOutputChunk, service).ObserveGaps(r.store.BoundsUs(timePerOutputChunk), offs,
+		sp.StartTimestamp(), aggregate.Exemplar{TraceID: sp.TraceID(), SpanID: sp.SpanID()})
+}
+
+// fromAttributes reads the processor's figures.
+func (r *Recorder) fromAttributes(a pcommon.Map) figures {
+	var f figures
+	f.derivation, _ = r.str(a, string(semconv.Derivation))
+	if f.derivation == semconv.DerivationAnomaly {
+		r.p.Invalid(string(semconv.Derivation), ReasonAnomaly)
+		return f
+	}
+	f.ttft, f.hasTTFT = r.number(a, string(semconv.TTFTMs))
+	f.generation, f.hasGeneration = r.number(a, string(semconv.GenerationMs))
+	f.active, f.hasAct = r.number(a, string(semconv.ActiveGenerationMs))
+	f.stall, f.hasStall = r.number(a, string(semconv.StallMs))
+	f.ttft /= 1000
+	f.generation /= 1000
+	f.active /= 1000
+	f.stall /= 1000
+	f.stallCount, f.hasStallCount = r.count(a, string(semconv.StallCount))
+	return f
+}
+
+// fromResult converts a breakdown derived here.
+func fromResult(res *breakdown.Result) figures {
+	f := figures{derivation: res.Status.String()}
+	var v int64
+	v, f.hasTTFT = res.TTFTUs()
+	f.ttft = float64(v) / 1e6
+	v, f.hasGeneration = res.GenerationUs()
+	f.generation = float64(v) / 1e6
+	v, f.hasAct = res.ActiveGenerationUs()
+	f.active = float64(v) / 1e6
+	v, f.hasStall = res.StallUs()
+	f.stall = float64(v) / 1e6
+	n, ok := res.StallSegments()
+	f.stallCount, f.hasStallCount = int64(n), ok
+	return f
+}
+
+// stallEvents records the processor's streamwatch.stall events.
+func (r *Recorder) stallEvents(service string, sp ptrace.Span) {
+	evs := sp.Events()
+	for i := 0; i < evs.Len(); i++ {
+		e := evs.At(i)
+		if e.Name() != semconv.EventStall {
+			continue
+		}
+		v, ok := r.number(e.Attributes(), string(semconv.StallDurationMs))
+		if !ok {
+			if _, present := e.Attributes().Get(string(semconv.StallDurationMs)); !present {
+				r.p.Invalid(string(semconv.StallDurationMs), ReasonMissing)
+			}
+			continue
+		}
+		r.observe(stallDuration, service, v/1000, aggregate.Exemplar{
+			Time: e.Timestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID(),
+		})
+	}
+}

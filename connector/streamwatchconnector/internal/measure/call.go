@@ -1,0 +1,72 @@
+package measure
+
+import (
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
+	"github.com/streamwatch/streamwatch/internal/timeline"
+	"github.com/streamwatch/streamwatch/semconv"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// call records a call span: the call metrics, the caller's view and the
+// route ejections reported on it.
+func (r *Recorder) call(service string, sp ptrace.Span) {
+	a := sp.Attributes()
+	r.ejections(service, sp)
+	outcome, ok := r.str(a, string(semconv.Outcome))
+	if !ok {
+		if _, present := a.Get(string(semconv.Outcome)); !present {
+			r.p.Invalid(string(semconv.Outcome), ReasonMissing)
+		}
+		return
+	}
+	model := r.label(a, string(semconv.GenAIRequestModel))
+	// The winner's route becomes streamwatch.route, as on attempt metrics.
+	route := r.label(a, string(semconv.WinnerRoute))
+	route.key = string(semconv.Route)
+	out := label{key: string(semconv.Outcome), value: outcome, ok: true}
+	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
+
+	r.labels(model, route, out)
+	r.series(calls, service).Add(1)
+
+	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
+		r.observe(callDuration, service, float64(end-start)/1e9, ex)
+	} else {
+		r.p.Invalid(SpanDuration, ReasonNegative)
+	}
+
+	// The caller's view: the silence the caller lived through, beside the
+	// upstreams' own (docs/design.md §5). Its stall events are not upstream
+	// segments and stay out of streamwatch.stall.duration.
+	if f := r.figures(service, sp, timeline.Caller); f.hasStall && f.hasStallCount {
+		r.observe(callStallDuration, service, f.stall, ex)
+		r.series(callStalls, service).Add(f.stallCount)
+	}
+
+	if v, ok := r.number(a, string(semconv.GenAIResponseTimeToFirstChunk)); ok {
+		r.labels(model, route)
+		r.observe(callTTFT, service, v, ex)
+	}
+}
+
+// ejections counts the streamwatch.route.ejected events of a call span by
+// route and reason. An event without a route is skipped and reported.
+func (r *Recorder) ejections(service string, sp ptrace.Span) {
+	evs := sp.Events()
+	for i := 0; i < evs.Len(); i++ {
+		e := evs.At(i)
+		if e.Name() != semconv.EventRouteEjected {
+			continue
+		}
+		ea := e.Attributes()
+		route := r.label(ea, string(semconv.EventRoute))
+		if !route.ok {
+			if _, present := ea.Get(string(semconv.EventRoute)); !present {
+				r.p.Invalid(string(semconv.EventRoute), ReasonMissing)
+			}
+			continue
+		}
+		r.labels(route, r.label(ea, string(semconv.EventEjectionReason)))
+		r.series(routeEjections, service).Add(1)
+	}
+}
