@@ -1,12 +1,13 @@
 package measure
 
 import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/internal/breakdown"
 	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // figures are a span's figures, in seconds.

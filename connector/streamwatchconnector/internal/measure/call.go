@@ -1,10 +1,11 @@
 package measure
 
 import (
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // call records a call span: the call metrics, the caller's view and the

@@ -3,8 +3,9 @@ package measure
 import (
 	"math"
 
-	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
 )
 
 // Reading the values of a span, and the series they go to.
