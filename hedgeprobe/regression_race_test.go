@@ -86,3 +86,53 @@ func TestRegressionWatchdogStopHoldsAgainstRearm(t *testing.T) {
 		}
 	})
 }
+
+// Close at a random time during calls that resume (relay after commit, a
+// resume racing the stalled stream, the switch): the call ends canceled
+// with Err nil, no attempt is reported failed, every source is closed
+// once, and nothing leaks (goleak in TestMain).
+func TestCloseDuringResumeIsCanceled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 300 {
+		at := time.Duration(rng.IntN(5000)+1) * time.Millisecond
+		closeDelay := time.Duration(rng.IntN(2)) * time.Millisecond
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", []step{content(time.Second, "A"), content(10*time.Millisecond, "B"), hang()})
+			b := continuing("b", []step{content(500*time.Millisecond, "C"), content(10*time.Millisecond, "D"), hang()})
+			a.closeDelay, b.closeDelay = closeDelay, closeDelay
+			var mu sync.Mutex
+			var failed []AttemptEvent
+			p := mustNew(t, Config{HedgeAfter: time.Hour, ResumeAfter: time.Second, MaxAttempts: 3}, withText(),
+				OnAttemptDone(func(e AttemptEvent) {
+					if e.Outcome == AttemptFailed {
+						mu.Lock()
+						failed = append(failed, e)
+						mu.Unlock()
+					}
+				}))
+			s := p.Stream(t.Context(), a.route(), b.route())
+			go func() {
+				time.Sleep(at)
+				_ = s.Close()
+			}()
+			g := drain(s, time.Now())
+			_ = s.Close()
+			st := s.Stats()
+			if g.err != nil || st.Outcome != OutcomeCanceled {
+				t.Fatalf("%d: close at %v: outcome %q err %v", i, at, st.Outcome, g.err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(failed) > 0 {
+				t.Fatalf("%d: close at %v: attempts reported failed: %+v", i, at, failed)
+			}
+			for _, u := range []*upstream{a, b} {
+				for j, c := range u.closes() {
+					if c != 1 {
+						t.Fatalf("%d: close at %v: %s source %d closed %d times", i, at, u.name, j, c)
+					}
+				}
+			}
+		})
+	}
+}
