@@ -278,30 +278,44 @@ func (r *run) sleep(d time.Duration, ka Keepalive) bool {
 	deadline := time.NewTimer(time.Until(r.due))
 	defer deadline.Stop()
 	var tick <-chan time.Time
-	if every := r.scaled(time.Duration(ka.Every)); ka.Every > 0 && every > 0 {
+	every := r.scaled(time.Duration(ka.Every))
+	if ka.Every > 0 && every > 0 {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		tick = t.C
 	}
+	sent := 0
 	for {
 		select {
 		case <-r.ctx.Done():
 			return false
 		case <-deadline.C:
+			// A server running behind its script (a loaded machine, a
+			// small scale) reaches the deadline before the first tick: a
+			// silence the script gives keepalives still shows one.
+			if sent == 0 && tick != nil && r.scaled(d) >= every {
+				r.keepalive(ka)
+			}
 			return true
 		case <-tick:
-			style := ka.Style
-			if style == "" || style == "auto" {
-				style = r.d.keepaliveStyle()
-			}
-			if style == "ping" {
-				r.write("ping", []byte(`{"type": "ping"}`))
-			} else {
-				r.writeRaw(": keepalive\n\n")
-			}
-			r.rec.keepalives++
+			r.keepalive(ka)
+			sent++
 		}
 	}
+}
+
+// keepalive sends one keepalive in ka's style.
+func (r *run) keepalive(ka Keepalive) {
+	style := ka.Style
+	if style == "" || style == "auto" {
+		style = r.d.keepaliveStyle()
+	}
+	if style == "ping" {
+		r.write("ping", []byte(`{"type": "ping"}`))
+	} else {
+		r.writeRaw(": keepalive\n\n")
+	}
+	r.rec.keepalives++
 }
 
 func (r *run) writeRaw(s string) {
