@@ -62,13 +62,6 @@ var (
 	reason   = semconv.PromLabel(string(semconv.EventEjectionReason))
 )
 
-// CallerViewMetrics are the Prometheus names of the metrics the connector
-// derives from the caller's view and from route ejections
-// (docs/design.md §5). A workload without resumes or ejections leaves them
-// empty, so a check that every expression returns data must skip the
-// expressions that read them.
-var CallerViewMetrics = []string{callStallDuration, callStalls, ejections}
-
 // sel is the label selector of most panels: the model and route
 // variables. Attempt metrics carry the attempt's route, call metrics the
 // winner's.

@@ -185,7 +185,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 	})
 	t.Run("hedges launched and won match the probe", func(t *testing.T) {
 		hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
-		for _, trig := range []hedgeprobe.Trigger{hedgeprobe.TriggerTTFT, hedgeprobe.TriggerStall, hedgeprobe.TriggerError} {
+		for _, trig := range []hedgeprobe.Trigger{hedgeprobe.TriggerTTFT, hedgeprobe.TriggerStall, hedgeprobe.TriggerError, hedgeprobe.TriggerResume} {
 			got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="`+string(trig)+`"})`)
 			if got != float64(total.Hedges[trig]) {
 				t.Errorf("hedges{trigger=%s} = %v, probe launched %d", trig, got, total.Hedges[trig])
@@ -195,8 +195,18 @@ func TestCollectorEndToEnd(t *testing.T) {
 				t.Errorf("hedges{trigger=%s, winner} = %v, probe saw %d wins", trig, won, total.HedgeWins[trig])
 			}
 		}
-		if total.Hedges[hedgeprobe.TriggerStall] == 0 || total.Hedges[hedgeprobe.TriggerTTFT] == 0 || total.Hedges[hedgeprobe.TriggerError] == 0 {
-			t.Errorf("the workload should hedge on every trigger, probe saw %v", total.Hedges)
+		if total.Hedges[hedgeprobe.TriggerStall] == 0 || total.Hedges[hedgeprobe.TriggerTTFT] == 0 ||
+			total.Hedges[hedgeprobe.TriggerError] == 0 || total.Hedges[hedgeprobe.TriggerResume] == 0 {
+			t.Errorf("the workload should hedge on every trigger and resume, probe saw %v", total.Hedges)
+		}
+	})
+	t.Run("route ejections match the probe", func(t *testing.T) {
+		ejections := semconv.PromName(semconv.MetricRouteEjections, semconv.UnitCount, true)
+		// fakellm's server-error answers 503 with Retry-After: each refusal
+		// ejects the route until then (reason retry_after).
+		got := scalarOr0(ctx, t, prom, `sum(`+ejections+`{streamwatch_route="fakellm-server-error"})`)
+		if total.Ejections == 0 || got != float64(total.Ejections) {
+			t.Errorf("route ejections = %v, the probe reported %d (want at least 1)", got, total.Ejections)
 		}
 	})
 	t.Run("a scripted 30 s silence is a 30 s stall", func(t *testing.T) {
@@ -224,12 +234,6 @@ func TestCollectorEndToEnd(t *testing.T) {
 		// A series born in the last flush has one sample and no rate yet;
 		// give each expression a few scrapes (1 s apart) to show data.
 		for _, expr := range dashboards.Exprs() {
-			if m := readsCallerView(expr); m != "" {
-				// The caller-view and ejection metrics need resumes and
-				// ejections the workload does not script yet.
-				t.Logf("skipped (reads %s, no data in this workload): %s", m, expr)
-				continue
-			}
 			q := strings.NewReplacer("$__rate_interval", "10m", "$model", ".*", "$route", ".*").Replace(expr)
 			deadline := time.Now().Add(20 * time.Second)
 			for {
@@ -281,17 +285,6 @@ func TestCollectorEndToEnd(t *testing.T) {
 // (a hedge won, or the watchdog fired), and a silence after the last chunk
 // is not a gap.
 const scriptedStalls = 3
-
-// readsCallerView names the caller-view or ejection metric an expression
-// reads, or "".
-func readsCallerView(expr string) string {
-	for _, m := range dashboards.CallerViewMetrics {
-		if strings.Contains(expr, m) {
-			return m
-		}
-	}
-	return ""
-}
 
 var rateOf = regexp.MustCompile(`(?:rate|increase)\(([^()\[\]]+)\[\$__rate_interval\]\)`)
 

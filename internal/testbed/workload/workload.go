@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -69,6 +70,8 @@ func Scenarios() []Scenario {
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, StallAfter: 2 * time.Second, Delivery: hedgeprobe.Buffered})},
 		{Name: "late first chunk (TTFT hedge)", Routes: []string{"slow-first", "steady"}, Calls: 3,
 			Config: budget(hedgeprobe.Config{HedgeAfter: time.Second})},
+		{Name: "route down: ejected (503 with Retry-After)", Routes: []string{"server-error", "steady"}, Calls: 4,
+			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
 		{Name: "upstream 503 (error hedge)", Routes: []string{"server-error", "steady"}, Calls: 2,
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
 		{Name: "stall watchdog (no hedge possible)", Routes: []string{"stall"}, Calls: 2,
@@ -111,6 +114,9 @@ type Result struct {
 	WastedChunks int64
 	// Errors holds one example error text per outcome other than ok.
 	Errors map[hedgeprobe.Outcome]string
+	// Ejections counts the route ejections the scenario's Prober reported
+	// (OnEject).
+	Ejections int
 }
 
 // Run runs every scenario concurrently and returns one Result each, in
@@ -126,10 +132,13 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	client := &http.Client{Transport: sse.NewTransport(sse.TransportOptions{})}
 	results := make([]Result, len(scenarios))
+	ejections := make([]atomic.Int64, len(scenarios))
 	var wg sync.WaitGroup
 	for i, sc := range scenarios {
+		ej := &ejections[i]
 		p, err := hedgeprobe.New(sc.Config, sse.OpenAIItems,
-			hedgeprobe.WithTracerProvider(o.TracerProvider))
+			hedgeprobe.WithTracerProvider(o.TracerProvider),
+			hedgeprobe.OnEject(func(hedgeprobe.RouteEvent) { ej.Add(1) }))
 		if err != nil {
 			return nil, fmt.Errorf("workload: scenario %q: %w", sc.Name, err)
 		}
@@ -164,6 +173,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 	}
 	wg.Wait()
+	for i := range results {
+		results[i].Ejections = int(ejections[i].Load())
+	}
 	return results, ctx.Err()
 }
 
@@ -217,6 +229,7 @@ func Totals(rs []Result) Result {
 		t.TTFTs = append(t.TTFTs, r.TTFTs...)
 		t.Streams += r.Streams
 		t.WastedChunks += r.WastedChunks
+		t.Ejections += r.Ejections
 		for k, v := range r.Outcomes {
 			t.Outcomes[k] += v
 		}
