@@ -73,7 +73,19 @@ func (s *Server) BaseURL() string { return "http://" + s.Addr + "/v1" }
 //
 // The server runs in a process group of its own; Stop, or the end of
 // ctx, ends the whole group, runner included, even a stopped one.
+//
+// A start that lost its free port to another process (taken between the
+// port's choice and the server's bind) is retried on a new port.
 func Start(ctx context.Context, o Options) (*Server, error) {
+	for i := 1; ; i++ {
+		s, err := start(ctx, o)
+		if err == nil || i == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return s, err
+		}
+	}
+}
+
+func start(ctx context.Context, o Options) (*Server, error) {
 	if o.Bin == "" || o.Dir == "" || o.Model == "" {
 		return nil, errors.New("ollama: Options.Bin, Dir and Model are required")
 	}

@@ -16,13 +16,19 @@ type Collector struct {
 
 // StartCollector runs bin with the given config files (merged in order)
 // on free localhost ports, passing them through the environment variables
-// deploy/collector.yaml reads, and waits for its health check.
+// deploy/collector.yaml reads, and waits for its health check. A start
+// that lost one of its ports to another process (taken between FreePort
+// and the collector's bind) is retried on new ports.
 func StartCollector(ctx context.Context, dir, bin string, configs []string, env ...string) (*Collector, error) {
+	return retryLostPort(func() (*Collector, *Process, error) { return startCollector(ctx, dir, bin, configs, env) })
+}
+
+func startCollector(ctx context.Context, dir, bin string, configs []string, env []string) (*Collector, *Process, error) {
 	var ports [5]int
 	for i := range ports {
 		p, err := FreePort()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		ports[i] = p
 	}
@@ -41,12 +47,12 @@ func StartCollector(ctx context.Context, dir, bin string, configs []string, env 
 	}
 	p, err := Start(ctx, dir, "otelcol-streamwatch", bin, args, env)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.Process = p
 	if err := p.WaitHTTP(ctx, "http://"+c.Health+"/", 60*time.Second); err != nil {
 		p.Stop()
-		return nil, fmt.Errorf("collector did not become healthy: %w", err)
+		return nil, p, fmt.Errorf("collector did not become healthy: %w", err)
 	}
-	return c, nil
+	return c, p, nil
 }

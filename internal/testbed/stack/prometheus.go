@@ -41,9 +41,13 @@ func StartPrometheus(ctx context.Context, dir, bin, target string) (*Prometheus,
 // waits until it is ready. A remote-write receiver has its own name (its
 // log, config and data), so that one can run beside a scraping one in dir.
 func startPrometheus(ctx context.Context, dir, bin string, o prometheusOptions) (*Prometheus, error) {
+	return retryLostPort(func() (*Prometheus, *Process, error) { return startPrometheusOnce(ctx, dir, bin, o) })
+}
+
+func startPrometheusOnce(ctx context.Context, dir, bin string, o prometheusOptions) (*Prometheus, *Process, error) {
 	port, err := FreePort()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	name := "prometheus"
 	if o.RemoteWriteReceiver {
@@ -55,7 +59,7 @@ func startPrometheus(ctx context.Context, dir, bin string, o prometheusOptions) 
 		body = fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
 	}
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addr := Addr(port)
 	args := []string{
@@ -69,18 +73,18 @@ func startPrometheus(ctx context.Context, dir, bin string, o prometheusOptions) 
 	}
 	p, err := Start(ctx, dir, name, bin, args, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := p.WaitHTTP(ctx, "http://"+addr+"/-/ready", 60*time.Second); err != nil {
 		p.Stop()
-		return nil, err
+		return nil, p, err
 	}
 	client, err := api.NewClient(api.Config{Address: "http://" + addr})
 	if err != nil {
 		p.Stop()
-		return nil, err
+		return nil, p, err
 	}
-	return &Prometheus{Process: p, Addr: addr, API: promv1.NewAPI(client)}, nil
+	return &Prometheus{Process: p, Addr: addr, API: promv1.NewAPI(client)}, p, nil
 }
 
 // Query evaluates expr now and returns the result as a vector.

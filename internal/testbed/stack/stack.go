@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,6 +22,23 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lostPortAttempts bounds the starts of a server that keeps losing its
+// free port to another process between FreePort and its own bind: a race
+// no choice of port can close, on a machine where other tests bind too.
+const lostPortAttempts = 3
+
+// retryLostPort runs start until it succeeds, fails for another reason,
+// or lost its port lostPortAttempts times. start returns the process it
+// started (also on failure, stopped) so its log can be read.
+func retryLostPort[S any](start func() (S, *Process, error)) (S, error) {
+	for i := 1; ; i++ {
+		s, p, err := start()
+		if err == nil || i == lostPortAttempts || p == nil || !strings.Contains(p.Log(), "address already in use") {
+			return s, err
+		}
+	}
 }
 
 // Addr formats 127.0.0.1:port.
