@@ -85,11 +85,12 @@ func repoRoot(t *testing.T) string {
 	return filepath.Dir(wd)
 }
 
-// TestCollectorEndToEnd runs the demo workload against the real collector
-// and checks what Prometheus and the traces say against the script.
-func TestCollectorEndToEnd(t *testing.T) {
-	root := repoRoot(t)
-	collectorBin := os.Getenv("STREAMWATCH_COLLECTOR")
+// stackBinaries returns the collector binary (STREAMWATCH_COLLECTOR, else
+// ./bin) and the prometheus on PATH, failing the test when either is
+// missing.
+func stackBinaries(t *testing.T, root string) (collectorBin, promBin string) {
+	t.Helper()
+	collectorBin = os.Getenv("STREAMWATCH_COLLECTOR")
 	if collectorBin == "" {
 		collectorBin = filepath.Join(root, "bin", "otelcol-streamwatch")
 	}
@@ -100,6 +101,14 @@ func TestCollectorEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prometheus not on PATH (apt-get install prometheus): %v", err)
 	}
+	return collectorBin, promBin
+}
+
+// TestCollectorEndToEnd runs the demo workload against the real collector
+// and checks what Prometheus and the traces say against the script.
+func TestCollectorEndToEnd(t *testing.T) {
+	root := repoRoot(t)
+	collectorBin, promBin := stackBinaries(t, root)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -70,14 +69,7 @@ func TestOllama(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("ollama binary: %v (run make ollama)", err)
 	}
-	collectorBin := os.Getenv("STREAMWATCH_COLLECTOR")
-	if collectorBin == "" {
-		collectorBin = filepath.Join(root, "bin", "otelcol-streamwatch")
-	}
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus not on PATH (apt-get install prometheus): %v", err)
-	}
+	collectorBin, promBin := stackBinaries(t, root)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	t.Cleanup(cancel)
 	dir := t.TempDir()

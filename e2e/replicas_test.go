@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,17 +29,7 @@ const replicaInterval = 2 * time.Second
 // of docs/scale.md: at most one connector interval of its traffic.
 func TestReplicas(t *testing.T) {
 	root := repoRoot(t)
-	collectorBin := os.Getenv("STREAMWATCH_COLLECTOR")
-	if collectorBin == "" {
-		collectorBin = filepath.Join(root, "bin", "otelcol-streamwatch")
-	}
-	if _, err := os.Stat(collectorBin); err != nil {
-		t.Fatalf("collector binary: %v (run make collector)", err)
-	}
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatalf("prometheus not on PATH (apt-get install prometheus): %v", err)
-	}
+	collectorBin, promBin := stackBinaries(t, root)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
