@@ -93,6 +93,9 @@ func TestReplicas(t *testing.T) {
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
 	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	// The gateway drops the timeline: the pooled ITL comes from the
+	// processor's gap counts.
+	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
 	outcome := semconv.PromLabel(string(semconv.Outcome))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
 
@@ -106,6 +109,7 @@ func TestReplicas(t *testing.T) {
 				"sum(" + calls + fmt.Sprintf(`{instance=%q, %s=%q}`, name, outcome, semconv.OutcomeError) + ")": sent.CallsError,
 				"sum(" + stalls + sel + ")": sent.Stalls,
 				"sum(" + hedges + sel + ")": sent.Hedges,
+				"sum(" + gaps + sel + ")":   sent.WinnerGaps,
 			} {
 				if got := scalarOr0(ctx, t, prom, expr); got != float64(want) {
 					t.Errorf("%s = %v, replica was sent %d", expr, got, want)
@@ -118,6 +122,7 @@ func TestReplicas(t *testing.T) {
 			"sum(" + calls + ")":  res.Sent.Calls,
 			"sum(" + stalls + ")": res.Sent.Stalls,
 			"sum(" + hedges + ")": res.Sent.Hedges,
+			"sum(" + gaps + ")":   res.Sent.WinnerGaps,
 		} {
 			if got := scalarOr0(ctx, t, prom, expr); got != float64(want) {
 				t.Errorf("%s = %v, sent %d", expr, got, want)

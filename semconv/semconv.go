@@ -217,6 +217,15 @@ const (
 	ActiveTPS = attribute.Key("streamwatch.active_tps")
 	// CallTTFTMs is launch offset + TTFT: what the caller waited.
 	CallTTFTMs = attribute.Key("streamwatch.call_ttft_ms")
+	// GapBucketCounts is an attempt's gaps g_i counted per bucket of
+	// GenAIDurationBuckets: an int array whose entry i counts the gaps in
+	// (bound[i−1], bound[i]] and whose last possible entry (index 14)
+	// counts those above 81.92 s; trailing empty buckets are left out.
+	// Written where ITLMeanMs is (n ≥ 2, not a burst, not an anomaly) and
+	// only on attempt spans. The connector's time_per_output_chunk adds
+	// these counts instead of reading the timeline again, and it keeps
+	// working when the processor drops the timeline.
+	GapBucketCounts = attribute.Key("streamwatch.gap.bucket_counts")
 	// StallThresholdMs is the threshold T used, for audit.
 	StallThresholdMs = attribute.Key("streamwatch.stall_threshold_ms")
 	// Derivation is "complete", "partial", "burst" or "anomaly"; the

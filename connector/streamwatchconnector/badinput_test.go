@@ -100,6 +100,23 @@ func TestBadInput(t *testing.T) {
 			}
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
 		}, "attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
+		// A bad streamwatch.gap.bucket_counts is reported, and the gaps are
+		// taken from the timeline instead.
+		{"gap counts as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.GapBucketCounts), "0,2") },
+			"attribute=streamwatch.gap.bucket_counts,reason=wrong_type", "", semconv.MetricTimePerOutputChunk},
+		{"gap counts with a double", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw([]any{int64(0), 2.0})
+		}, "attribute=streamwatch.gap.bucket_counts,reason=wrong_type", "", semconv.MetricTimePerOutputChunk},
+		{"gap counts negative", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw([]any{int64(0), int64(-2)})
+		}, "attribute=streamwatch.gap.bucket_counts,reason=negative", "", semconv.MetricTimePerOutputChunk},
+		{"gap counts past the last bucket", false, func(sp ptrace.Span) {
+			raw := make([]any, len(semconv.GenAIDurationBuckets)+2)
+			for i := range raw {
+				raw[i] = int64(1)
+			}
+			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw(raw)
+		}, "attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/internal/breakdown"
+	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -87,6 +88,15 @@ func benchBatch(calls, chunks int) ptrace.Traces {
 			itl, _ := r.ITLMeanUs()
 			a.PutDouble(string(semconv.ITLMeanMs), itl/1000)
 			a.PutStr(string(semconv.Derivation), r.Status.String())
+			counts := make([]uint64, len(timeline.GapBoundsUs)+1)
+			breakdown.CountGaps(offs, timeline.GapBoundsUs, counts)
+			for len(counts) > 0 && counts[len(counts)-1] == 0 {
+				counts = counts[:len(counts)-1]
+			}
+			cs := a.PutEmptySlice(string(semconv.GapBucketCounts))
+			for _, c := range counts {
+				cs.AppendEmpty().SetInt(int64(c))
+			}
 			for _, s := range r.Segments {
 				e := sp.Events().AppendEmpty()
 				e.SetName(semconv.EventStall)
@@ -139,6 +149,7 @@ func BenchmarkConsumeUnprocessed(b *testing.B) {
 		spans := rss.At(i).ScopeSpans().At(0).Spans()
 		for j := 0; j < spans.Len(); j++ {
 			spans.At(j).Attributes().Remove(string(semconv.Derivation))
+			spans.At(j).Attributes().Remove(string(semconv.GapBucketCounts))
 			spans.At(j).Events().RemoveIf(func(ptrace.SpanEvent) bool { return true })
 		}
 	}

@@ -148,23 +148,26 @@ func TestExemplarsClearedPerFlush(t *testing.T) {
 		}
 		return n
 	}
-	assert.Equal(t, 13, exemplars(sink.AllMetrics()[0]))
+	// One per observation, but one per winner for time_per_output_chunk,
+	// whose gaps are added at once.
+	assert.Equal(t, 10, exemplars(sink.AllMetrics()[0]))
 	assert.Equal(t, 0, exemplars(sink.AllMetrics()[1]))
 }
 
-// TestExemplarCap: a 2,000-chunk winner keeps max_per_data_point exemplars.
+// TestExemplarCap: five 2,000-chunk winners keep max_per_data_point
+// exemplars, one per winner while there is room.
 func TestExemplarCap(t *testing.T) {
 	sink := &consumertest.MetricsSink{}
 	cfg := createDefaultConfig().(*Config)
 	cfg.Exemplars.MaxPerDataPoint = 3
 	c := create(t, cfg, sink)
-	require.NoError(t, c.ConsumeTraces(context.Background(), benchBatch(1, 2000)))
+	require.NoError(t, c.ConsumeTraces(context.Background(), benchBatch(5, 2000)))
 	require.NoError(t, c.flush(context.Background()))
 	ms := sink.AllMetrics()[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	for i := 0; i < ms.Len(); i++ {
 		if ms.At(i).Name() == "gen_ai.client.operation.time_per_output_chunk" {
 			dp := ms.At(i).Histogram().DataPoints().At(0)
-			assert.Equal(t, uint64(1999), dp.Count())
+			assert.Equal(t, uint64(5*1999), dp.Count())
 			assert.Equal(t, 3, dp.Exemplars().Len())
 			return
 		}

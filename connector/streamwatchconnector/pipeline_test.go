@@ -89,38 +89,51 @@ func TestAfterProcessor(t *testing.T) {
 // same metrics and reports the same problems whether the processor derived
 // the spans or the connector derives them itself on the shared path
 // (internal/timeline). Only derived_spans, which says who derived, differs.
+// With drop_timeline the processor's streamwatch.gap.bucket_counts stand in
+// for the dropped timeline: time_per_output_chunk is the same and no gaps
+// go missing.
 func TestSameWithOrWithoutProcessor(t *testing.T) {
 	for _, stage := range []string{"resumed_call", "burst", "malformed_timeline", "hedged", "compact"} {
-		t.Run(stage, func(t *testing.T) {
-			raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", stage, stagetest.Input))
-			require.NoError(t, err)
-			processed := ptrace.NewTraces()
-			raw.CopyTo(processed)
-			processed = runProcessor(t, processed)
-
-			direct, directTel := metricsAndTelemetry(t, raw)
-			via, viaTel := metricsAndTelemetry(t, processed)
-			require.NoError(t, pmetrictest.CompareMetrics(direct, via,
-				pmetrictest.IgnoreTimestamp(),
-				pmetrictest.IgnoreStartTimestamp(),
-				pmetrictest.IgnoreMetricDataPointsOrder(),
-			))
-			const derived = "otelcol_connector_streamwatch_derived_spans{}"
-			assert.Positive(t, directTel[derived], "the connector derived the raw spans")
-			assert.Zero(t, viaTel[derived], "the processor had derived them")
-			delete(directTel, derived)
-			assert.Equal(t, directTel, viaTel)
-		})
+		for _, drop := range []bool{false, true} {
+			name := stage
+			if drop {
+				name += "/drop_timeline"
+			}
+			t.Run(name, func(t *testing.T) { sameWithOrWithoutProcessor(t, stage, drop) })
+		}
 	}
 }
 
+func sameWithOrWithoutProcessor(t *testing.T, stage string, dropTimeline bool) {
+	raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", stage, stagetest.Input))
+	require.NoError(t, err)
+	processed := ptrace.NewTraces()
+	raw.CopyTo(processed)
+	processed = runProcessor(t, processed, dropTimeline)
+
+	direct, directTel := metricsAndTelemetry(t, raw)
+	via, viaTel := metricsAndTelemetry(t, processed)
+	require.NoError(t, pmetrictest.CompareMetrics(direct, via,
+		pmetrictest.IgnoreTimestamp(),
+		pmetrictest.IgnoreStartTimestamp(),
+		pmetrictest.IgnoreMetricDataPointsOrder(),
+	))
+	const derived = "otelcol_connector_streamwatch_derived_spans{}"
+	assert.Positive(t, directTel[derived], "the connector derived the raw spans")
+	assert.Zero(t, viaTel[derived], "the processor had derived them")
+	delete(directTel, derived)
+	assert.Equal(t, directTel, viaTel)
+}
+
 // runProcessor runs td through the real streamwatch processor with its
-// defaults and returns its output.
-func runProcessor(t *testing.T, td ptrace.Traces) ptrace.Traces {
+// defaults, or with drop_timeline, and returns its output.
+func runProcessor(t *testing.T, td ptrace.Traces, dropTimeline bool) ptrace.Traces {
 	t.Helper()
 	pf := streamwatchprocessor.NewFactory()
+	cfg := pf.CreateDefaultConfig()
+	cfg.(*streamwatchprocessor.Config).DropTimeline = dropTimeline
 	sink := &consumertest.TracesSink{}
-	p, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), pf.CreateDefaultConfig(), sink)
+	p, err := pf.CreateTraces(context.Background(), processortest.NewNopSettings(pf.Type()), cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, p.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, p.ConsumeTraces(context.Background(), td))

@@ -56,7 +56,14 @@ type Buffers struct {
 	Chunks     []int64
 	Keepalives []int64
 	Segments   []breakdown.Segment
+	// Gaps holds Derivation.GapCounts.
+	Gaps []uint64
 }
+
+// GapBoundsUs are the bucket bounds of Derivation.GapCounts and of
+// streamwatch.gap.bucket_counts: semconv.GenAIDurationBuckets in whole
+// microseconds, bucketing exactly as the bounds in seconds do.
+var GapBoundsUs = breakdown.BoundsUs(semconv.GenAIDurationBuckets)
 
 // Buffers past these sizes are released by Shrink, so one enormous span
 // cannot pin megabytes for the life of the process.
@@ -104,6 +111,9 @@ type Input struct {
 	// when HasLaunchOffset.
 	LaunchOffsetUs  int64
 	HasLaunchOffset bool
+	// Derived says the span already carries streamwatch.derivation: a
+	// collector derived it before (an earlier tier, or a replayed span).
+	Derived bool
 }
 
 // Timeline returns the breakdown input for threshold T (µs).
@@ -124,6 +134,55 @@ func isTimelineEvent(name string) bool {
 	return name == semconv.EventChunk || name == semconv.EventKeepalive
 }
 
+// inputs are the attributes Read uses, found in one pass over the span's
+// attributes: a span carries 20–30 of them, and a Get per key would scan
+// them once per key (docs/scale.md). Like Map.Get, the first of duplicate
+// keys wins.
+type inputs struct {
+	caller, chunks, keepalives, count, tokens, launch pcommon.Value
+	found                                             uint8
+	derived                                           bool
+}
+
+const (
+	hasCaller uint8 = 1 << iota
+	hasChunks
+	hasKeepalives
+	hasCount
+	hasTokens
+	hasLaunch
+)
+
+func (in *inputs) set(bit uint8, dst *pcommon.Value, v pcommon.Value) {
+	if in.found&bit == 0 {
+		in.found |= bit
+		*dst = v
+	}
+}
+
+func scan(attrs pcommon.Map) inputs {
+	var in inputs
+	for k, v := range attrs.All() {
+		switch k {
+		case string(semconv.CallerChunkOffsetsUs):
+			in.set(hasCaller, &in.caller, v)
+		case string(semconv.ChunkOffsetsUs):
+			in.set(hasChunks, &in.chunks, v)
+		case string(semconv.KeepaliveOffsetsUs):
+			in.set(hasKeepalives, &in.keepalives, v)
+		case string(semconv.ChunkCount):
+			in.set(hasCount, &in.count, v)
+		case string(semconv.GenAIUsageOutputTokens):
+			in.set(hasTokens, &in.tokens, v)
+		case string(semconv.AttemptLaunchOffsetMs):
+			in.set(hasLaunch, &in.launch, v)
+		case string(semconv.Derivation):
+			in.derived = true
+		}
+	}
+	return in
+}
+
 // Read finds and reads the timeline of span into b.
 //
 // A span carrying the caller's view (streamwatch.caller.chunk.offsets_us, a
@@ -133,12 +192,13 @@ func isTimelineEvent(name string) bool {
 // first chunks to an SDK's event limit; Input.Note then says so.
 func Read(span ptrace.Span, b *Buffers) Input {
 	in := Input{ExpectedChunks: -1}
-	attrs := span.Attributes()
+	attrs := scan(span.Attributes())
+	in.Derived = attrs.derived
 	b.Chunks, b.Keepalives = b.Chunks[:0], b.Keepalives[:0]
-	if v, ok := attrs.Get(string(semconv.CallerChunkOffsetsUs)); ok {
-		return readCaller(span, v, b)
+	if attrs.found&hasCaller != 0 {
+		return readCaller(span, &attrs, b)
 	}
-	offs, compact := attrs.Get(string(semconv.ChunkOffsetsUs))
+	compact := attrs.found&hasChunks != 0
 	var chunkEvents, kaEvents int
 	evs := span.Events()
 	for i := range evs.Len() {
@@ -161,7 +221,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	default:
 		return in
 	}
-	readContext(attrs, &in)
+	readContext(&attrs, &in)
 
 	start := uint64(span.StartTimestamp())
 	if start == 0 {
@@ -170,11 +230,9 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	}
 	if in.Form == Compact {
 		var problem string
-		b.Chunks, problem = readOffsets(offs, string(semconv.ChunkOffsetsUs), b.Chunks)
-		if problem == "" {
-			if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok {
-				b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
-			}
+		b.Chunks, problem = readOffsets(attrs.chunks, string(semconv.ChunkOffsetsUs), b.Chunks)
+		if problem == "" && attrs.found&hasKeepalives != 0 {
+			b.Keepalives, problem = readOffsets(attrs.keepalives, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
 		}
 		in.Malformed = problem
 	} else {
@@ -212,16 +270,16 @@ const noStart = "span has no start time"
 // keepalives and no chunk count; the call's own figures need neither. A
 // call span carries no launch offset, so call_ttft_ms stays absent: its
 // ttft_ms already is what the caller waited.
-func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
-	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1}
-	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
+func readCaller(span ptrace.Span, attrs *inputs, b *Buffers) Input {
+	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1, Derived: attrs.derived}
+	if k := attrs.tokens; attrs.found&hasTokens != 0 && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
 		in.OutputTokens = k.Int()
 	}
 	if span.StartTimestamp() == 0 {
 		in.Malformed = noStart
 		return in
 	}
-	b.Chunks, in.Malformed = readOffsets(v, in.Key, b.Chunks)
+	b.Chunks, in.Malformed = readOffsets(attrs.caller, in.Key, b.Chunks)
 	in.Chunks, in.Keepalives = b.Chunks, b.Keepalives
 	return in
 }
@@ -229,14 +287,15 @@ func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 // readContext reads the attributes that refine the derivation. A value of
 // an unexpected type is treated as absent: these are optional inputs, and
 // their absence only removes the figures that need them.
-func readContext(attrs pcommon.Map, in *Input) {
-	if v, ok := attrs.Get(string(semconv.ChunkCount)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
+func readContext(attrs *inputs, in *Input) {
+	if v := attrs.count; attrs.found&hasCount != 0 && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
 		in.ExpectedChunks = v.Int()
 	}
-	if v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
+	if v := attrs.tokens; attrs.found&hasTokens != 0 && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
 		in.OutputTokens = v.Int()
 	}
-	if v, ok := attrs.Get(string(semconv.AttemptLaunchOffsetMs)); ok {
+	if attrs.found&hasLaunch != 0 {
+		v := attrs.launch
 		const maxMs = MaxOffsetUs / 1000
 		switch v.Type() {
 		case pcommon.ValueTypeInt:
@@ -326,6 +385,11 @@ type Derivation struct {
 	// Result holds the figures. Its Status is Anomaly, with every figure
 	// absent, when Input.Malformed is set.
 	Result breakdown.Result
+	// GapCounts are the attempt's gaps per bucket of GapBoundsUs
+	// (len(GapBoundsUs)+1 entries, aliasing Buffers.Gaps), set where the
+	// rates are (n ≥ 2, not a burst, not an anomaly) on an attempt's
+	// timeline; nil otherwise, and always on the caller's view.
+	GapCounts []uint64
 }
 
 // Derive reads the timeline of span into b and derives it at threshold T
@@ -345,6 +409,15 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 			b.Segments = make([]breakdown.Segment, 0, want)
 		}
 		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
+		if _, rates := d.Result.ITLMeanUs(); rates && d.Form != Caller {
+			n := len(GapBoundsUs) + 1
+			if cap(b.Gaps) < n {
+				b.Gaps = make([]uint64, n)
+			}
+			d.GapCounts = b.Gaps[:n]
+			clear(d.GapCounts)
+			breakdown.CountGaps(d.Chunks, GapBoundsUs, d.GapCounts)
+		}
 	}
 	return d
 }

@@ -204,6 +204,9 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 		sp.Status().SetMessage("upstream answered 500")
 	}
 	c.Chunks += int64(len(at.offs))
+	if at.outcome == semconv.AttemptOutcomeWinner && len(at.offs) > 1 {
+		c.WinnerGaps += int64(len(at.offs) - 1)
+	}
 	if at.index > 0 {
 		c.Hedges++
 	}

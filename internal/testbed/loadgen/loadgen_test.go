@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,16 @@ func decode(t *testing.T, r Request) ptrace.Traces {
 // real streamwatch processor and connector and checks the metrics equal
 // the Counts the generator claims: the shape is one the components read
 // the way hedgeprobe's spans are read, and the e2e tests can trust Counts.
+// TestCountsAreWhatStreamwatchDerives: the generator's Counts are what the
+// processor and connector make of its requests, with the timeline kept and
+// with drop_timeline (whose pooled ITL comes from the gap counts).
 func TestCountsAreWhatStreamwatchDerives(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop_timeline=%v", drop), func(t *testing.T) { countsAreWhatStreamwatchDerives(t, drop) })
+	}
+}
+
+func countsAreWhatStreamwatchDerives(t *testing.T, dropTimeline bool) {
 	shape := DefaultShape()
 	shape.CallsPerRequest = 50
 	reqs, err := shape.Requests(8, 7, time.Now())
@@ -65,6 +75,7 @@ func TestCountsAreWhatStreamwatchDerives(t *testing.T) {
 	pf := streamwatchprocessor.NewFactory()
 	pcfg := pf.CreateDefaultConfig().(*streamwatchprocessor.Config)
 	pcfg.StallSpans = true
+	pcfg.DropTimeline = dropTimeline
 	proc, err := pf.CreateTraces(ctx, processortest.NewNopSettings(pf.Type()), pcfg, conn)
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +124,31 @@ func TestCountsAreWhatStreamwatchDerives(t *testing.T) {
 			t.Errorf("%s{outcome=%q} = %d, generator counted %d", c.metric, c.outcome, got, c.want)
 		}
 	}
+	if got := histogramCount(md, semconv.MetricTimePerOutputChunk); got != uint64(want.WinnerGaps) {
+		t.Errorf("%s count = %d, generator counted %d winner gaps", semconv.MetricTimePerOutputChunk, got, want.WinnerGaps)
+	}
+}
+
+// histogramCount is the total count of histogram name over its series.
+func histogramCount(md pmetric.Metrics, name string) uint64 {
+	var n uint64
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Name() != name {
+					continue
+				}
+				dps := ms.At(k).Histogram().DataPoints()
+				for d := range dps.Len() {
+					n += dps.At(d).Count()
+				}
+			}
+		}
+	}
+	return n
 }
 
 func countChunks(td ptrace.Traces) int64 {

@@ -76,6 +76,9 @@ type Counts struct {
 	// Stalls are stall segments the processor derives (silences above 2 s
 	// between two content chunks).
 	Stalls int64
+	// WinnerGaps are the gaps between content chunks of winning attempts:
+	// the observations of time_per_output_chunk.
+	WinnerGaps int64
 }
 
 // Add adds o to c.
@@ -88,6 +91,7 @@ func (c *Counts) Add(o Counts) {
 	c.Chunks += o.Chunks
 	c.Hedges += o.Hedges
 	c.Stalls += o.Stalls
+	c.WinnerGaps += o.WinnerGaps
 }
 
 // Request is one marshalled OTLP export request and what it holds.

@@ -16,7 +16,6 @@
 package aggregate
 
 import (
-	"math"
 	"sort"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -101,9 +100,7 @@ type exemplar struct {
 }
 
 type table struct {
-	desc Desc
-	// boundsUs are desc.Bounds as integer microseconds (see usBounds).
-	boundsUs []int64
+	desc     Desc
 	series   map[string]*Series
 	order    []*Series // creation order, for a stable emission
 	overflow *Series
@@ -124,41 +121,8 @@ func New(descs []Desc, opts Options) *Store {
 	st := &Store{opts: opts, tables: make([]table, len(descs))}
 	for i, d := range descs {
 		st.tables[i] = table{desc: d, series: make(map[string]*Series)}
-		if d.Kind == Histogram {
-			st.tables[i].boundsUs = usBounds(d.Bounds)
-		}
 	}
 	return st
-}
-
-// usBounds converts bounds in seconds into integer microseconds such that,
-// for every integer g, g <= usBounds(b)[i] exactly when float64(g)/1e6 <=
-// b[i]: a gap counted in µs falls into the very bucket Observe would put
-// its value in seconds. The float division is monotonic in g, so the set of
-// such g is a prefix and its last element is found next to b[i]·1e6.
-func usBounds(bounds []float64) []int64 {
-	// Far beyond any duration recorded (MaxSeconds), far from overflow.
-	const limit = 1 << 60
-	out := make([]int64, len(bounds))
-	for i, b := range bounds {
-		switch {
-		case math.IsNaN(b) || b*1e6 >= limit:
-			out[i] = limit
-			continue
-		case b*1e6 <= -limit:
-			out[i] = -limit
-			continue
-		}
-		g := int64(math.Floor(b * 1e6))
-		for float64(g)/1e6 > b {
-			g--
-		}
-		for float64(g+1)/1e6 <= b {
-			g++
-		}
-		out[i] = g
-	}
-	return out
 }
 
 // Series returns the series of metric m for attrs, creating it at now when
@@ -219,59 +183,26 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	}
 }
 
-// ObserveGaps records every gap offs[i] − offs[i−1] of an ordered timeline
-// (µs) as one observation in seconds, exactly as one Observe per gap would
-// (same buckets, count and exemplars: the first gaps while the series has
-// room, each at start + offs[i]), but in one pass over integers: the gaps
-// are bucketed against boundsUs (Store.BoundsUs of the series' metric),
-// trying the previous gap's bucket first — a stream's gaps mostly share
-// one — and summed in µs, converted once. The sum is therefore the exact
-// total rounded once, where per-gap Observe calls would round at every
-// gap. Callers pass an ordered timeline whose span is at most MaxSeconds.
-func (s *Series) ObserveGaps(boundsUs []int64, offs []int64, start pcommon.Timestamp, ex Exemplar) {
-	if len(offs) < 2 {
+// ObserveCounts records observations already bucketed over the series'
+// bounds — counts[i] of them in bucket i, len(counts) at most
+// len(bounds)+1 — whose values add up to sum, and keeps ex, of value
+// exValue, as one exemplar while the series has room. It is one call for a
+// whole stream's gaps (internal/breakdown.CountGaps, or the processor's
+// streamwatch.gap.bucket_counts). Callers pass a finite, non-negative sum.
+func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar, exValue float64) {
+	var n uint64
+	for i, c := range counts[:min(len(counts), len(s.counts))] {
+		s.counts[i] += c
+		n += c
+	}
+	if n == 0 {
 		return
 	}
-	for i := 1; i < len(offs) && len(s.exemplars) < s.maxEx; i++ {
-		ex.Time = start + pcommon.Timestamp(offs[i]*1000)
-		s.exemplars = append(s.exemplars, exemplar{value: float64(offs[i]-offs[i-1]) / 1e6, Exemplar: ex})
+	s.count += n
+	s.sum += sum
+	if len(s.exemplars) < s.maxEx {
+		s.exemplars = append(s.exemplars, exemplar{value: exValue, Exemplar: ex})
 	}
-	counts := s.counts[:len(boundsUs)+1]
-	// (lo, hi] is bucket b, the previous gap's. A gap outside it walks to
-	// its own bucket, usually a neighbour.
-	b, lo, hi := 0, int64(math.MinInt64), int64(math.MaxInt64)
-	if len(boundsUs) > 0 {
-		hi = boundsUs[0]
-	}
-	// run counts the gaps in b since the last change of bucket, in a
-	// register rather than through memory.
-	var run uint64
-	prev := offs[0]
-	for _, o := range offs[1:] {
-		g := o - prev
-		prev = o
-		if g > hi || g <= lo {
-			counts[b] += run
-			run = 0
-			for b < len(boundsUs) && g > boundsUs[b] {
-				b++
-			}
-			for b > 0 && g <= boundsUs[b-1] {
-				b--
-			}
-			lo, hi = math.MinInt64, math.MaxInt64
-			if b > 0 {
-				lo = boundsUs[b-1]
-			}
-			if b < len(boundsUs) {
-				hi = boundsUs[b]
-			}
-		}
-		run++
-	}
-	counts[b] += run
-	s.count += uint64(len(offs) - 1)
-	s.sum += float64(offs[len(offs)-1]-offs[0]) / 1e6
 }
 
 // Add adds n to a sum series.
@@ -279,10 +210,6 @@ func (s *Series) Add(n int64) { s.value += n }
 
 // Bounds returns the bucket bounds of metric m.
 func (st *Store) Bounds(m int) []float64 { return st.tables[m].desc.Bounds }
-
-// BoundsUs returns the bucket bounds of histogram metric m in integer
-// microseconds, for ObserveGaps.
-func (st *Store) BoundsUs(m int) []int64 { return st.tables[m].boundsUs }
 
 // Len returns the number of series of metric m, overflow series excluded.
 func (st *Store) Len(m int) int { return len(st.tables[m].series) }

@@ -139,3 +139,35 @@ func TestEmitPerService(t *testing.T) {
 	assert.Equal(t, uint64(2), dp2.Count(), "cumulative")
 	assert.Equal(t, 0, dp2.Exemplars().Len(), "exemplars cleared per emission")
 }
+
+// TestObserveCountsAsObserve: counts added at once give the buckets, count
+// and sum of one Observe per value, and one exemplar per call; calls with
+// nothing to count change nothing.
+func TestObserveCountsAsObserve(t *testing.T) {
+	d := []Desc{{Name: "h", Unit: "s", Kind: Histogram, Bounds: []float64{0.01, 0.02, 0.04}}}
+	point := func(record func(s *Series, bounds []float64)) pmetric.HistogramDataPoint {
+		st := New(d, Options{MaxSeries: 1, MaxExemplars: 3})
+		record(st.Series(0, attrs("svc"), 1), st.Bounds(0))
+		md := pmetric.NewMetrics()
+		st.Emit(md, "scope", "v", 2)
+		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+	}
+	values := []float64{0.005, 0.02, 0.03, 0.03, 0.5}
+	ex := Exemplar{TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{2}, Time: 7}
+	want := point(func(s *Series, bounds []float64) {
+		for _, v := range values {
+			s.Observe(bounds, v, ex)
+		}
+	})
+	got := point(func(s *Series, _ []float64) {
+		s.ObserveCounts([]uint64{1, 1, 2, 1}, 0.585, ex, 0.117)
+		s.ObserveCounts([]uint64{0, 0}, 0, ex, 0)
+		s.ObserveCounts(nil, 0, ex, 0)
+	})
+	assert.Equal(t, want.BucketCounts().AsRaw(), got.BucketCounts().AsRaw())
+	assert.Equal(t, want.Count(), got.Count())
+	assert.InDelta(t, want.Sum(), got.Sum(), 1e-12)
+	require.Equal(t, 1, got.Exemplars().Len(), "one exemplar per call that counted something")
+	assert.Equal(t, 0.117, got.Exemplars().At(0).DoubleValue())
+	assert.Equal(t, pcommon.Timestamp(7), got.Exemplars().At(0).Timestamp())
+}

@@ -19,8 +19,9 @@ type figures struct {
 	// derivation is the streamwatch.derivation value, empty when the span
 	// has no timeline.
 	derivation string
-	// offs is the timeline when it was derived here (nil otherwise).
-	offs []int64
+	// gaps are the gap counts when the span was derived here (nil
+	// otherwise): timeline.Derivation.GapCounts.
+	gaps []uint64
 }
 
 // label is an optional string attribute of a span.
@@ -35,23 +36,30 @@ type attemptLabels struct {
 	provider, model, route, outcome, trigger label
 }
 
+// labelAt reads slot s of the span being recorded.
+func (r *Recorder) labelAt(s slot) label {
+	v, ok := r.strAt(s)
+	return label{key: slotKeys[s], value: v, ok: ok}
+}
+
+// label reads attribute k of a (an event's attributes).
 func (r *Recorder) label(a pcommon.Map, k string) label {
-	v, ok := r.str(a, k)
-	return label{key: k, value: v, ok: ok}
+	v, present := a.Get(k)
+	v2, ok := r.str(k, v, present)
+	return label{key: k, value: v2, ok: ok}
 }
 
 // attempt records an attempt span.
 func (r *Recorder) attempt(service string, sp ptrace.Span) {
-	a := sp.Attributes()
-	index, okIndex := r.count(a, string(semconv.AttemptIndex))
+	index, okIndex := r.countAt(slotIndex)
 	l := attemptLabels{
-		provider: r.label(a, string(semconv.GenAIProviderName)),
-		model:    r.label(a, string(semconv.GenAIRequestModel)),
-		route:    r.label(a, string(semconv.Route)),
-		outcome:  r.label(a, string(semconv.AttemptOutcome)),
-		trigger:  r.label(a, string(semconv.AttemptTrigger)),
+		provider: r.labelAt(slotProvider),
+		model:    r.labelAt(slotModel),
+		route:    r.labelAt(slotRoute),
+		outcome:  r.labelAt(slotAttemptOutcome),
+		trigger:  r.labelAt(slotTrigger),
 	}
-	chunks, okChunks := r.count(a, string(semconv.ChunkCount))
+	chunks, okChunks := r.countAt(slotChunkCount)
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
 	// Most attempt metrics carry provider, model, route, attempt outcome
@@ -86,7 +94,7 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// Every attempt that did not win keeps a series, 0 or not, so a route
 	// whose attempts only ever fail is still listed by the dashboard's
 	// route variable.
-	switch delivered, okDelivered := r.count(a, string(semconv.ChunksDelivered)); {
+	switch delivered, okDelivered := r.countAt(slotDelivered); {
 	case okChunks && okDelivered && delivered <= chunks:
 		if chunks > delivered || l.outcome.value != semconv.AttemptOutcomeWinner {
 			r.series(wastedChunks, service).Add(chunks - delivered)
@@ -112,9 +120,8 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 // (timeline.Caller for a call span's caller view, any attempt form
 // otherwise). Stall segments of attempts are recorded on the way.
 func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) figures {
-	a := sp.Attributes()
-	if _, derived := a.Get(string(semconv.Derivation)); derived {
-		f := r.fromAttributes(a)
+	if _, derived := r.vals.get(slotDerivation); derived {
+		f := r.fromAttributes()
 		if want != timeline.Caller && (f.hasStallCount || f.hasGeneration) {
 			r.stallEvents(service, sp)
 		}
@@ -131,7 +138,7 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 		return figures{derivation: semconv.DerivationAnomaly}
 	}
 	f := fromResult(res)
-	f.offs = d.Chunks
+	f.gaps = d.GapCounts
 	if want != timeline.Caller {
 		start := sp.StartTimestamp()
 		for _, s := range res.Segments {
@@ -144,12 +151,18 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 }
 
 // winnerGaps records the gaps of a winning attempt in
-// time_per_output_chunk, from the timeline derived here or, after the
-// processor, read again with the shared reader. haveGaps says the span
-// should have had gaps: when its timeline is gone it is reported.
+// time_per_output_chunk: the counts the processor wrote
+// (streamwatch.gap.bucket_counts) or those of a timeline derived here;
+// else, after a processor that did not write them, the timeline read again
+// with the shared reader. haveGaps says the span should have had gaps: when
+// they are gone (drop_timeline before a processor that counts them) it is
+// reported.
 func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
-	offs := f.offs
-	if offs == nil {
+	counts, sum := f.gaps, f.generation
+	if counts == nil && f.hasGeneration {
+		counts = r.gapCounts()
+	}
+	if counts == nil {
 		in := timeline.Read(sp, &r.buf)
 		switch {
 		case in.Form == timeline.None || in.Form == timeline.Caller:
@@ -165,10 +178,75 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 			// the span was altered after it. No gap is trustworthy.
 			r.p.Invalid(in.Key, ReasonAnomaly)
 			return
+		case len(in.Chunks) < 2:
+			return
 		}
-		offs = in.Chunks
+		counts = r.gapScratch()
+		breakdown.CountGaps(in.Chunks, timeline.GapBoundsUs, counts)
+		sum = float64(in.Chunks[len(in.Chunks)-1]-in.Chunks[0]) / 1e6
 	}
-	r.gaps(service, sp, offs)
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	if n == 0 {
+		return
+	}
+	if sum > MaxSeconds {
+		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
+		return
+	}
+	// The counts go in at once, not one observation per gap; the exemplar
+	// is the span's mean gap (its streamwatch.itl_mean_ms), as the
+	// individual gaps are no longer at hand.
+	r.series(timePerOutputChunk, service).ObserveCounts(counts, sum,
+		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}, sum/float64(n))
+}
+
+// gapScratch returns the zeroed scratch counts, one per bucket of
+// timeline.GapBoundsUs.
+func (r *Recorder) gapScratch() []uint64 {
+	n := len(timeline.GapBoundsUs) + 1
+	if cap(r.gaps) < n {
+		r.gaps = make([]uint64, n)
+	}
+	r.gaps = r.gaps[:n]
+	clear(r.gaps)
+	return r.gaps
+}
+
+// gapCounts reads streamwatch.gap.bucket_counts of the span being
+// recorded; nil when it is absent or unusable (reported), so that the
+// caller falls back to the timeline.
+func (r *Recorder) gapCounts() []uint64 {
+	v, ok := r.vals.get(slotGapCounts)
+	if !ok {
+		return nil
+	}
+	k := slotKeys[slotGapCounts]
+	if v.Type() != pcommon.ValueTypeSlice {
+		r.p.Invalid(k, ReasonWrongType)
+		return nil
+	}
+	s := v.Slice()
+	counts := r.gapScratch()
+	if s.Len() > len(counts) {
+		r.p.Invalid(k, ReasonOutOfRange)
+		return nil
+	}
+	for i := range s.Len() {
+		e := s.At(i)
+		if e.Type() != pcommon.ValueTypeInt {
+			r.p.Invalid(k, ReasonWrongType)
+			return nil
+		}
+		if e.Int() < 0 {
+			r.p.Invalid(k, ReasonNegative)
+			return nil
+		}
+		counts[i] = uint64(e.Int())
+	}
+	return counts
 }
 
 // labels sets the attribute list of the next series: the present labels in
@@ -198,39 +276,23 @@ func ordered(offs []int64) bool {
 	return true
 }
 
-// gaps records every gap of an ordered winner's timeline in
-// time_per_output_chunk, under the labels already set.
-func (r *Recorder) gaps(service string, sp ptrace.Span, offs []int64) {
-	if len(offs) < 2 {
-		return
-	}
-	if float64(offs[len(offs)-1]-offs[0])/1e6 > MaxSeconds {
-		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
-		return
-	}
-	// One call per span, not one Observe per gap: the gaps are the bulk of
-	// the connector's work (docs/scale.md).
-	r.series(timePerOutputChunk, service).ObserveGaps(r.store.BoundsUs(timePerOutputChunk), offs,
-		sp.StartTimestamp(), aggregate.Exemplar{TraceID: sp.TraceID(), SpanID: sp.SpanID()})
-}
-
 // fromAttributes reads the processor's figures.
-func (r *Recorder) fromAttributes(a pcommon.Map) figures {
+func (r *Recorder) fromAttributes() figures {
 	var f figures
-	f.derivation, _ = r.str(a, string(semconv.Derivation))
+	f.derivation, _ = r.strAt(slotDerivation)
 	if f.derivation == semconv.DerivationAnomaly {
 		r.p.Invalid(string(semconv.Derivation), ReasonAnomaly)
 		return f
 	}
-	f.ttft, f.hasTTFT = r.number(a, string(semconv.TTFTMs))
-	f.generation, f.hasGeneration = r.number(a, string(semconv.GenerationMs))
-	f.active, f.hasAct = r.number(a, string(semconv.ActiveGenerationMs))
-	f.stall, f.hasStall = r.number(a, string(semconv.StallMs))
+	f.ttft, f.hasTTFT = r.numberAt(slotTTFT)
+	f.generation, f.hasGeneration = r.numberAt(slotGeneration)
+	f.active, f.hasAct = r.numberAt(slotActive)
+	f.stall, f.hasStall = r.numberAt(slotStall)
 	f.ttft /= 1000
 	f.generation /= 1000
 	f.active /= 1000
 	f.stall /= 1000
-	f.stallCount, f.hasStallCount = r.count(a, string(semconv.StallCount))
+	f.stallCount, f.hasStallCount = r.countAt(slotStallCount)
 	return f
 }
 
@@ -259,14 +321,16 @@ func (r *Recorder) stallEvents(service string, sp ptrace.Span) {
 		if e.Name() != semconv.EventStall {
 			continue
 		}
-		v, ok := r.number(e.Attributes(), string(semconv.StallDurationMs))
+		k := string(semconv.StallDurationMs)
+		v, present := e.Attributes().Get(k)
+		d, ok := r.number(k, v, present)
 		if !ok {
-			if _, present := e.Attributes().Get(string(semconv.StallDurationMs)); !present {
-				r.p.Invalid(string(semconv.StallDurationMs), ReasonMissing)
+			if !present {
+				r.p.Invalid(k, ReasonMissing)
 			}
 			continue
 		}
-		r.observe(stallDuration, service, v/1000, aggregate.Exemplar{
+		r.observe(stallDuration, service, d/1000, aggregate.Exemplar{
 			Time: e.Timestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID(),
 		})
 	}

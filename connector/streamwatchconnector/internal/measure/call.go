@@ -11,18 +11,17 @@ import (
 // call records a call span: the call metrics, the caller's view and the
 // route ejections reported on it.
 func (r *Recorder) call(service string, sp ptrace.Span) {
-	a := sp.Attributes()
 	r.ejections(service, sp)
-	outcome, ok := r.str(a, string(semconv.Outcome))
+	outcome, ok := r.strAt(slotOutcome)
 	if !ok {
-		if _, present := a.Get(string(semconv.Outcome)); !present {
+		if _, present := r.vals.get(slotOutcome); !present {
 			r.p.Invalid(string(semconv.Outcome), ReasonMissing)
 		}
 		return
 	}
-	model := r.label(a, string(semconv.GenAIRequestModel))
+	model := r.labelAt(slotModel)
 	// The winner's route becomes streamwatch.route, as on attempt metrics.
-	route := r.label(a, string(semconv.WinnerRoute))
+	route := r.labelAt(slotWinnerRoute)
 	route.key = string(semconv.Route)
 	out := label{key: string(semconv.Outcome), value: outcome, ok: true}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
@@ -44,7 +43,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.series(callStalls, service).Add(f.stallCount)
 	}
 
-	if v, ok := r.number(a, string(semconv.GenAIResponseTimeToFirstChunk)); ok {
+	if v, ok := r.numberAt(slotCallTTFT); ok {
 		r.labels(model, route)
 		r.observe(callTTFT, service, v, ex)
 	}

@@ -56,7 +56,7 @@ type Problems interface {
 	// processor had not derived it.
 	Derived()
 	// NoGaps reports a winning attempt with at least two content chunks
-	// whose timeline is gone (dropped by the processor's drop_timeline), so
+	// that carries neither a timeline nor streamwatch.gap.bucket_counts, so
 	// its gaps are missing from time_per_output_chunk.
 	NoGaps()
 }
@@ -85,6 +85,8 @@ type Recorder struct {
 	attrs []aggregate.Attr
 	extra []aggregate.Attr
 	buf   timeline.Buffers
+	vals  values
+	gaps  []uint64
 	now   pcommon.Timestamp
 }
 
@@ -132,12 +134,13 @@ func (r *Recorder) TakeOverflowed(f func(metric string, n int64)) { r.store.Take
 
 func (r *Recorder) span(service string, res pcommon.Map, sp ptrace.Span) {
 	a := sp.Attributes()
+	r.vals.scan(a)
 	if sp.Name() == semconv.CallSpanName {
 		r.extras(a, res)
 		r.call(service, sp)
 		return
 	}
-	if _, ok := a.Get(string(semconv.AttemptIndex)); ok {
+	if _, ok := r.vals.get(slotIndex); ok {
 		r.extras(a, res)
 		r.attempt(service, sp)
 	}

@@ -6,9 +6,124 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // Reading the values of a span, and the series they go to.
+
+// slot is an attribute of call and attempt spans that the Recorder reads.
+type slot uint8
+
+const (
+	slotIndex slot = iota
+	slotProvider
+	slotModel
+	slotRoute
+	slotAttemptOutcome
+	slotTrigger
+	slotChunkCount
+	slotDelivered
+	slotDerivation
+	slotTTFT
+	slotGeneration
+	slotActive
+	slotStall
+	slotStallCount
+	slotGapCounts
+	slotOutcome
+	slotWinnerRoute
+	slotCallTTFT
+	numSlots
+)
+
+// slotKeys are the attribute keys of the slots, for reports.
+var slotKeys = [numSlots]string{
+	slotIndex:          string(semconv.AttemptIndex),
+	slotProvider:       string(semconv.GenAIProviderName),
+	slotModel:          string(semconv.GenAIRequestModel),
+	slotRoute:          string(semconv.Route),
+	slotAttemptOutcome: string(semconv.AttemptOutcome),
+	slotTrigger:        string(semconv.AttemptTrigger),
+	slotChunkCount:     string(semconv.ChunkCount),
+	slotDelivered:      string(semconv.ChunksDelivered),
+	slotDerivation:     string(semconv.Derivation),
+	slotTTFT:           string(semconv.TTFTMs),
+	slotGeneration:     string(semconv.GenerationMs),
+	slotActive:         string(semconv.ActiveGenerationMs),
+	slotStall:          string(semconv.StallMs),
+	slotStallCount:     string(semconv.StallCount),
+	slotGapCounts:      string(semconv.GapBucketCounts),
+	slotOutcome:        string(semconv.Outcome),
+	slotWinnerRoute:    string(semconv.WinnerRoute),
+	slotCallTTFT:       string(semconv.GenAIResponseTimeToFirstChunk),
+}
+
+// slotOf returns the slot of attribute key k.
+func slotOf(k string) (slot, bool) {
+	switch k {
+	case string(semconv.AttemptIndex):
+		return slotIndex, true
+	case string(semconv.GenAIProviderName):
+		return slotProvider, true
+	case string(semconv.GenAIRequestModel):
+		return slotModel, true
+	case string(semconv.Route):
+		return slotRoute, true
+	case string(semconv.AttemptOutcome):
+		return slotAttemptOutcome, true
+	case string(semconv.AttemptTrigger):
+		return slotTrigger, true
+	case string(semconv.ChunkCount):
+		return slotChunkCount, true
+	case string(semconv.ChunksDelivered):
+		return slotDelivered, true
+	case string(semconv.Derivation):
+		return slotDerivation, true
+	case string(semconv.TTFTMs):
+		return slotTTFT, true
+	case string(semconv.GenerationMs):
+		return slotGeneration, true
+	case string(semconv.ActiveGenerationMs):
+		return slotActive, true
+	case string(semconv.StallMs):
+		return slotStall, true
+	case string(semconv.StallCount):
+		return slotStallCount, true
+	case string(semconv.GapBucketCounts):
+		return slotGapCounts, true
+	case string(semconv.Outcome):
+		return slotOutcome, true
+	case string(semconv.WinnerRoute):
+		return slotWinnerRoute, true
+	case string(semconv.GenAIResponseTimeToFirstChunk):
+		return slotCallTTFT, true
+	}
+	return 0, false
+}
+
+// values are the slots of one span, found in one pass over its attributes:
+// a derived span carries 25–30 attributes, and a Map.Get per key read
+// would scan them once per key (docs/scale.md). As with Map.Get, the
+// first of duplicate keys wins.
+type values struct {
+	v     [numSlots]pcommon.Value
+	found uint32
+}
+
+func (vs *values) scan(a pcommon.Map) {
+	vs.found = 0
+	for k, v := range a.All() {
+		if s, ok := slotOf(k); ok && vs.found&(1<<s) == 0 {
+			vs.found |= 1 << s
+			vs.v[s] = v
+		}
+	}
+}
+
+// get returns the value of slot s and whether the span has it.
+func (vs *values) get(s slot) (pcommon.Value, bool) {
+	return vs.v[s], vs.found&(1<<s) != 0
+}
 
 func (r *Recorder) series(m int, service string) *aggregate.Series {
 	return r.store.Series(m, aggregate.Attrs{Service: service, List: r.attrs}, r.now)
@@ -36,10 +151,25 @@ func (r *Recorder) extras(a, res pcommon.Map) {
 	}
 }
 
-// str reads a string attribute; a present value of another type is
-// reported.
-func (r *Recorder) str(a pcommon.Map, k string) (string, bool) {
-	v, ok := a.Get(k)
+// strAt, numberAt and countAt read slot s of the span being recorded.
+func (r *Recorder) strAt(s slot) (string, bool) {
+	v, ok := r.vals.get(s)
+	return r.str(slotKeys[s], v, ok)
+}
+
+func (r *Recorder) numberAt(s slot) (float64, bool) {
+	v, ok := r.vals.get(s)
+	return r.number(slotKeys[s], v, ok)
+}
+
+func (r *Recorder) countAt(s slot) (int64, bool) {
+	v, ok := r.vals.get(s)
+	return r.count(slotKeys[s], v, ok)
+}
+
+// str reads string attribute k, present when ok; a present value of
+// another type is reported.
+func (r *Recorder) str(k string, v pcommon.Value, ok bool) (string, bool) {
 	if !ok {
 		return "", false
 	}
@@ -51,8 +181,7 @@ func (r *Recorder) str(a pcommon.Map, k string) (string, bool) {
 }
 
 // number reads a finite, non-negative double (an int is accepted).
-func (r *Recorder) number(a pcommon.Map, k string) (float64, bool) {
-	v, ok := a.Get(k)
+func (r *Recorder) number(k string, v pcommon.Value, ok bool) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
@@ -78,8 +207,7 @@ func (r *Recorder) number(a pcommon.Map, k string) (float64, bool) {
 }
 
 // count reads a non-negative integer (an integral double is accepted).
-func (r *Recorder) count(a pcommon.Map, k string) (int64, bool) {
-	v, ok := a.Get(k)
+func (r *Recorder) count(k string, v pcommon.Value, ok bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}

@@ -2,11 +2,11 @@
 // figures as attributes, one streamwatch.stall event per attributed silence,
 // and, on request, one synthetic child span per silence.
 //
-// The canonical use, once per span after breakdown.Derive:
+// The canonical use, once per span after timeline.Derive:
 //
-//	annotate.Figures(span, &r, thresholdUs, note)
-//	annotate.StallEvents(span, r.Segments)
-//	annotate.StallSpans(span, r.Segments, scopeSpans.Spans())
+//	annotate.Figures(span, &d.Result, thresholdUs, d.Problem(), d.GapCounts)
+//	annotate.StallEvents(span, d.Result.Segments)
+//	annotate.StallSpans(span, d.Result.Segments, scopeSpans.Spans())
 //
 // Nothing here reads a clock or keeps state: the output depends only on the
 // span and the result, so it is the same whatever the batch split.
@@ -23,7 +23,7 @@ import (
 )
 
 // figureAttrs is the most attributes Figures adds, to size the map once.
-const figureAttrs = 15
+const figureAttrs = 16
 
 // ms turns microseconds into milliseconds as a double, exact to the µs.
 func ms(us int64) float64 { return float64(us) / 1000 }
@@ -31,8 +31,10 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 // Figures writes the derived attributes of r onto span. Figures that r
 // reports absent are not written (on an anomaly that is every one). problem,
 // when not empty, is written as streamwatch.derivation.problem (see
-// timeline.Derivation.Problem).
-func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string) {
+// timeline.Derivation.Problem); gaps, when not nil, as
+// streamwatch.gap.bucket_counts without its trailing empty buckets (see
+// timeline.Derivation.GapCounts).
+func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string, gaps []uint64) {
 	attrs := span.Attributes()
 	attrs.EnsureCapacity(attrs.Len() + figureAttrs)
 	if v, ok := r.TTFTUs(); ok {
@@ -65,6 +67,9 @@ func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem s
 	if v, ok := r.CallTTFTUs(); ok {
 		attrs.PutDouble(string(semconv.CallTTFTMs), ms(v))
 	}
+	if gaps != nil {
+		putCounts(attrs.PutEmptySlice(string(semconv.GapBucketCounts)), gaps)
+	}
 	if r.SegmentsDropped > 0 {
 		attrs.PutInt(string(semconv.StallSegmentsDropped), int64(r.SegmentsDropped))
 	}
@@ -72,6 +77,18 @@ func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem s
 	attrs.PutStr(string(semconv.Derivation), r.Status.String())
 	if problem != "" {
 		attrs.PutStr(string(semconv.DerivationProblem), problem)
+	}
+}
+
+// putCounts fills dst with counts up to the last non-zero one.
+func putCounts(dst pcommon.Slice, counts []uint64) {
+	n := len(counts)
+	for n > 0 && counts[n-1] == 0 {
+		n--
+	}
+	dst.EnsureCapacity(n)
+	for _, c := range counts[:n] {
+		dst.AppendEmpty().SetInt(int64(c))
 	}
 }
 

@@ -29,12 +29,28 @@ func TestStallSpanID(t *testing.T) {
 func TestFiguresOnAnomalyWritesNoFigure(t *testing.T) {
 	span := ptrace.NewSpan()
 	r := breakdown.Derive(breakdown.Timeline{ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: 1000}, nil)
-	Figures(span, &r, 1000, r.Problem.String())
+	Figures(span, &r, 1000, r.Problem.String(), nil)
 	assert.Equal(t, map[string]any{
 		string(semconv.StallThresholdMs):  1.0,
 		string(semconv.Derivation):        semconv.DerivationAnomaly,
 		string(semconv.DerivationProblem): breakdown.ProblemNegativeGap.String(),
 	}, span.Attributes().AsRaw())
+}
+
+// TestGapCountsTrimmed: the bucket counts are written up to the last
+// non-empty bucket, and not at all when there are none.
+func TestGapCountsTrimmed(t *testing.T) {
+	r := breakdown.Derive(breakdown.Timeline{ChunkOffsetsUs: []int64{0, 20_000, 40_000}, ExpectedChunks: -1, ThresholdUs: 1000}, nil)
+	span := ptrace.NewSpan()
+	Figures(span, &r, 1000, "", []uint64{0, 2, 0, 0, 0})
+	v, ok := span.Attributes().Get(string(semconv.GapBucketCounts))
+	require.True(t, ok)
+	assert.Equal(t, []any{int64(0), int64(2)}, v.Slice().AsRaw())
+
+	span = ptrace.NewSpan()
+	Figures(span, &r, 1000, "", nil)
+	_, ok = span.Attributes().Get(string(semconv.GapBucketCounts))
+	assert.False(t, ok)
 }
 
 func TestStallSpans(t *testing.T) {

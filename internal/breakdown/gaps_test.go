@@ -1,0 +1,125 @@
+package breakdown
+
+import (
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+// TestBoundsUsAgree: for every bound, a whole number of µs falls at or
+// below the µs bound exactly when its value in seconds falls at or below
+// the bound in seconds, at the bound and around it.
+func TestBoundsUsAgree(t *testing.T) {
+	bounds := append(append([]float64{0, 1e-7, 0.3, 0.7, 1.1}, semconv.GenAIDurationBuckets...), semconv.StallDurationBuckets...)
+	us := BoundsUs(bounds)
+	for i, b := range bounds {
+		for _, g := range []int64{us[i] - 2, us[i] - 1, us[i], us[i] + 1, us[i] + 2, int64(b * 1e6)} {
+			assert.Equal(t, float64(g)/1e6 <= b, g <= us[i], "bound %v, gap %d µs", b, g)
+		}
+	}
+}
+
+// perGap buckets every gap of offs by its value in seconds, as a histogram
+// observation would: the reference CountGaps must agree with.
+func perGap(offs []int64, bounds []float64) []uint64 {
+	counts := make([]uint64, len(bounds)+1)
+	for i := 1; i < len(offs); i++ {
+		counts[sort.SearchFloat64s(bounds, float64(offs[i]-offs[i-1])/1e6)]++
+	}
+	return counts
+}
+
+// TestCountGapsAsObserve: CountGaps puts every gap in the bucket its value
+// in seconds falls in, on gaps at, just below and just above every bound
+// and on random streams, and adds to the counts it is given.
+func TestCountGapsAsObserve(t *testing.T) {
+	bounds := semconv.GenAIDurationBuckets
+	boundsUs := BoundsUs(bounds)
+	var edges []int64
+	for _, g := range boundsUs {
+		edges = append(edges, g-1, g, g+1)
+	}
+	edges = append(edges, 0, 0, 20_000, 20_000, 30_000_000, 90_000_000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := [][]int64{nil, {5}, {5, 5}}
+	for n := range 50 {
+		offs := []int64{int64(n) * 1000}
+		for range 1 + rng.IntN(400) {
+			g := edges[rng.IntN(len(edges))]
+			if rng.IntN(3) == 0 {
+				g = rng.Int64N(3_000_000)
+			}
+			offs = append(offs, offs[len(offs)-1]+g)
+		}
+		cases = append(cases, offs)
+	}
+	for _, offs := range cases {
+		got := make([]uint64, len(bounds)+1)
+		CountGaps(offs, boundsUs, got)
+		require.Equal(t, perGap(offs, bounds), got, "%v", offs)
+		CountGaps(offs, boundsUs, got)
+		want := perGap(offs, bounds)
+		for i := range want {
+			want[i] *= 2
+		}
+		require.Equal(t, want, got, "counts add up across calls")
+	}
+}
+
+// TestCountGapsNoAlloc: counting a timeline allocates nothing.
+func TestCountGapsNoAlloc(t *testing.T) {
+	boundsUs := BoundsUs(semconv.GenAIDurationBuckets)
+	counts := make([]uint64, len(boundsUs)+1)
+	offs := streamOffsets(300)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { CountGaps(offs, boundsUs, counts) }))
+}
+
+// streamOffsets is the load test's winner: n chunks 20 ms apart (jittered
+// by up to 6 ms) with one 30 s silence.
+func streamOffsets(n int) []int64 {
+	offs := make([]int64, n)
+	t := int64(300_000)
+	for i := range offs {
+		t += 20_000 + int64(i%7)*1_000
+		if i == n/2 {
+			t += 30_000_000
+		}
+		offs[i] = t
+	}
+	return offs
+}
+
+// BenchmarkCountGaps: one timeline of 300 chunks bucketed over the GenAI
+// bounds, per gap; against its baseline, a binary search per gap.
+//
+//	go test -run '^$' -bench CountGaps ./internal/breakdown/
+func BenchmarkCountGaps(b *testing.B) {
+	bounds := semconv.GenAIDurationBuckets
+	boundsUs := BoundsUs(bounds)
+	offs := streamOffsets(300)
+	counts := make([]uint64, len(bounds)+1)
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(offs)-1), "ns/gap")
+	}
+	b.Run("search_per_gap", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := 1; i < len(offs); i++ {
+				counts[sort.SearchFloat64s(bounds, float64(offs[i]-offs[i-1])/1e6)]++
+			}
+		}
+		report(b)
+	})
+	b.Run("count_gaps", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			CountGaps(offs, boundsUs, counts)
+		}
+		report(b)
+	})
+}
