@@ -55,7 +55,8 @@ func main() {
 	var names string
 	flag.StringVar(&o.collector, "collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	flag.StringVar(&o.root, "root", ".", "repository root (the configs are read from it)")
-	flag.StringVar(&names, "pipelines", "baseline,shipped,drop_timeline", "pipelines to compare, the first is the reference: "+strings.Join(known(), ", "))
+	flag.StringVar(&names, "pipelines", "baseline,shipped,drop_timeline", "pipelines to compare, the first is the reference: "+strings.Join(known(), ", ")+
+		"; NAME@PATH runs pipeline NAME on the collector binary at PATH (a before/after comparison in one run)")
 	flag.DurationVar(&o.slice, "slice", 5*time.Second, "measured time per pipeline per round")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each slice")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds; each gives every pipeline one slice")
@@ -87,8 +88,11 @@ func known() []string {
 
 // tally is what one pipeline did over every slice.
 type tally struct {
-	name    string
-	col     *stack.Collector
+	name string
+	col  *stack.Collector
+	// rates are the chunks/s of each round's slice, for the per-round
+	// ratios to the reference.
+	rates   []float64
 	sent    loadgen.Counts
 	refused int64
 	elapsed time.Duration
@@ -97,9 +101,19 @@ type tally struct {
 	pprof   string // the pprof extension's address, when profiling
 }
 
+// splitPipeline splits NAME@PATH into the pipeline's name and its
+// collector binary (def when no @PATH).
+func splitPipeline(p, def string) (name, binary string) {
+	if name, binary, ok := strings.Cut(p, "@"); ok {
+		return name, binary
+	}
+	return p, def
+}
+
 func run(ctx context.Context, o options) error {
 	for _, p := range o.pipelines {
-		if _, ok := pipelines[p]; !ok {
+		name, _ := splitPipeline(p, "")
+		if _, ok := pipelines[name]; !ok {
 			return fmt.Errorf("unknown pipeline %q (known: %s)", p, strings.Join(known(), ", "))
 		}
 	}
@@ -126,12 +140,13 @@ func run(ctx context.Context, o options) error {
 
 	tallies := make([]*tally, len(o.pipelines))
 	for i, p := range o.pipelines {
-		pdir := filepath.Join(dir, p)
+		name, binary := splitPipeline(p, o.collector)
+		pdir := filepath.Join(dir, fmt.Sprintf("%d-%s", i, name))
 		if err := os.Mkdir(pdir, 0o755); err != nil {
 			return err
 		}
 		var cfgs []string
-		for _, c := range pipelines[p] {
+		for _, c := range pipelines[name] {
 			cfgs = append(cfgs, filepath.Join(o.root, c))
 		}
 		env := []string{"STREAMWATCH_REMOTE_WRITE=" + rwURL}
@@ -145,7 +160,7 @@ func run(ctx context.Context, o options) error {
 			cfgs = append(cfgs, filepath.Join(o.root, "testdata", "loadtest", "pprof.yaml"))
 			env = append(env, "STREAMWATCH_PPROF="+pprofAddr)
 		}
-		col, err := stack.StartCollector(ctx, pdir, o.collector, cfgs, env...)
+		col, err := stack.StartCollector(ctx, pdir, binary, cfgs, env...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
@@ -159,6 +174,7 @@ func run(ctx context.Context, o options) error {
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, t.name, err)
 			}
+			t.rates = append(t.rates, float64(res.Sent.Chunks)/res.Elapsed.Seconds())
 			fmt.Printf("    round %d %-14s %8.0f spans/s\n", r+1, t.name, float64(res.Sent.Spans)/res.Elapsed.Seconds())
 		}
 	}
@@ -209,18 +225,41 @@ func report(w io.Writer, ts []*tally) {
 	refCPU := cpuPerMillion(ref)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "pipeline\tspans/s\tchunks/s\tthroughput ×\tCPU-s/M chunks\tCPU ×\tns/chunk\tΔns/chunk\tRSS MiB\tpeak MiB\trefused\t\n")
+	fmt.Fprintf(tw, "pipeline\tspans/s\tchunks/s\tthroughput ×\tper round: median (min–max)\tCPU-s/M chunks\tCPU ×\tns/chunk\tΔns/chunk\tRSS MiB\tpeak MiB\trefused\t\n")
 	for _, t := range ts {
 		rate := float64(t.sent.Chunks) / t.elapsed.Seconds()
 		cpu := cpuPerMillion(t)
 		u, _ := t.col.Usage()
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2fM\t%.2f\t%.4f\t%.2f\t%.1f\t%+.1f\t%.0f\t%.0f\t%d\t\n",
-			t.name, float64(t.sent.Spans)/t.elapsed.Seconds(), rate/1e6, rate/refRate,
+		med, lo, hi := roundRatios(t.rates, ref.rates)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2fM\t%.2f\t%.2f (%.2f–%.2f)\t%.4f\t%.2f\t%.1f\t%+.1f\t%.0f\t%.0f\t%d\t\n",
+			t.name, float64(t.sent.Spans)/t.elapsed.Seconds(), rate/1e6, rate/refRate, med, lo, hi,
 			cpu, cpu/refCPU, cpu*1e3, (cpu-refCPU)*1e3,
 			float64(t.rss)/(1<<20), float64(u.PeakRSS)/(1<<20), t.refused)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nthroughput × and CPU × are against the first pipeline; ns/chunk is collector CPU time per content chunk (CPU-s/M chunks × 1000).")
+	fmt.Fprintln(w, "\nthroughput × and CPU × are against the first pipeline, over all rounds; per round: the throughput ratio of each round's")
+	fmt.Fprintln(w, "slice to the first pipeline's slice of the same round — its spread is the noise of the machine. ns/chunk is")
+	fmt.Fprintln(w, "collector CPU time per content chunk (CPU-s/M chunks × 1000).")
+}
+
+// roundRatios returns the median, least and greatest of rates[i]/ref[i].
+func roundRatios(rates, ref []float64) (med, lo, hi float64) {
+	var rs []float64
+	for i := range min(len(rates), len(ref)) {
+		if ref[i] > 0 {
+			rs = append(rs, rates[i]/ref[i])
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(rs)
+	m := len(rs) / 2
+	med = rs[m]
+	if len(rs)%2 == 0 {
+		med = (rs[m-1] + rs[m]) / 2
+	}
+	return med, rs[0], rs[len(rs)-1]
 }
 
 func cpuPerMillion(t *tally) float64 {
@@ -252,7 +291,7 @@ func profile(ctx context.Context, o options, reqs []loadgen.Request, t *tally) e
 		return err
 	}
 	defer resp.Body.Close()
-	path := filepath.Join(o.pprof, t.name+".pprof")
+	path := filepath.Join(o.pprof, strings.NewReplacer("/", "_", "@", "_").Replace(t.name)+".pprof")
 	f, err := os.Create(path)
 	if err != nil {
 		<-load

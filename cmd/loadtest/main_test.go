@@ -1,0 +1,29 @@
+package main
+
+import "testing"
+
+func TestRoundRatios(t *testing.T) {
+	med, lo, hi := roundRatios([]float64{80, 90, 45, 100}, []float64{100, 100, 50, 100})
+	if med != 0.9 || lo != 0.8 || hi != 1 {
+		t.Errorf("even: got %v (%v–%v), want 0.9 (0.8–1)", med, lo, hi)
+	}
+	med, lo, hi = roundRatios([]float64{70, 90, 80}, []float64{100, 100, 100, 100})
+	if med != 0.8 || lo != 0.7 || hi != 0.9 {
+		t.Errorf("odd, ref longer: got %v (%v–%v), want 0.8 (0.7–0.9)", med, lo, hi)
+	}
+	if med, _, _ := roundRatios([]float64{5}, []float64{0}); med != 0 {
+		t.Errorf("a reference round with no throughput must be skipped, got %v", med)
+	}
+}
+
+func TestSplitPipeline(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"shipped":                  {"shipped", "bin/default"},
+		"shipped@/tmp/old/otelcol": {"shipped", "/tmp/old/otelcol"},
+	} {
+		name, bin := splitPipeline(in, "bin/default")
+		if name != want[0] || bin != want[1] {
+			t.Errorf("%q: got %q, %q; want %q, %q", in, name, bin, want[0], want[1])
+		}
+	}
+}
