@@ -88,8 +88,8 @@ func benchBatch(calls, chunks int) ptrace.Traces {
 			itl, _ := r.ITLMeanUs()
 			a.PutDouble(string(semconv.ITLMeanMs), itl/1000)
 			a.PutStr(string(semconv.Derivation), r.Status.String())
-			counts := make([]uint64, len(timeline.GapBoundsUs)+1)
-			breakdown.CountGaps(offs, timeline.GapBoundsUs, counts)
+			counts := make([]uint64, timeline.GapBuckets.Len())
+			timeline.GapBuckets.CountGaps(offs, counts)
 			for len(counts) > 0 && counts[len(counts)-1] == 0 {
 				counts = counts[:len(counts)-1]
 			}

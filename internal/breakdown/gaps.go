@@ -1,6 +1,11 @@
 package breakdown
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+)
 
 // Gap histograms (docs/design.md §4, streamwatch.gap.bucket_counts): the
 // gaps g_i of a timeline counted per bucket of a histogram's bounds, so
@@ -38,48 +43,125 @@ func BoundsUs(bounds []float64) []int64 {
 	return out
 }
 
+// MaxBuckets is the most buckets a Buckets holds: NewBuckets takes at most
+// MaxBuckets−1 bounds.
+const MaxBuckets = 32
+
+// Buckets are histogram bounds in whole microseconds, prepared for
+// counting gaps. The zero value is not usable; build one with NewBuckets
+// and share it: a Buckets is immutable and safe for concurrent use.
+type Buckets struct {
+	// bounds are the upper-inclusive bounds in µs, then a MaxInt64
+	// sentinel, so that a bucket's bound can be read without a range test.
+	bounds []int64
+	// first[k] is the bucket of the least gap of bit length k (0 for k = 0,
+	// 2^(k−1) otherwise). A gap of bit length k lies in first[k] or above;
+	// with bounds that double, as the GenAI ones do, one step above at most.
+	first [65]uint8
+	// oneStep says every gap lies in first[k] or the bucket after it.
+	oneStep bool
+}
+
+// NewBuckets prepares bounds in seconds, ascending (see BoundsUs). It
+// fails on more than MaxBuckets−1 bounds or bounds out of order.
+func NewBuckets(bounds []float64) (*Buckets, error) {
+	if len(bounds) >= MaxBuckets {
+		return nil, fmt.Errorf("breakdown: %d bounds, at most %d", len(bounds), MaxBuckets-1)
+	}
+	us := BoundsUs(bounds)
+	for i := 1; i < len(us); i++ {
+		if us[i] < us[i-1] {
+			return nil, fmt.Errorf("breakdown: bounds out of order at %d: %v", i, bounds)
+		}
+	}
+	b := &Buckets{bounds: append(us, math.MaxInt64)}
+	for k := range b.first {
+		least := int64(0)
+		if k > 0 {
+			least = int64(uint64(1) << (k - 1)) // k = 64 wraps to MinInt64: below every bound
+		}
+		if k == 64 {
+			least = math.MaxInt64
+		}
+		b.first[k] = uint8(sort.Search(len(us), func(i int) bool { return us[i] >= least }))
+	}
+	// The greatest gap of bit length k, 2^k − 1, must lie at most one
+	// bucket above first[k].
+	b.oneStep = true
+	for k := range 63 {
+		greatest := int64(uint64(1)<<k) - 1
+		if k == 0 {
+			greatest = 0
+		}
+		if sort.Search(len(us), func(i int) bool { return us[i] >= greatest }) > int(b.first[k])+1 {
+			b.oneStep = false
+		}
+	}
+	return b, nil
+}
+
+// MustBuckets is NewBuckets for bounds known to be valid; it panics
+// otherwise.
+func MustBuckets(bounds []float64) *Buckets {
+	b, err := NewBuckets(bounds)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Len is the number of buckets: one more than the bounds.
+func (b *Buckets) Len() int { return len(b.bounds) }
+
+// BoundsUs returns the bounds in µs (without the sentinel).
+func (b *Buckets) BoundsUs() []int64 { return b.bounds[:len(b.bounds)-1] }
+
 // CountGaps adds every gap offs[i] − offs[i−1] of an ordered timeline (µs)
-// to counts, which has len(boundsUs)+1 buckets: bucket i holds the gaps in
-// (boundsUs[i−1], boundsUs[i]], the last one everything above, as in OTLP.
+// to counts, which has b.Len() buckets: bucket i holds the gaps in
+// (bound[i−1], bound[i]], the last one everything above, as in OTLP.
 //
-// It tries the previous gap's bucket first: a stream's gaps mostly share
-// one, so most gaps cost two comparisons and no search.
-func CountGaps(offs, boundsUs []int64, counts []uint64) {
+// A gap's bit length picks its bucket from a table, and one comparison
+// without a branch corrects it, so gaps that alternate between two buckets
+// (a stream's usually do, around a bound) cost no mispredicted jump.
+// Two sets of counters take alternate gaps, so that a run of gaps in one
+// bucket is not one chain of increments to the same memory.
+func (b *Buckets) CountGaps(offs []int64, counts []uint64) {
 	if len(offs) < 2 {
 		return
 	}
-	counts = counts[:len(boundsUs)+1]
-	// (lo, hi] is bucket b, the previous gap's. A gap outside it walks to
-	// its own bucket, usually a neighbour.
-	b, lo, hi := 0, int64(math.MinInt64), int64(math.MaxInt64)
-	if len(boundsUs) > 0 {
-		hi = boundsUs[0]
+	if !b.oneStep {
+		b.countWalking(offs, counts)
+		return
 	}
-	// run counts the gaps in b since the last change of bucket, in a
-	// register rather than through memory.
-	var run uint64
-	prev := offs[0]
-	for _, o := range offs[1:] {
-		g := o - prev
-		prev = o
-		if g > hi || g <= lo {
-			counts[b] += run
-			run = 0
-			for b < len(boundsUs) && g > boundsUs[b] {
-				b++
-			}
-			for b > 0 && g <= boundsUs[b-1] {
-				b--
-			}
-			lo, hi = math.MinInt64, math.MaxInt64
-			if b > 0 {
-				lo = boundsUs[b-1]
-			}
-			if b < len(boundsUs) {
-				hi = boundsUs[b]
-			}
+	var c0, c1 [MaxBuckets]uint64
+	bounds := b.bounds
+	bucket := func(g int64) int {
+		g &^= g >> 63 // a negative gap (never in an ordered timeline) as 0
+		i := int(b.first[bits.Len64(uint64(g))])
+		return i + int(uint64(bounds[i]-g)>>63) // +1 when g > bounds[i]
+	}
+	i := 1
+	for ; i+1 < len(offs); i += 2 {
+		c0[bucket(offs[i]-offs[i-1])&(MaxBuckets-1)]++
+		c1[bucket(offs[i+1]-offs[i])&(MaxBuckets-1)]++
+	}
+	if i < len(offs) {
+		c0[bucket(offs[i]-offs[i-1])&(MaxBuckets-1)]++
+	}
+	for j := range counts[:len(bounds)] {
+		counts[j] += c0[j] + c1[j]
+	}
+}
+
+// countWalking is CountGaps for bounds closer than a doubling: from the
+// table's first bucket, it walks up to the gap's.
+func (b *Buckets) countWalking(offs []int64, counts []uint64) {
+	for i := 1; i < len(offs); i++ {
+		g := max(offs[i]-offs[i-1], 0)
+		j := int(b.first[bits.Len64(uint64(g))])
+		for g > b.bounds[j] {
+			j++
 		}
-		run++
+		counts[j]++
 	}
-	counts[b] += run
 }

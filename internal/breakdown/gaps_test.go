@@ -1,6 +1,7 @@
 package breakdown
 
 import (
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -36,15 +37,28 @@ func perGap(offs []int64, bounds []float64) []uint64 {
 
 // TestCountGapsAsObserve: CountGaps puts every gap in the bucket its value
 // in seconds falls in, on gaps at, just below and just above every bound
-// and on random streams, and adds to the counts it is given.
+// and on random streams, and adds to the counts it is given — for the
+// GenAI bounds (the one-step table) and for bounds closer than doubling
+// (the walk).
 func TestCountGapsAsObserve(t *testing.T) {
-	bounds := semconv.GenAIDurationBuckets
-	boundsUs := BoundsUs(bounds)
+	for _, bounds := range [][]float64{
+		semconv.GenAIDurationBuckets,
+		semconv.StallDurationBuckets,
+		{0.001, 0.002, 0.5, 0.7, 300},
+		{},
+	} {
+		countGapsAsObserve(t, bounds)
+	}
+}
+
+func countGapsAsObserve(t *testing.T, bounds []float64) {
+	buckets := MustBuckets(bounds)
+	boundsUs := buckets.BoundsUs()
 	var edges []int64
 	for _, g := range boundsUs {
 		edges = append(edges, g-1, g, g+1)
 	}
-	edges = append(edges, 0, 0, 20_000, 20_000, 30_000_000, 90_000_000)
+	edges = append(edges, 0, 0, 1, 20_000, 20_000, 30_000_000, 90_000_000, 1<<40)
 	rng := rand.New(rand.NewPCG(1, 2))
 	cases := [][]int64{nil, {5}, {5, 5}}
 	for n := range 50 {
@@ -59,10 +73,10 @@ func TestCountGapsAsObserve(t *testing.T) {
 		cases = append(cases, offs)
 	}
 	for _, offs := range cases {
-		got := make([]uint64, len(bounds)+1)
-		CountGaps(offs, boundsUs, got)
-		require.Equal(t, perGap(offs, bounds), got, "%v", offs)
-		CountGaps(offs, boundsUs, got)
+		got := make([]uint64, buckets.Len())
+		buckets.CountGaps(offs, got)
+		require.Equal(t, perGap(offs, bounds), got, "bounds %v, %v", bounds, offs)
+		buckets.CountGaps(offs, got)
 		want := perGap(offs, bounds)
 		for i := range want {
 			want[i] *= 2
@@ -73,10 +87,28 @@ func TestCountGapsAsObserve(t *testing.T) {
 
 // TestCountGapsNoAlloc: counting a timeline allocates nothing.
 func TestCountGapsNoAlloc(t *testing.T) {
-	boundsUs := BoundsUs(semconv.GenAIDurationBuckets)
-	counts := make([]uint64, len(boundsUs)+1)
+	buckets := MustBuckets(semconv.GenAIDurationBuckets)
+	counts := make([]uint64, buckets.Len())
 	offs := streamOffsets(300)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { CountGaps(offs, boundsUs, counts) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { buckets.CountGaps(offs, counts) }))
+}
+
+// TestOneStep: the GenAI bounds double, so a gap's bit length leaves one
+// comparison; the stall bounds do not (30, 45, 60 s), and walk.
+func TestOneStep(t *testing.T) {
+	assert.True(t, MustBuckets(semconv.GenAIDurationBuckets).oneStep)
+	assert.False(t, MustBuckets(semconv.StallDurationBuckets).oneStep)
+}
+
+// TestNewBucketsRefuses: too many bounds, or bounds out of order.
+func TestNewBucketsRefuses(t *testing.T) {
+	_, err := NewBuckets(make([]float64, MaxBuckets))
+	assert.Error(t, err)
+	_, err = NewBuckets([]float64{1, 0.5})
+	assert.Error(t, err)
+	b, err := NewBuckets(make([]float64, MaxBuckets-1))
+	require.NoError(t, err)
+	assert.Equal(t, MaxBuckets, b.Len())
 }
 
 // streamOffsets is the load test's winner: n chunks 20 ms apart (jittered
@@ -94,32 +126,55 @@ func streamOffsets(n int) []int64 {
 	return offs
 }
 
+// randomOffsets are n chunks whose gaps spread over the buckets: lognormal
+// around 40 ms, as real streams' gaps do, and one long silence.
+func randomOffsets(n int) []int64 {
+	rng := rand.New(rand.NewPCG(3, 4))
+	offs := make([]int64, n)
+	t := int64(300_000)
+	for i := range offs {
+		t += int64(40_000 * math.Exp(rng.NormFloat64()))
+		if i == n/2 {
+			t += 30_000_000
+		}
+		offs[i] = t
+	}
+	return offs
+}
+
 // BenchmarkCountGaps: one timeline of 300 chunks bucketed over the GenAI
-// bounds, per gap; against its baseline, a binary search per gap.
+// bounds, per gap — the load test's (gaps 20–26 ms, across the 20 ms
+// bound) and one with lognormal gaps; against its baseline, a binary
+// search per gap.
 //
 //	go test -run '^$' -bench CountGaps ./internal/breakdown/
 func BenchmarkCountGaps(b *testing.B) {
 	bounds := semconv.GenAIDurationBuckets
-	boundsUs := BoundsUs(bounds)
-	offs := streamOffsets(300)
-	counts := make([]uint64, len(bounds)+1)
-	report := func(b *testing.B) {
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(offs)-1), "ns/gap")
-	}
-	b.Run("search_per_gap", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := 1; i < len(offs); i++ {
-				counts[sort.SearchFloat64s(bounds, float64(offs[i]-offs[i-1])/1e6)]++
+	buckets := MustBuckets(bounds)
+	counts := make([]uint64, buckets.Len())
+	for _, data := range []struct {
+		name string
+		offs []int64
+	}{{"loadtest", streamOffsets(300)}, {"lognormal", randomOffsets(300)}} {
+		offs := data.offs
+		report := func(b *testing.B) {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(offs)-1), "ns/gap")
+		}
+		b.Run(data.name+"/search_per_gap", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := 1; i < len(offs); i++ {
+					counts[sort.SearchFloat64s(bounds, float64(offs[i]-offs[i-1])/1e6)]++
+				}
 			}
-		}
-		report(b)
-	})
-	b.Run("count_gaps", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			CountGaps(offs, boundsUs, counts)
-		}
-		report(b)
-	})
+			report(b)
+		})
+		b.Run(data.name+"/count_gaps", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buckets.CountGaps(offs, counts)
+			}
+			report(b)
+		})
+	}
 }

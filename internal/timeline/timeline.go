@@ -56,14 +56,14 @@ type Buffers struct {
 	Chunks     []int64
 	Keepalives []int64
 	Segments   []breakdown.Segment
-	// Gaps holds Derivation.GapCounts.
+	// Gaps holds what Derivation.GapCounts returns.
 	Gaps []uint64
 }
 
-// GapBoundsUs are the bucket bounds of Derivation.GapCounts and of
+// GapBuckets are the buckets of Derivation.GapCounts and of
 // streamwatch.gap.bucket_counts: semconv.GenAIDurationBuckets in whole
 // microseconds, bucketing exactly as the bounds in seconds do.
-var GapBoundsUs = breakdown.BoundsUs(semconv.GenAIDurationBuckets)
+var GapBuckets = breakdown.MustBuckets(semconv.GenAIDurationBuckets)
 
 // Buffers past these sizes are released by Shrink, so one enormous span
 // cannot pin megabytes for the life of the process.
@@ -385,11 +385,25 @@ type Derivation struct {
 	// Result holds the figures. Its Status is Anomaly, with every figure
 	// absent, when Input.Malformed is set.
 	Result breakdown.Result
-	// GapCounts are the attempt's gaps per bucket of GapBoundsUs
-	// (len(GapBoundsUs)+1 entries, aliasing Buffers.Gaps), set where the
-	// rates are (n ≥ 2, not a burst, not an anomaly) on an attempt's
-	// timeline; nil otherwise, and always on the caller's view.
-	GapCounts []uint64
+}
+
+// GapCounts counts the attempt's gaps per bucket of GapBuckets into
+// b.Gaps and returns them (GapBuckets.Len() entries): what
+// streamwatch.gap.bucket_counts holds. It returns nil where the rates are
+// absent (n < 2, a burst, an anomaly) and on the caller's view. b must be
+// the Buffers d was derived into.
+func (d *Derivation) GapCounts(b *Buffers) []uint64 {
+	if _, rates := d.Result.ITLMeanUs(); !rates || d.Form == Caller {
+		return nil
+	}
+	n := GapBuckets.Len()
+	if cap(b.Gaps) < n {
+		b.Gaps = make([]uint64, n)
+	}
+	counts := b.Gaps[:n]
+	clear(counts)
+	GapBuckets.CountGaps(d.Chunks, counts)
+	return counts
 }
 
 // Derive reads the timeline of span into b and derives it at threshold T
@@ -409,15 +423,6 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 			b.Segments = make([]breakdown.Segment, 0, want)
 		}
 		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
-		if _, rates := d.Result.ITLMeanUs(); rates && d.Form != Caller {
-			n := len(GapBoundsUs) + 1
-			if cap(b.Gaps) < n {
-				b.Gaps = make([]uint64, n)
-			}
-			d.GapCounts = b.Gaps[:n]
-			clear(d.GapCounts)
-			breakdown.CountGaps(d.Chunks, GapBoundsUs, d.GapCounts)
-		}
 	}
 	return d
 }

@@ -79,7 +79,7 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 	}
 	c.derived++
 	r := &d.Result
-	annotate.Figures(span, r, p.thresholdUs, d.Problem(), d.GapCounts)
+	annotate.Figures(span, r, p.thresholdUs, d.Problem(), d.GapCounts(sc))
 	if r.Incomplete() {
 		c.partial++
 	}

@@ -19,9 +19,8 @@ type figures struct {
 	// derivation is the streamwatch.derivation value, empty when the span
 	// has no timeline.
 	derivation string
-	// gaps are the gap counts when the span was derived here (nil
-	// otherwise): timeline.Derivation.GapCounts.
-	gaps []uint64
+	// offs is the timeline when it was derived here (nil otherwise).
+	offs []int64
 }
 
 // label is an optional string attribute of a span.
@@ -138,7 +137,7 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 		return figures{derivation: semconv.DerivationAnomaly}
 	}
 	f := fromResult(res)
-	f.gaps = d.GapCounts
+	f.offs = d.Chunks
 	if want != timeline.Caller {
 		start := sp.StartTimestamp()
 		for _, s := range res.Segments {
@@ -152,17 +151,20 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 
 // winnerGaps records the gaps of a winning attempt in
 // time_per_output_chunk: the counts the processor wrote
-// (streamwatch.gap.bucket_counts) or those of a timeline derived here;
-// else, after a processor that did not write them, the timeline read again
-// with the shared reader. haveGaps says the span should have had gaps: when
-// they are gone (drop_timeline before a processor that counts them) it is
-// reported.
+// (streamwatch.gap.bucket_counts), else those of the timeline — derived
+// here, or read again with the shared reader after a processor that wrote
+// no counts. Counted here, only winners' gaps are, where the processor
+// counts every attempt's. haveGaps says the span should have had gaps:
+// when they are gone (drop_timeline before a processor that counts them)
+// it is reported.
 func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
-	counts, sum := f.gaps, f.generation
-	if counts == nil && f.hasGeneration {
+	var counts []uint64
+	sum := f.generation
+	if f.offs == nil && f.hasGeneration {
 		counts = r.gapCounts()
 	}
-	if counts == nil {
+	offs := f.offs
+	if counts == nil && offs == nil {
 		in := timeline.Read(sp, &r.buf)
 		switch {
 		case in.Form == timeline.None || in.Form == timeline.Caller:
@@ -178,12 +180,16 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 			// the span was altered after it. No gap is trustworthy.
 			r.p.Invalid(in.Key, ReasonAnomaly)
 			return
-		case len(in.Chunks) < 2:
+		}
+		offs = in.Chunks
+	}
+	if counts == nil {
+		if len(offs) < 2 {
 			return
 		}
 		counts = r.gapScratch()
-		breakdown.CountGaps(in.Chunks, timeline.GapBoundsUs, counts)
-		sum = float64(in.Chunks[len(in.Chunks)-1]-in.Chunks[0]) / 1e6
+		timeline.GapBuckets.CountGaps(offs, counts)
+		sum = float64(offs[len(offs)-1]-offs[0]) / 1e6
 	}
 	var n uint64
 	for _, c := range counts {
@@ -204,9 +210,9 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 }
 
 // gapScratch returns the zeroed scratch counts, one per bucket of
-// timeline.GapBoundsUs.
+// timeline.GapBuckets.
 func (r *Recorder) gapScratch() []uint64 {
-	n := len(timeline.GapBoundsUs) + 1
+	n := timeline.GapBuckets.Len()
 	if cap(r.gaps) < n {
 		r.gaps = make([]uint64, n)
 	}

@@ -4,7 +4,7 @@
 //
 // The canonical use, once per span after timeline.Derive:
 //
-//	annotate.Figures(span, &d.Result, thresholdUs, d.Problem(), d.GapCounts)
+//	annotate.Figures(span, &d.Result, thresholdUs, d.Problem(), d.GapCounts(&buffers))
 //	annotate.StallEvents(span, d.Result.Segments)
 //	annotate.StallSpans(span, d.Result.Segments, scopeSpans.Spans())
 //
