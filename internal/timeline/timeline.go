@@ -111,9 +111,6 @@ type Input struct {
 	// when HasLaunchOffset.
 	LaunchOffsetUs  int64
 	HasLaunchOffset bool
-	// Derived says the span already carries streamwatch.derivation: a
-	// collector derived it before (an earlier tier, or a replayed span).
-	Derived bool
 }
 
 // Timeline returns the breakdown input for threshold T (µs).
@@ -134,55 +131,6 @@ func isTimelineEvent(name string) bool {
 	return name == semconv.EventChunk || name == semconv.EventKeepalive
 }
 
-// inputs are the attributes Read uses, found in one pass over the span's
-// attributes: a span carries 20–30 of them, and a Get per key would scan
-// them once per key (docs/scale.md). Like Map.Get, the first of duplicate
-// keys wins.
-type inputs struct {
-	caller, chunks, keepalives, count, tokens, launch pcommon.Value
-	found                                             uint8
-	derived                                           bool
-}
-
-const (
-	hasCaller uint8 = 1 << iota
-	hasChunks
-	hasKeepalives
-	hasCount
-	hasTokens
-	hasLaunch
-)
-
-func (in *inputs) set(bit uint8, dst *pcommon.Value, v pcommon.Value) {
-	if in.found&bit == 0 {
-		in.found |= bit
-		*dst = v
-	}
-}
-
-func scan(attrs pcommon.Map) inputs {
-	var in inputs
-	for k, v := range attrs.All() {
-		switch k {
-		case string(semconv.CallerChunkOffsetsUs):
-			in.set(hasCaller, &in.caller, v)
-		case string(semconv.ChunkOffsetsUs):
-			in.set(hasChunks, &in.chunks, v)
-		case string(semconv.KeepaliveOffsetsUs):
-			in.set(hasKeepalives, &in.keepalives, v)
-		case string(semconv.ChunkCount):
-			in.set(hasCount, &in.count, v)
-		case string(semconv.GenAIUsageOutputTokens):
-			in.set(hasTokens, &in.tokens, v)
-		case string(semconv.AttemptLaunchOffsetMs):
-			in.set(hasLaunch, &in.launch, v)
-		case string(semconv.Derivation):
-			in.derived = true
-		}
-	}
-	return in
-}
-
 // Read finds and reads the timeline of span into b.
 //
 // A span carrying the caller's view (streamwatch.caller.chunk.offsets_us, a
@@ -192,13 +140,12 @@ func scan(attrs pcommon.Map) inputs {
 // first chunks to an SDK's event limit; Input.Note then says so.
 func Read(span ptrace.Span, b *Buffers) Input {
 	in := Input{ExpectedChunks: -1}
-	attrs := scan(span.Attributes())
-	in.Derived = attrs.derived
+	attrs := span.Attributes()
 	b.Chunks, b.Keepalives = b.Chunks[:0], b.Keepalives[:0]
-	if attrs.found&hasCaller != 0 {
-		return readCaller(span, &attrs, b)
+	if v, ok := attrs.Get(string(semconv.CallerChunkOffsetsUs)); ok {
+		return readCaller(span, v, b)
 	}
-	compact := attrs.found&hasChunks != 0
+	offs, compact := attrs.Get(string(semconv.ChunkOffsetsUs))
 	var chunkEvents, kaEvents int
 	evs := span.Events()
 	for i := range evs.Len() {
@@ -221,7 +168,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	default:
 		return in
 	}
-	readContext(&attrs, &in)
+	readContext(attrs, &in)
 
 	start := uint64(span.StartTimestamp())
 	if start == 0 {
@@ -230,9 +177,11 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	}
 	if in.Form == Compact {
 		var problem string
-		b.Chunks, problem = readOffsets(attrs.chunks, string(semconv.ChunkOffsetsUs), b.Chunks)
-		if problem == "" && attrs.found&hasKeepalives != 0 {
-			b.Keepalives, problem = readOffsets(attrs.keepalives, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
+		b.Chunks, problem = readOffsets(offs, string(semconv.ChunkOffsetsUs), b.Chunks)
+		if problem == "" {
+			if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok {
+				b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
+			}
 		}
 		in.Malformed = problem
 	} else {
@@ -270,16 +219,16 @@ const noStart = "span has no start time"
 // keepalives and no chunk count; the call's own figures need neither. A
 // call span carries no launch offset, so call_ttft_ms stays absent: its
 // ttft_ms already is what the caller waited.
-func readCaller(span ptrace.Span, attrs *inputs, b *Buffers) Input {
-	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1, Derived: attrs.derived}
-	if k := attrs.tokens; attrs.found&hasTokens != 0 && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
+func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
+	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1}
+	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
 		in.OutputTokens = k.Int()
 	}
 	if span.StartTimestamp() == 0 {
 		in.Malformed = noStart
 		return in
 	}
-	b.Chunks, in.Malformed = readOffsets(attrs.caller, in.Key, b.Chunks)
+	b.Chunks, in.Malformed = readOffsets(v, in.Key, b.Chunks)
 	in.Chunks, in.Keepalives = b.Chunks, b.Keepalives
 	return in
 }
@@ -287,15 +236,14 @@ func readCaller(span ptrace.Span, attrs *inputs, b *Buffers) Input {
 // readContext reads the attributes that refine the derivation. A value of
 // an unexpected type is treated as absent: these are optional inputs, and
 // their absence only removes the figures that need them.
-func readContext(attrs *inputs, in *Input) {
-	if v := attrs.count; attrs.found&hasCount != 0 && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
+func readContext(attrs pcommon.Map, in *Input) {
+	if v, ok := attrs.Get(string(semconv.ChunkCount)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
 		in.ExpectedChunks = v.Int()
 	}
-	if v := attrs.tokens; attrs.found&hasTokens != 0 && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
+	if v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
 		in.OutputTokens = v.Int()
 	}
-	if attrs.found&hasLaunch != 0 {
-		v := attrs.launch
+	if v, ok := attrs.Get(string(semconv.AttemptLaunchOffsetMs)); ok {
 		const maxMs = MaxOffsetUs / 1000
 		switch v.Type() {
 		case pcommon.ValueTypeInt:

@@ -11,6 +11,7 @@ import (
 	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/annotate"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor/internal/metadata"
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // streamwatch derives the breakdown of every span carrying a timeline. It
@@ -68,13 +69,13 @@ func (p *streamwatch) processTraces(ctx context.Context, td ptrace.Traces) (ptra
 // call span from the caller's view. It never drops a span and never fails:
 // bad input is flagged on the span as an anomaly.
 func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, sc *timeline.Buffers, c *counts) {
-	d := timeline.Derive(span, sc, p.thresholdUs, p.maxSegments)
 	// A span derived once (by an earlier collector tier) is left alone, so
 	// running the processor twice cannot duplicate events or stall spans.
-	// The reader finds streamwatch.derivation in the same pass as the
-	// timeline; deriving such a rare span again costs less than a second
-	// scan of every span's attributes.
-	if d.Form == timeline.None || d.Derived {
+	if _, done := span.Attributes().Get(string(semconv.Derivation)); done {
+		return
+	}
+	d := timeline.Derive(span, sc, p.thresholdUs, p.maxSegments)
+	if d.Form == timeline.None {
 		return
 	}
 	c.derived++

@@ -58,45 +58,31 @@ var slotKeys = [numSlots]string{
 	slotCallTTFT:       string(semconv.GenAIResponseTimeToFirstChunk),
 }
 
+// slotsByLen lists the slots by the length of their key. Most of a span's
+// keys have a length no slot's key has and cost one table read; the rest
+// are compared with the one or two keys of their length. A switch on the
+// string compares bytes at every probe of its search, and in a batch long
+// out of the caches every key's bytes are a miss.
+var slotsByLen = func() [][]slot {
+	var t [][]slot
+	for s, k := range slotKeys {
+		for len(t) <= len(k) {
+			t = append(t, nil)
+		}
+		t[len(k)] = append(t[len(k)], slot(s))
+	}
+	return t
+}()
+
 // slotOf returns the slot of attribute key k.
 func slotOf(k string) (slot, bool) {
-	switch k {
-	case string(semconv.AttemptIndex):
-		return slotIndex, true
-	case string(semconv.GenAIProviderName):
-		return slotProvider, true
-	case string(semconv.GenAIRequestModel):
-		return slotModel, true
-	case string(semconv.Route):
-		return slotRoute, true
-	case string(semconv.AttemptOutcome):
-		return slotAttemptOutcome, true
-	case string(semconv.AttemptTrigger):
-		return slotTrigger, true
-	case string(semconv.ChunkCount):
-		return slotChunkCount, true
-	case string(semconv.ChunksDelivered):
-		return slotDelivered, true
-	case string(semconv.Derivation):
-		return slotDerivation, true
-	case string(semconv.TTFTMs):
-		return slotTTFT, true
-	case string(semconv.GenerationMs):
-		return slotGeneration, true
-	case string(semconv.ActiveGenerationMs):
-		return slotActive, true
-	case string(semconv.StallMs):
-		return slotStall, true
-	case string(semconv.StallCount):
-		return slotStallCount, true
-	case string(semconv.GapBucketCounts):
-		return slotGapCounts, true
-	case string(semconv.Outcome):
-		return slotOutcome, true
-	case string(semconv.WinnerRoute):
-		return slotWinnerRoute, true
-	case string(semconv.GenAIResponseTimeToFirstChunk):
-		return slotCallTTFT, true
+	if len(k) >= len(slotsByLen) {
+		return 0, false
+	}
+	for _, s := range slotsByLen[len(k)] {
+		if slotKeys[s] == k {
+			return s, true
+		}
 	}
 	return 0, false
 }
