@@ -14,7 +14,8 @@ import (
 )
 
 // FuzzConsume feeds arbitrary attempt and call spans — any figure, type,
-// timeline (the caller's view included), ejection event or timestamps —
+// timeline (the caller's view included), gap counts, ejection event or
+// timestamps —
 // through the connector: it must never panic and
 // never emit a NaN, a negative sum or inconsistent buckets.
 func FuzzConsume(f *testing.F) {
@@ -59,6 +60,13 @@ func FuzzConsume(f *testing.F) {
 		}
 		if sel&(1<<6) != 0 {
 			offs.AppendEmpty().SetDouble(ttft)
+		}
+		if sel&(1<<7) != 0 {
+			// Gap counts from the same bytes: any length, any sign.
+			gc := a.PutEmptySlice(string(semconv.GapBucketCounts))
+			for _, c := range raw {
+				gc.AppendEmpty().SetInt(int64(int8(c)))
+			}
 		}
 		e := sp.Events().AppendEmpty()
 		e.SetName(semconv.EventStall)

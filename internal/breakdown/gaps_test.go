@@ -3,6 +3,7 @@ package breakdown
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -177,4 +178,35 @@ func BenchmarkCountGaps(b *testing.B) {
 			report(b)
 		})
 	}
+}
+
+// FuzzCountGaps: for any ordered timeline and any ascending bounds, the
+// table (or the walk) puts every gap where a binary search over the bounds
+// in seconds does.
+func FuzzCountGaps(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 200, 255}, []byte{10, 20, 40})
+	f.Add([]byte{0, 0, 0}, []byte{})
+	f.Fuzz(func(t *testing.T, deltas, rawBounds []byte) {
+		offs := []int64{0}
+		for i, d := range deltas {
+			// Gaps from 0 up to ~2^40 µs: every bit length a timeline has.
+			g := int64(d) << (uint(i*7) % 33)
+			offs = append(offs, offs[len(offs)-1]+g)
+		}
+		var bounds []float64
+		b := 0.0
+		for _, r := range rawBounds[:min(len(rawBounds), MaxBuckets-1)] {
+			b += float64(r) * math.Pow(2, float64(r%20)) / 1e6
+			bounds = append(bounds, b)
+		}
+		buckets, err := NewBuckets(bounds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]uint64, buckets.Len())
+		buckets.CountGaps(offs, got)
+		if want := perGap(offs, bounds); !slices.Equal(want, got) {
+			t.Fatalf("bounds %v, offsets %v: got %v, want %v", bounds, offs, got, want)
+		}
+	})
 }
