@@ -219,56 +219,6 @@ func slice(ctx context.Context, o options, reqs []loadgen.Request, t *tally) (lo
 	return res, nil
 }
 
-func report(w io.Writer, ts []*tally) {
-	ref := ts[0]
-	refRate := float64(ref.sent.Chunks) / ref.elapsed.Seconds()
-	refCPU := cpuPerMillion(ref)
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "pipeline\tspans/s\tchunks/s\tthroughput ×\tper round: median (min–max)\tCPU-s/M chunks\tCPU ×\tns/chunk\tΔns/chunk\tRSS MiB\tpeak MiB\trefused\t\n")
-	for _, t := range ts {
-		rate := float64(t.sent.Chunks) / t.elapsed.Seconds()
-		cpu := cpuPerMillion(t)
-		u, _ := t.col.Usage()
-		med, lo, hi := roundRatios(t.rates, ref.rates)
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2fM\t%.2f\t%.2f (%.2f–%.2f)\t%.4f\t%.2f\t%.1f\t%+.1f\t%.0f\t%.0f\t%d\t\n",
-			t.name, float64(t.sent.Spans)/t.elapsed.Seconds(), rate/1e6, rate/refRate, med, lo, hi,
-			cpu, cpu/refCPU, cpu*1e3, (cpu-refCPU)*1e3,
-			float64(t.rss)/(1<<20), float64(u.PeakRSS)/(1<<20), t.refused)
-	}
-	tw.Flush()
-	fmt.Fprintln(w, "\nthroughput × and CPU × are against the first pipeline, over all rounds; per round: the throughput ratio of each round's")
-	fmt.Fprintln(w, "slice to the first pipeline's slice of the same round — its spread is the noise of the machine. ns/chunk is")
-	fmt.Fprintln(w, "collector CPU time per content chunk (CPU-s/M chunks × 1000).")
-}
-
-// roundRatios returns the median, least and greatest of rates[i]/ref[i].
-func roundRatios(rates, ref []float64) (med, lo, hi float64) {
-	var rs []float64
-	for i := range min(len(rates), len(ref)) {
-		if ref[i] > 0 {
-			rs = append(rs, rates[i]/ref[i])
-		}
-	}
-	if len(rs) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(rs)
-	m := len(rs) / 2
-	med = rs[m]
-	if len(rs)%2 == 0 {
-		med = (rs[m-1] + rs[m]) / 2
-	}
-	return med, rs[0], rs[len(rs)-1]
-}
-
-func cpuPerMillion(t *tally) float64 {
-	if t.sent.Chunks == 0 {
-		return 0
-	}
-	return t.cpu.Seconds() / float64(t.sent.Chunks) * 1e6
-}
-
 // profile writes a 10 s CPU profile of a pipeline's collector, taken by
 // its pprof extension while the pipeline is under load, to DIR/NAME.pprof.
 func profile(ctx context.Context, o options, reqs []loadgen.Request, t *tally) error {

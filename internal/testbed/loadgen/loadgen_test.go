@@ -129,25 +129,31 @@ func countsAreWhatStreamwatchDerives(t *testing.T, dropTimeline bool) {
 	}
 }
 
-// histogramCount is the total count of histogram name over its series.
-func histogramCount(md pmetric.Metrics, name string) uint64 {
-	var n uint64
+// metricsNamed calls fn with every metric called name in md.
+func metricsNamed(md pmetric.Metrics, name string, fn func(pmetric.Metric)) {
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
-				if ms.At(k).Name() != name {
-					continue
-				}
-				dps := ms.At(k).Histogram().DataPoints()
-				for d := range dps.Len() {
-					n += dps.At(d).Count()
+				if ms.At(k).Name() == name {
+					fn(ms.At(k))
 				}
 			}
 		}
 	}
+}
+
+// histogramCount is the total count of histogram name over its series.
+func histogramCount(md pmetric.Metrics, name string) uint64 {
+	var n uint64
+	metricsNamed(md, name, func(m pmetric.Metric) {
+		dps := m.Histogram().DataPoints()
+		for d := range dps.Len() {
+			n += dps.At(d).Count()
+		}
+	})
 	return n
 }
 
@@ -172,28 +178,18 @@ func countChunks(td ptrace.Traces) int64 {
 // streamwatch.outcome is outcome when it is set.
 func sumOf(md pmetric.Metrics, name, outcome string) int64 {
 	var n int64
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				if ms.At(k).Name() != name {
+	metricsNamed(md, name, func(m pmetric.Metric) {
+		dps := m.Sum().DataPoints()
+		for d := range dps.Len() {
+			if outcome != "" {
+				v, _ := dps.At(d).Attributes().Get(string(semconv.Outcome))
+				if v.AsString() != outcome {
 					continue
 				}
-				dps := ms.At(k).Sum().DataPoints()
-				for d := range dps.Len() {
-					if outcome != "" {
-						v, _ := dps.At(d).Attributes().Get(string(semconv.Outcome))
-						if v.AsString() != outcome {
-							continue
-						}
-					}
-					n += dps.At(d).IntValue()
-				}
 			}
+			n += dps.At(d).IntValue()
 		}
-	}
+	})
 	return n
 }
 
