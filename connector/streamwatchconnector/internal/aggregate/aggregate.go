@@ -185,11 +185,11 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 
 // ObserveCounts records observations already bucketed over the series'
 // bounds — counts[i] of them in bucket i, len(counts) at most
-// len(bounds)+1 — whose values add up to sum, and keeps ex, of value
-// exValue, as one exemplar while the series has room. It is one call for a
+// len(bounds)+1 — whose values add up to sum, and keeps ex as one
+// exemplar, valued at their mean, while the series has room. It is one call for a
 // whole stream's gaps (internal/breakdown.CountGaps, or the processor's
 // streamwatch.gap.bucket_counts). Callers pass a finite, non-negative sum.
-func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar, exValue float64) {
+func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) {
 	var n uint64
 	for i, c := range counts[:min(len(counts), len(s.counts))] {
 		s.counts[i] += c
@@ -201,7 +201,7 @@ func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar, exValu
 	s.count += n
 	s.sum += sum
 	if len(s.exemplars) < s.maxEx {
-		s.exemplars = append(s.exemplars, exemplar{value: exValue, Exemplar: ex})
+		s.exemplars = append(s.exemplars, exemplar{value: sum / float64(n), Exemplar: ex})
 	}
 }
 

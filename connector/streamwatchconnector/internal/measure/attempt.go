@@ -191,13 +191,6 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 		timeline.GapBuckets.CountGaps(offs, counts)
 		sum = float64(offs[len(offs)-1]-offs[0]) / 1e6
 	}
-	var n uint64
-	for _, c := range counts {
-		n += c
-	}
-	if n == 0 {
-		return
-	}
 	if sum > MaxSeconds {
 		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
 		return
@@ -206,7 +199,7 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 	// is the span's mean gap (its streamwatch.itl_mean_ms), as the
 	// individual gaps are no longer at hand.
 	r.series(timePerOutputChunk, service).ObserveCounts(counts, sum,
-		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}, sum/float64(n))
+		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()})
 }
 
 // gapScratch returns the zeroed scratch counts, one per bucket of
