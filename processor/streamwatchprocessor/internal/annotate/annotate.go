@@ -22,9 +22,6 @@ import (
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
-// figureAttrs is the most attributes Figures adds, to size the map once.
-const figureAttrs = 16
-
 // ms turns microseconds into milliseconds as a double, exact to the µs.
 func ms(us int64) float64 { return float64(us) / 1000 }
 
@@ -36,7 +33,11 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 // timeline.Derivation.GapCounts).
 func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string, gaps []uint64) {
 	attrs := span.Attributes()
-	attrs.EnsureCapacity(attrs.Len() + figureAttrs)
+	// The attribute array grows once, to its exact size: it is the largest
+	// allocation the processor makes per span (docs/scale.md), and a
+	// headroom for figures that are absent is allocated, zeroed and scanned
+	// by the garbage collector all the same.
+	attrs.EnsureCapacity(attrs.Len() + figureCount(r, problem, gaps))
 	if v, ok := r.TTFTUs(); ok {
 		attrs.PutDouble(string(semconv.TTFTMs), ms(v))
 	}
@@ -79,6 +80,26 @@ func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem s
 		attrs.PutStr(string(semconv.DerivationProblem), problem)
 	}
 }
+
+// figureCount is the number of attributes Figures writes for r: what it
+// tests, in the same order.
+func figureCount(r *breakdown.Result, problem string, gaps []uint64) int {
+	n := 2 // streamwatch.stall_threshold_ms and streamwatch.derivation
+	for _, has := range [...]bool{
+		present(r.TTFTUs()), present(r.E2EUs()), present(r.GenerationUs()), present(r.StallUs()),
+		present(r.StallSegments()), present(r.ActiveGenerationUs()), present(r.ITLMeanUs()),
+		present(r.TPOTUs()), present(r.ActiveTPS()), present(r.CallTTFTUs()),
+		gaps != nil, r.SegmentsDropped > 0, problem != "",
+	} {
+		if has {
+			n++
+		}
+	}
+	return n
+}
+
+// present is whether a figure is present, its value dropped.
+func present[T any](_ T, ok bool) bool { return ok }
 
 // putCounts fills dst with counts up to the last non-zero one.
 func putCounts(dst pcommon.Slice, counts []uint64) {

@@ -73,3 +73,35 @@ func TestStallSpans(t *testing.T) {
 		string(semconv.StallKeepalives): int64(1),
 	}, s.Attributes().AsRaw())
 }
+
+// TestFigureCountIsWhatFiguresWrites: the attribute array is sized by
+// figureCount, so it must count exactly the attributes Figures adds, for
+// every combination of present and absent figures.
+func TestFigureCountIsWhatFiguresWrites(t *testing.T) {
+	const T = 1000
+	cases := map[string]breakdown.Timeline{
+		"empty":            {ExpectedChunks: -1, ThresholdUs: T},
+		"one chunk":        {ChunkOffsetsUs: []int64{7}, ExpectedChunks: -1, ThresholdUs: T},
+		"complete":         {ChunkOffsetsUs: []int64{10, 20_000, 40_000}, ExpectedChunks: -1, ThresholdUs: T},
+		"tokens and stall": {ChunkOffsetsUs: []int64{10, 20_000, 90_000}, OutputTokens: 9, ExpectedChunks: -1, ThresholdUs: T},
+		"launch offset":    {ChunkOffsetsUs: []int64{10, 20_000}, LaunchOffsetUs: 300, HasLaunchOffset: true, ExpectedChunks: -1, ThresholdUs: T},
+		"partial":          {ChunkOffsetsUs: []int64{10, 20_000}, ExpectedChunks: 5, ThresholdUs: T},
+		"burst":            {ChunkOffsetsUs: []int64{10, 11, 12}, OutputTokens: 3, ExpectedChunks: -1, ThresholdUs: T},
+		"anomaly":          {ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: T},
+		"segments dropped": {ChunkOffsetsUs: []int64{0, 5_000, 5_500, 10_500, 11_000}, ExpectedChunks: -1, ThresholdUs: T},
+	}
+	for name, tl := range cases {
+		for _, gaps := range [][]uint64{nil, {0, 2}} {
+			t.Run(name, func(t *testing.T) {
+				r := breakdown.Derive(tl, make([]breakdown.Segment, 0, 1))
+				if name == "segments dropped" {
+					require.Positive(t, r.SegmentsDropped)
+				}
+				span := ptrace.NewSpan()
+				span.Attributes().PutStr("gen_ai.request.model", "m")
+				Figures(span, &r, T, r.Problem.String(), gaps)
+				assert.Equal(t, 1+figureCount(&r, r.Problem.String(), gaps), span.Attributes().Len())
+			})
+		}
+	}
+}
