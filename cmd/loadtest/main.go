@@ -38,6 +38,7 @@ var pipelines = map[string][]string{
 	"shipped":       {"deploy/collector.yaml"},
 	"drop_timeline": {"deploy/collector.yaml", "testdata/loadtest/drop_timeline.yaml"},
 	"gateway":       {"deploy/gateway.yaml"},
+	"no_batch":      {"deploy/collector.yaml", "testdata/loadtest/no_batch.yaml"},
 }
 
 type options struct {

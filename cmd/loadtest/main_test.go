@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestRoundRatios(t *testing.T) {
 	med, lo, hi := roundRatios([]float64{80, 90, 45, 100}, []float64{100, 100, 50, 100})
@@ -24,6 +28,18 @@ func TestSplitPipeline(t *testing.T) {
 		name, bin := splitPipeline(in, "bin/default")
 		if name != want[0] || bin != want[1] {
 			t.Errorf("%q: got %q, %q; want %q, %q", in, name, bin, want[0], want[1])
+		}
+	}
+}
+
+// TestPipelineConfigsExist: every named pipeline's configuration files are
+// in the repository, so no pipeline fails only when a long run reaches it.
+func TestPipelineConfigsExist(t *testing.T) {
+	for name, files := range pipelines {
+		for _, f := range files {
+			if _, err := os.Stat(filepath.Join("..", "..", f)); err != nil {
+				t.Errorf("pipeline %s: %v", name, err)
+			}
 		}
 	}
 }
