@@ -76,12 +76,14 @@ func NewBuckets(bounds []float64) (*Buckets, error) {
 	}
 	b := &Buckets{bounds: append(us, math.MaxInt64)}
 	for k := range b.first {
-		least := int64(0)
-		if k > 0 {
-			least = int64(uint64(1) << (k - 1)) // k = 64 wraps to MinInt64: below every bound
-		}
-		if k == 64 {
+		var least int64
+		switch {
+		case k == 64:
+			// No gap has bit length 64 (gaps are non-negative int64s); the
+			// entry only keeps the table total, at the last bucket.
 			least = math.MaxInt64
+		case k > 0:
+			least = int64(1) << (k - 1)
 		}
 		b.first[k] = uint8(sort.Search(len(us), func(i int) bool { return us[i] >= least }))
 	}

@@ -56,8 +56,20 @@ type Buffers struct {
 	Chunks     []int64
 	Keepalives []int64
 	Segments   []breakdown.Segment
-	// Gaps holds what Derivation.GapCounts returns.
+	// Gaps holds what Derivation.GapCounts and ZeroGaps return.
 	Gaps []uint64
+}
+
+// ZeroGaps returns b.Gaps as one zero count per bucket of GapBuckets, the
+// scratch that GapBuckets.CountGaps adds to.
+func (b *Buffers) ZeroGaps() []uint64 {
+	n := GapBuckets.Len()
+	if cap(b.Gaps) < n {
+		b.Gaps = make([]uint64, n)
+	}
+	b.Gaps = b.Gaps[:n]
+	clear(b.Gaps)
+	return b.Gaps
 }
 
 // GapBuckets are the buckets of Derivation.GapCounts and of
@@ -344,12 +356,7 @@ func (d *Derivation) GapCounts(b *Buffers) []uint64 {
 	if _, rates := d.Result.ITLMeanUs(); !rates || d.Form == Caller {
 		return nil
 	}
-	n := GapBuckets.Len()
-	if cap(b.Gaps) < n {
-		b.Gaps = make([]uint64, n)
-	}
-	counts := b.Gaps[:n]
-	clear(counts)
+	counts := b.ZeroGaps()
 	GapBuckets.CountGaps(d.Chunks, counts)
 	return counts
 }

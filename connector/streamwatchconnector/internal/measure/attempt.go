@@ -187,7 +187,7 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 		if len(offs) < 2 {
 			return
 		}
-		counts = r.gapScratch()
+		counts = r.buf.ZeroGaps()
 		timeline.GapBuckets.CountGaps(offs, counts)
 		sum = float64(offs[len(offs)-1]-offs[0]) / 1e6
 	}
@@ -200,18 +200,6 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 	// individual gaps are no longer at hand.
 	r.series(timePerOutputChunk, service).ObserveCounts(counts, sum,
 		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()})
-}
-
-// gapScratch returns the zeroed scratch counts, one per bucket of
-// timeline.GapBuckets.
-func (r *Recorder) gapScratch() []uint64 {
-	n := timeline.GapBuckets.Len()
-	if cap(r.gaps) < n {
-		r.gaps = make([]uint64, n)
-	}
-	r.gaps = r.gaps[:n]
-	clear(r.gaps)
-	return r.gaps
 }
 
 // gapCounts reads streamwatch.gap.bucket_counts of the span being
@@ -228,7 +216,7 @@ func (r *Recorder) gapCounts() []uint64 {
 		return nil
 	}
 	s := v.Slice()
-	counts := r.gapScratch()
+	counts := r.buf.ZeroGaps()
 	if s.Len() > len(counts) {
 		r.p.Invalid(k, ReasonOutOfRange)
 		return nil

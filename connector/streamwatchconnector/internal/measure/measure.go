@@ -86,7 +86,6 @@ type Recorder struct {
 	extra []aggregate.Attr
 	buf   timeline.Buffers
 	vals  values
-	gaps  []uint64
 	now   pcommon.Timestamp
 }
 

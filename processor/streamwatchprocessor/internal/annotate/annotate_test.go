@@ -91,8 +91,8 @@ func TestFigureCountIsWhatFiguresWrites(t *testing.T) {
 		"segments dropped": {ChunkOffsetsUs: []int64{0, 5_000, 5_500, 10_500, 11_000}, ExpectedChunks: -1, ThresholdUs: T},
 	}
 	for name, tl := range cases {
-		for _, gaps := range [][]uint64{nil, {0, 2}} {
-			t.Run(name, func(t *testing.T) {
+		for gname, gaps := range map[string][]uint64{"no gap counts": nil, "gap counts": {0, 2}} {
+			t.Run(name+", "+gname, func(t *testing.T) {
 				r := breakdown.Derive(tl, make([]breakdown.Segment, 0, 1))
 				if name == "segments dropped" {
 					require.Positive(t, r.SegmentsDropped)
