@@ -99,6 +99,9 @@ type tally struct {
 	elapsed time.Duration
 	cpu     time.Duration
 	rss     int64
+	// machine is the whole machine's CPU time over the slices, for its
+	// idle share.
+	machine cpuTimes
 	pprof   string // the pprof extension's address, when profiling
 }
 
@@ -203,6 +206,10 @@ func slice(ctx context.Context, o options, reqs []loadgen.Request, t *tally) (lo
 	if err != nil {
 		return loadgen.Result{}, err
 	}
+	m0, err := machineCPU()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
 	opts.Duration = o.slice
 	res, err := loadgen.Send(ctx, opts)
 	if err != nil {
@@ -212,6 +219,11 @@ func slice(ctx context.Context, o options, reqs []loadgen.Request, t *tally) (lo
 	if err != nil {
 		return loadgen.Result{}, err
 	}
+	m1, err := machineCPU()
+	if err != nil {
+		return loadgen.Result{}, err
+	}
+	t.machine = t.machine.add(m1.sub(m0))
 	t.sent.Add(res.Sent)
 	t.refused += res.Refused
 	t.elapsed += res.Elapsed

@@ -43,3 +43,25 @@ func TestPipelineConfigsExist(t *testing.T) {
 		}
 	}
 }
+
+func TestParseCPULine(t *testing.T) {
+	got, err := parseCPULine("cpu  44039 7 9836 393732 161 0 421 36 5 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// guest (5) is already counted in user: only the first eight fields add up.
+	if want := (cpuTimes{total: 44039 + 7 + 9836 + 393732 + 161 + 421 + 36, idle: 393732 + 161}); got != want {
+		t.Errorf("parseCPULine = %+v, want %+v", got, want)
+	}
+	if share := got.sub(cpuTimes{}).idleShare(); share < 0.87 || share > 0.88 {
+		t.Errorf("idle share %.3f, want 0.87–0.88", share)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5", "cpu 1 2 x 4 5", "cpu 1 2", "cpu 0 0 0 0 0"} {
+		if _, err := parseCPULine(bad); err == nil {
+			t.Errorf("parseCPULine(%q) = nil error", bad)
+		}
+	}
+	if _, err := machineCPU(); err != nil {
+		t.Errorf("machineCPU on this machine: %v", err)
+	}
+}
