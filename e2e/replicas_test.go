@@ -93,8 +93,8 @@ func TestReplicas(t *testing.T) {
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
 	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
-	// The gateway drops the timeline: the pooled ITL comes from the
-	// processor's gap counts.
+	// The gateway has no processor: its connector derives the spans and
+	// counts the winners' gaps on their timelines for the pooled ITL.
 	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
 	outcome := semconv.PromLabel(string(semconv.Outcome))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))

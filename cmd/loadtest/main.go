@@ -34,11 +34,12 @@ import (
 // pipelines are the collector configurations a run can compare, by name:
 // config files merged in order, relative to the repository root.
 var pipelines = map[string][]string{
-	"baseline":      {"testdata/loadtest/baseline.yaml"},
-	"shipped":       {"deploy/collector.yaml"},
-	"drop_timeline": {"deploy/collector.yaml", "testdata/loadtest/drop_timeline.yaml"},
-	"gateway":       {"deploy/gateway.yaml"},
-	"no_batch":      {"deploy/collector.yaml", "testdata/loadtest/no_batch.yaml"},
+	"baseline":          {"testdata/loadtest/baseline.yaml"},
+	"shipped":           {"deploy/collector.yaml"},
+	"drop_timeline":     {"deploy/collector.yaml", "testdata/loadtest/drop_timeline.yaml"},
+	"gateway":           {"deploy/gateway.yaml"},
+	"gateway_processor": {"deploy/gateway.yaml", "testdata/loadtest/gateway_processor.yaml"},
+	"no_batch":          {"deploy/collector.yaml", "testdata/loadtest/no_batch.yaml"},
 }
 
 type options struct {
@@ -135,7 +136,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("==> machine: %d cores, load average %s (figures are noisy while other work runs)\n", runtime.NumCPU(), loadavg())
 
 	// A remote-write endpoint that takes and drops everything, for the
-	// gateway pipeline.
+	// gateway pipelines.
 	rw, rwURL, err := discardServer()
 	if err != nil {
 		return err

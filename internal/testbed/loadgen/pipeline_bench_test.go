@@ -47,6 +47,9 @@ func BenchmarkPipeline(b *testing.B) {
 		// The connector right behind the processor, on each request.
 		{"connector_first", pipelineVariant{processor: true, connector: true}},
 		{"connector_first_drop_timeline", pipelineVariant{processor: true, connector: true, dropTimeline: true}},
+		// deploy/gateway.yaml: no processor, the connector derives each
+		// request itself.
+		{"connector_alone", pipelineVariant{connector: true}},
 	} {
 		b.Run(v.name, func(b *testing.B) { benchPipeline(b, v.pipelineVariant) })
 	}
