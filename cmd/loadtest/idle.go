@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -21,15 +20,11 @@ type cpuTimes struct{ total, idle uint64 }
 // waiting on the network at once, and the throughput then measures the
 // loop's latency, not the collector's CPU (docs/scale.md).
 func machineCPU() (cpuTimes, error) {
-	f, err := os.Open("/proc/stat")
+	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return cpuTimes{}, err
 	}
-	defer f.Close()
-	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil {
-		return cpuTimes{}, err
-	}
+	line, _, _ := strings.Cut(string(b), "\n")
 	return parseCPULine(line)
 }
 
