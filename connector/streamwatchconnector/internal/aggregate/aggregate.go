@@ -9,7 +9,9 @@
 // The canonical use:
 //
 //	st := aggregate.New(descs, aggregate.Options{MaxSeries: 1000, MaxExemplars: 5})
-//	s := st.Series(metric, attrs, now)   // builds attributes only for a new series
+//	var k aggregate.Key
+//	k.Reset(); k.Add("streamwatch.route", "a")
+//	s := st.Series(metric, service, &k, now) // builds attributes only for a new series
 //	s.Observe(v, ex)                     // histograms
 //	s.Add(n)                             // sums
 //	st.Emit(out, now)                    // cumulative snapshot, exemplars reset
@@ -58,16 +60,62 @@ type Options struct {
 	MaxExemplars int
 }
 
-// Attr is one string attribute of a series.
-type Attr struct {
-	Key, Value string
+// Key is the attributes of a series, in a fixed order per metric (absent
+// attributes left out), encoded: every key and value length-prefixed, so
+// that no two attribute lists encode alike. The zero Key is empty and
+// ready to use; reuse one with Reset.
+//
+// Building a Key only copies bytes. A recorder builds several per span,
+// and a list of strings it rebuilt in place instead cost the garbage
+// collector's write barrier on every string stored while a cycle was
+// marking, which under load is much of the time (docs/scale.md).
+type Key struct{ b []byte }
+
+// Reset empties k, keeping its buffer.
+func (k *Key) Reset() { k.b = k.b[:0] }
+
+// Add appends one attribute.
+func (k *Key) Add(key, value string) {
+	k.put(key)
+	k.put(value)
 }
 
-// Attrs is the identity of a series: the service (its resource) and the
-// attributes, in a fixed order per metric. Absent attributes are left out.
-type Attrs struct {
-	Service string
-	List    []Attr
+// Append appends every attribute of o.
+func (k *Key) Append(o *Key) { k.b = append(k.b, o.b...) }
+
+// put appends s with its length as a uvarint. The appends are to k.b
+// itself, so the compiler writes the slice's pointer only when it grows.
+func (k *Key) put(s string) {
+	n := uint64(len(s))
+	for n >= 0x80 {
+		k.b = append(k.b, byte(n)|0x80)
+		n >>= 7
+	}
+	k.b = append(k.b, byte(n))
+	k.b = append(k.b, s...)
+}
+
+// decodeAttrs decodes an encoding of Key into m.
+func decodeAttrs(b []byte, m pcommon.Map) {
+	next := func() string {
+		var n uint64
+		for shift := 0; len(b) > 0; shift += 7 {
+			c := b[0]
+			b = b[1:]
+			n |= uint64(c&0x7f) << shift
+			if c < 0x80 {
+				break
+			}
+		}
+		n = min(n, uint64(len(b)))
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	for len(b) > 0 {
+		k := next()
+		m.PutStr(k, next())
+	}
 }
 
 // Exemplar is a sampled observation with the span it came from.
@@ -113,7 +161,7 @@ type table struct {
 type Store struct {
 	opts   Options
 	tables []table
-	key    []byte
+	key    Key // scratch for the map key
 }
 
 // New returns an empty Store for the metrics descs, indexed by position.
@@ -125,22 +173,17 @@ func New(descs []Desc, opts Options) *Store {
 	return st
 }
 
-// Series returns the series of metric m for attrs, creating it at now when
-// it is new. Past the series cap it returns the metric's overflow series.
-// The attribute map is built only when a series is created; finding an
-// existing series does not allocate.
-func (st *Store) Series(m int, a Attrs, now pcommon.Timestamp) *Series {
+// Series returns the series of metric m for service and attributes k,
+// creating it at now when it is new. Past the series cap it returns the
+// metric's overflow series. The attribute map is built only when a series
+// is created; finding an existing series does not allocate.
+func (st *Store) Series(m int, service string, k *Key, now pcommon.Timestamp) *Series {
 	t := &st.tables[m]
-	k := st.key[:0]
-	k = append(k, a.Service...)
-	for _, kv := range a.List {
-		k = append(k, 0)
-		k = append(k, kv.Key...)
-		k = append(k, 1)
-		k = append(k, kv.Value...)
-	}
-	st.key = k
-	if s, ok := t.series[string(k)]; ok {
+	// The map key is the service, length-prefixed, then the attributes.
+	st.key.Reset()
+	st.key.put(service)
+	st.key.Append(k)
+	if s, ok := t.series[string(st.key.b)]; ok {
 		return s
 	}
 	if len(t.series) >= st.opts.MaxSeries {
@@ -151,12 +194,9 @@ func (st *Store) Series(m int, a Attrs, now pcommon.Timestamp) *Series {
 		}
 		return t.overflow
 	}
-	s := st.newSeries(t.desc, a.Service, now)
-	s.attrs.EnsureCapacity(len(a.List))
-	for _, kv := range a.List {
-		s.attrs.PutStr(kv.Key, kv.Value)
-	}
-	t.series[string(k)] = s
+	s := st.newSeries(t.desc, service, now)
+	decodeAttrs(k.b, s.attrs)
+	t.series[string(st.key.b)] = s
 	t.order = append(t.order, s)
 	return s
 }

@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,19 +15,19 @@ var descs = []Desc{
 	{Name: "c", Unit: "{count}", Kind: Sum},
 }
 
-func attrs(service string, kv ...string) Attrs {
-	a := Attrs{Service: service}
+func key(kv ...string) *Key {
+	var k Key
 	for i := 0; i+1 < len(kv); i += 2 {
-		a.List = append(a.List, Attr{Key: kv[i], Value: kv[i+1]})
+		k.Add(kv[i], kv[i+1])
 	}
-	return a
+	return &k
 }
 
 // TestBucketsUpperInclusive: a value equal to a bound falls in that
 // bound's bucket, (b[i-1], b[i]], as OTLP and Prometheus "le" define it.
 func TestBucketsUpperInclusive(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10})
-	s := st.Series(0, attrs("svc", "k", "v"), 1)
+	s := st.Series(0, "svc", key("k", "v"), 1)
 	for _, v := range []float64{0, 1, 1.5, 2, 5, 5.0001, 100} {
 		s.Observe(descs[0].Bounds, v, Exemplar{})
 	}
@@ -42,29 +43,55 @@ func TestBucketsUpperInclusive(t *testing.T) {
 // and values cannot collide across keys.
 func TestKeysDistinguishAbsentAndEmpty(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10})
-	a := st.Series(1, attrs("svc", "k", ""), 1)
-	b := st.Series(1, attrs("svc"), 1)
-	c := st.Series(1, attrs("svc", "k", "ab"), 1)
-	d := st.Series(1, attrs("svc", "k", "a", "b", ""), 1)
-	e := st.Series(1, attrs("other", "k", ""), 1)
+	a := st.Series(1, "svc", key("k", ""), 1)
+	b := st.Series(1, "svc", key(), 1)
+	c := st.Series(1, "svc", key("k", "ab"), 1)
+	d := st.Series(1, "svc", key("k", "a", "b", ""), 1)
+	e := st.Series(1, "other", key("k", ""), 1)
 	for _, x := range []*Series{b, c, d, e} {
 		assert.NotSame(t, a, x)
 	}
 	assert.NotSame(t, c, d)
-	assert.Same(t, a, st.Series(1, attrs("svc", "k", ""), 1))
+	assert.Same(t, a, st.Series(1, "svc", key("k", ""), 1))
 	assert.Equal(t, 5, st.Len(1))
+
+	// No value can pose as a separator: one attribute whose value holds
+	// what would be the next key is still one attribute.
+	f := st.Series(1, "svc", key("k", "v\x00k2\x01w"), 1)
+	g := st.Series(1, "svc", key("k", "v", "k2", "w"), 1)
+	assert.NotSame(t, f, g)
+}
+
+// TestKeyAttributes: a new series carries exactly the attributes of its
+// key, in order, whatever their bytes and lengths (a length of 128 and
+// more takes two bytes of prefix).
+func TestKeyAttributes(t *testing.T) {
+	long := strings.Repeat("é", 200)
+	kv := []string{"k", "", "gen_ai.request.model", long, "\x00\x01", "v\x80"}
+	st := New(descs, Options{MaxSeries: 10})
+	st.Series(1, "svc", key(kv...), 1).Add(1)
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v", 2)
+	got := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).Attributes()
+	require.Equal(t, 3, got.Len())
+	i := 0
+	for k, v := range got.All() {
+		assert.Equal(t, kv[2*i], k)
+		assert.Equal(t, kv[2*i+1], v.Str())
+		i++
+	}
 }
 
 // TestOverflow: past MaxSeries, one overflow series per metric takes every
 // new attribute set; existing series keep counting; overflow is counted.
 func TestOverflow(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 2})
-	st.Series(1, attrs("s", "k", "1"), 1).Add(1)
-	st.Series(1, attrs("s", "k", "2"), 1).Add(1)
-	st.Series(1, attrs("s", "k", "3"), 1).Add(1)
-	st.Series(1, attrs("s", "k", "4"), 1).Add(1)
-	st.Series(1, attrs("s", "k", "1"), 1).Add(1)
-	st.Series(0, attrs("s", "k", "1"), 1).Observe(descs[0].Bounds, 1, Exemplar{})
+	st.Series(1, "s", key("k", "1"), 1).Add(1)
+	st.Series(1, "s", key("k", "2"), 1).Add(1)
+	st.Series(1, "s", key("k", "3"), 1).Add(1)
+	st.Series(1, "s", key("k", "4"), 1).Add(1)
+	st.Series(1, "s", key("k", "1"), 1).Add(1)
+	st.Series(0, "s", key("k", "1"), 1).Observe(descs[0].Bounds, 1, Exemplar{})
 	got := map[string]int64{}
 	st.TakeOverflowed(func(name string, n int64) { got[name] = n })
 	assert.Equal(t, map[string]int64{"c": 2}, got)
@@ -90,16 +117,16 @@ func TestOverflow(t *testing.T) {
 // allocates nothing.
 func TestExistingSeriesNoAlloc(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10, MaxExemplars: 2})
-	a := attrs("svc", "gen_ai.provider.name", "openai", "streamwatch.route", "a")
-	st.Series(0, a, 1)
-	st.Series(1, a, 1)
+	a := key("gen_ai.provider.name", "openai", "streamwatch.route", "a")
+	st.Series(0, "svc", a, 1)
+	st.Series(1, "svc", a, 1)
 	// Fill the exemplar buffer so that steady state is measured.
-	s := st.Series(0, a, 1)
+	s := st.Series(0, "svc", a, 1)
 	s.Observe(descs[0].Bounds, 1, Exemplar{})
 	s.Observe(descs[0].Bounds, 1, Exemplar{})
 	allocs := testing.AllocsPerRun(1000, func() {
-		st.Series(0, a, 1).Observe(descs[0].Bounds, 0.5, Exemplar{Time: 3})
-		st.Series(1, a, 1).Add(1)
+		st.Series(0, "svc", a, 1).Observe(descs[0].Bounds, 0.5, Exemplar{Time: 3})
+		st.Series(1, "svc", a, 1).Add(1)
 	})
 	assert.Zero(t, allocs)
 }
@@ -109,9 +136,9 @@ func TestExistingSeriesNoAlloc(t *testing.T) {
 func TestEmitPerService(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10, MaxExemplars: 1})
 	tid := pcommon.TraceID{1}
-	st.Series(0, attrs("a"), 10).Observe(descs[0].Bounds, 1, Exemplar{Time: 11, TraceID: tid, SpanID: pcommon.SpanID{2}})
-	st.Series(0, attrs("a"), 10).Observe(descs[0].Bounds, 3, Exemplar{Time: 12, TraceID: tid})
-	st.Series(1, attrs("b"), 20).Add(4)
+	st.Series(0, "a", key(), 10).Observe(descs[0].Bounds, 1, Exemplar{Time: 11, TraceID: tid, SpanID: pcommon.SpanID{2}})
+	st.Series(0, "a", key(), 10).Observe(descs[0].Bounds, 3, Exemplar{Time: 12, TraceID: tid})
+	st.Series(1, "b", key(), 20).Add(4)
 
 	md := pmetric.NewMetrics()
 	st.Emit(md, "scope", "v1", 30)
@@ -147,7 +174,7 @@ func TestObserveCountsAsObserve(t *testing.T) {
 	d := []Desc{{Name: "h", Unit: "s", Kind: Histogram, Bounds: []float64{0.01, 0.02, 0.04}}}
 	point := func(record func(s *Series, bounds []float64)) pmetric.HistogramDataPoint {
 		st := New(d, Options{MaxSeries: 1, MaxExemplars: 3})
-		record(st.Series(0, attrs("svc"), 1), st.Bounds(0))
+		record(st.Series(0, "svc", key(), 1), st.Bounds(0))
 		md := pmetric.NewMetrics()
 		st.Emit(md, "scope", "v", 2)
 		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)

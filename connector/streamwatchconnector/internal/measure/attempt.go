@@ -236,16 +236,16 @@ func (r *Recorder) gapCounts() []uint64 {
 	return counts
 }
 
-// labels sets the attribute list of the next series: the present labels in
+// labels sets the attributes of the next series: the present labels in
 // order, then the extra dimensions.
 func (r *Recorder) labels(ls ...label) {
-	r.attrs = r.attrs[:0]
+	r.key.Reset()
 	for _, l := range ls {
 		if l.ok {
-			r.attrs = append(r.attrs, aggregate.Attr{Key: l.key, Value: l.value})
+			r.key.Add(l.key, l.value)
 		}
 	}
-	r.attrs = append(r.attrs, r.extra...)
+	r.key.Append(&r.extra)
 }
 
 // ordered reports whether a timeline starts at or after the span start and

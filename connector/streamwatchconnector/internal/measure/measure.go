@@ -82,8 +82,8 @@ type Recorder struct {
 
 	// Scratch, reused across spans so that a known series costs no
 	// allocation.
-	attrs []aggregate.Attr
-	extra []aggregate.Attr
+	key   aggregate.Key // the next series' attributes (labels)
+	extra aggregate.Key // the span's extra dimensions (extras)
 	buf   timeline.Buffers
 	vals  values
 	now   pcommon.Timestamp

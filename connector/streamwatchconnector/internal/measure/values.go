@@ -112,7 +112,7 @@ func (vs *values) get(s slot) (pcommon.Value, bool) {
 }
 
 func (r *Recorder) series(m int, service string) *aggregate.Series {
-	return r.store.Series(m, aggregate.Attrs{Service: service, List: r.attrs}, r.now)
+	return r.store.Series(m, service, &r.key, r.now)
 }
 
 func (r *Recorder) observe(m int, service string, v float64, ex aggregate.Exemplar) {
@@ -125,14 +125,14 @@ func (r *Recorder) observe(m int, service string, v float64, ex aggregate.Exempl
 
 // extras reads the configured dimensions from the span, then the resource.
 func (r *Recorder) extras(a, res pcommon.Map) {
-	r.extra = r.extra[:0]
+	r.extra.Reset()
 	for _, k := range r.opts.Dimensions {
 		v, ok := a.Get(k)
 		if !ok {
 			v, ok = res.Get(k)
 		}
 		if ok {
-			r.extra = append(r.extra, aggregate.Attr{Key: k, Value: v.AsString()})
+			r.extra.Add(k, v.AsString())
 		}
 	}
 }
