@@ -94,11 +94,40 @@ func TestOllama(t *testing.T) {
 	s.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(s.rec))
 	t.Cleanup(func() { _ = s.tp.Shutdown(context.Background()) })
 
-	t.Run("framing", func(t *testing.T) {
-		t.Run("openai-go", func(t *testing.T) { testFraming(ctx, t, s, openaiGo) })
-		t.Run("raw SSE", func(t *testing.T) { testFraming(ctx, t, s, rawSSE) })
+	// run runs one scenario on servers that answer. The scenarios abandon
+	// streams on purpose (a watchdog firing, a loser canceled), which can
+	// wedge an Ollama server for good (ollama.Server.Responsive); the
+	// next scenario would then hang until the suite's deadline. A wedged
+	// server is replaced before the scenario, and the replacement logged.
+	run := func(t *testing.T, name string, f func(t *testing.T)) {
+		t.Helper()
+		t.Run(name, func(t *testing.T) {
+			s.ensureResponsive(ctx, t, 20*time.Second)
+			f(t)
+		})
+	}
+	// Servers that replace wedged ones stop with the suite.
+	t.Cleanup(func() { s.a.Stop(); s.b.Stop() })
+
+	run(t, "a server that does not answer is replaced", func(t *testing.T) {
+		// A stopped runner answers nothing, as a wedged server does.
+		old := s.a
+		if _, err := old.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		s.ensureResponsive(ctx, t, 2*time.Second)
+		if s.a == old {
+			t.Fatal("the stopped server was not replaced")
+		}
+		if err := s.a.Responsive(ctx, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	})
-	t.Run("prefill continues a delivered prefix byte for byte", func(t *testing.T) {
+	t.Run("framing", func(t *testing.T) {
+		run(t, "openai-go", func(t *testing.T) { testFraming(ctx, t, s, openaiGo) })
+		run(t, "raw SSE", func(t *testing.T) { testFraming(ctx, t, s, rawSSE) })
+	})
+	run(t, "prefill continues a delivered prefix byte for byte", func(t *testing.T) {
 		testPrefill(ctx, t, s)
 	})
 	t.Run("stall before commit", func(t *testing.T) {
@@ -107,18 +136,18 @@ func TestOllama(t *testing.T) {
 		// runner stops: the tiny model writes 2,000–4,000 tokens/s, and
 		// up to 40 arrived after the client's third chunk in our runs.
 		held := hedgeprobe.Config{HoldChunks: 200}
-		t.Run("openai-go/buffered", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, openaiGo, buffered) })
-		t.Run("openai-go/hold", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, openaiGo, held) })
-		t.Run("raw SSE/buffered", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, rawSSE, buffered) })
-		t.Run("raw SSE/hold", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, rawSSE, held) })
+		run(t, "openai-go/buffered", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, openaiGo, buffered) })
+		run(t, "openai-go/hold", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, openaiGo, held) })
+		run(t, "raw SSE/buffered", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, rawSSE, buffered) })
+		run(t, "raw SSE/hold", func(t *testing.T) { testStallBeforeCommit(ctx, t, s, rawSSE, held) })
 	})
 	t.Run("stall after commit, watchdog", func(t *testing.T) {
-		t.Run("openai-go", func(t *testing.T) { testStallWatchdog(ctx, t, s, openaiGo) })
-		t.Run("raw SSE", func(t *testing.T) { testStallWatchdog(ctx, t, s, rawSSE) })
+		run(t, "openai-go", func(t *testing.T) { testStallWatchdog(ctx, t, s, openaiGo) })
+		run(t, "raw SSE", func(t *testing.T) { testStallWatchdog(ctx, t, s, rawSSE) })
 	})
 	t.Run("stall after commit, resumed", func(t *testing.T) {
-		t.Run("openai-go", func(t *testing.T) { testStallResumed(ctx, t, s, openaiGo) })
-		t.Run("raw SSE", func(t *testing.T) { testStallResumed(ctx, t, s, rawSSE) })
+		run(t, "openai-go", func(t *testing.T) { testStallResumed(ctx, t, s, openaiGo) })
+		run(t, "raw SSE", func(t *testing.T) { testStallResumed(ctx, t, s, rawSSE) })
 	})
 	t.Run("collector metrics", func(t *testing.T) {
 		testOllamaMetrics(ctx, t, s, prom)
@@ -143,6 +172,25 @@ func startOllama(ctx context.Context, t *testing.T, o ollama.Options) *ollama.Se
 	t.Logf("ollama set-up: %s listening in %s, model created in %s, loaded in %s",
 		srv.Name, st.Listen.Round(time.Millisecond), st.Create.Round(time.Millisecond), st.Load.Round(time.Millisecond))
 	return srv
+}
+
+// ensureResponsive replaces each server that does not generate a token
+// within timeout (a healthy one takes well under a second) with a new one,
+// logging the old one's last lines.
+func (s *ollamaSuite) ensureResponsive(ctx context.Context, t *testing.T, timeout time.Duration) {
+	t.Helper()
+	for _, srv := range []**ollama.Server{&s.a, &s.b} {
+		err := (*srv).Responsive(ctx, timeout)
+		if err == nil {
+			continue
+		}
+		t.Logf("%v; restarting it. Its log:\n%s", err, tail((*srv).Log(), 10))
+		next, err := (*srv).Restart(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*srv = next
+	}
 }
 
 // startCollectorStack starts otelcol-streamwatch (processed traces also to

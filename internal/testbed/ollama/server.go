@@ -45,6 +45,7 @@ type Server struct {
 	// Setup is how long Start took for each step.
 	Setup Setup
 
+	opts Options // for Restart
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -96,7 +97,7 @@ func start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Name: o.Name, Addr: "127.0.0.1:" + strconv.Itoa(port), done: make(chan struct{})}
+	s := &Server{Name: o.Name, Addr: "127.0.0.1:" + strconv.Itoa(port), opts: o, done: make(chan struct{})}
 	home := filepath.Join(o.Dir, o.Name+"-home")
 	models := filepath.Join(o.Dir, o.Name+"-models")
 	for _, d := range []string{home, models} {
@@ -331,6 +332,34 @@ func (s *Server) Stop() {
 	// The runner may outlive the server by a moment; the group goes.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-s.done
+}
+
+// Responsive reports whether the server generates a token within
+// timeout, through the same request slot every completion takes.
+//
+// Ollama 0.17 can wedge for good when a client leaves a stream while
+// tokens are still being relayed to it: the chat handler's producer
+// goroutine sends each token on an unbuffered channel without watching the
+// request's context, and the response loop that reads the channel returns
+// as soon as it sees the client gone. The producer then blocks forever
+// inside the completion, holding the model's only request slot
+// (OLLAMA_NUM_PARALLEL=1), and every later request waits. It is rare and
+// depends on timing; a caller that abandons streams on purpose checks
+// with Responsive and replaces a wedged server with Restart.
+func (s *Server) Responsive(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := s.load(ctx); err != nil {
+		return fmt.Errorf("ollama: %s does not answer: %w", s.Name, err)
+	}
+	return nil
+}
+
+// Restart stops s and starts a server with the same options, on a new
+// port. The log file starts anew: read s.Log first to keep it.
+func (s *Server) Restart(ctx context.Context) (*Server, error) {
+	s.Stop()
+	return Start(ctx, s.opts)
 }
 
 // Log returns the server's output so far, for failure messages.
