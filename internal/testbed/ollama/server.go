@@ -338,14 +338,15 @@ func (s *Server) Stop() {
 // timeout, through the same request slot every completion takes.
 //
 // Ollama 0.17 can wedge for good when a client leaves a stream while
-// tokens are still being relayed to it: the chat handler's producer
-// goroutine sends each token on an unbuffered channel without watching the
-// request's context, and the response loop that reads the channel returns
-// as soon as it sees the client gone. The producer then blocks forever
-// inside the completion, holding the model's only request slot
-// (OLLAMA_NUM_PARALLEL=1), and every later request waits. It is rare and
-// depends on timing; a caller that abandons streams on purpose checks
-// with Responsive and replaces a wedged server with Restart.
+// tokens are still being relayed to it (seen once; docs/ollama.md). Its
+// source shows a way, read rather than reproduced: the chat handler's
+// producer goroutine sends each token on an unbuffered channel without
+// watching the request's context, and the response loop that reads the
+// channel returns as soon as it sees the client gone. A producer caught
+// mid-send then blocks inside the completion, holding the model's only
+// request slot (OLLAMA_NUM_PARALLEL=1), and every later request waits.
+// A caller that abandons streams on purpose checks with Responsive and
+// replaces a wedged server with Restart.
 func (s *Server) Responsive(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
