@@ -12,12 +12,13 @@
 //	var k aggregate.Key
 //	k.Reset(); k.Add("streamwatch.route", "a")
 //	s := st.Series(metric, service, &k, now) // builds attributes only for a new series
-//	s.Observe(v, ex)                     // histograms
-//	s.Add(n)                             // sums
-//	st.Emit(out, now)                    // cumulative snapshot, exemplars reset
+//	s.Observe(v, ex)                         // histograms
+//	s.Add(n)                                 // sums
+//	st.Emit(out, now)                        // cumulative snapshot, exemplars reset
 package aggregate
 
 import (
+	"encoding/binary"
 	"sort"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -61,14 +62,10 @@ type Options struct {
 }
 
 // Key is the attributes of a series, in a fixed order per metric (absent
-// attributes left out), encoded: every key and value length-prefixed, so
-// that no two attribute lists encode alike. The zero Key is empty and
-// ready to use; reuse one with Reset.
-//
-// Building a Key only copies bytes. A recorder builds several per span,
-// and a list of strings it rebuilt in place instead cost the garbage
-// collector's write barrier on every string stored while a cycle was
-// marking, which under load is much of the time (docs/scale.md).
+// attributes left out), encoded with every key and value length-prefixed:
+// no two attribute lists encode alike, whatever bytes the values hold. The
+// zero Key is empty and ready to use; reuse one with Reset, so that
+// finding an existing series allocates nothing.
 type Key struct{ b []byte }
 
 // Reset empties k, keeping its buffer.
@@ -83,33 +80,23 @@ func (k *Key) Add(key, value string) {
 // Append appends every attribute of o.
 func (k *Key) Append(o *Key) { k.b = append(k.b, o.b...) }
 
-// put appends s with its length as a uvarint. The appends are to k.b
-// itself, so the compiler writes the slice's pointer only when it grows.
+// put appends s with its length as a uvarint.
 func (k *Key) put(s string) {
-	n := uint64(len(s))
-	for n >= 0x80 {
-		k.b = append(k.b, byte(n)|0x80)
-		n >>= 7
-	}
-	k.b = append(k.b, byte(n))
+	k.b = binary.AppendUvarint(k.b, uint64(len(s)))
 	k.b = append(k.b, s...)
 }
 
-// decodeAttrs decodes an encoding of Key into m.
+// decodeAttrs decodes an encoding of Key into m. Keys are built only by
+// Add, so the encoding is always whole; a truncated one would end early.
 func decodeAttrs(b []byte, m pcommon.Map) {
 	next := func() string {
-		var n uint64
-		for shift := 0; len(b) > 0; shift += 7 {
-			c := b[0]
-			b = b[1:]
-			n |= uint64(c&0x7f) << shift
-			if c < 0x80 {
-				break
-			}
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n > uint64(len(b)-w) {
+			b = nil
+			return ""
 		}
-		n = min(n, uint64(len(b)))
-		s := string(b[:n])
-		b = b[n:]
+		s := string(b[w : w+int(n)])
+		b = b[w+int(n):]
 		return s
 	}
 	for len(b) > 0 {
