@@ -56,6 +56,7 @@ type attempt[T any] struct {
 	shown      int64         // content chunks of this attempt delivered to the caller
 	first      time.Duration // first content chunk since call start, when content > 0
 	firstItem  int           // index in buf of the first content chunk
+	opening    int           // Control items before the first content chunk
 	last       time.Duration // latest content chunk since call start
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64

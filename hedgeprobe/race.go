@@ -138,6 +138,11 @@ func (s *Stream[T]) handle(ev event[T]) {
 		s.race.contentSeen = true
 		if a.content == 1 {
 			a.first, a.firstItem = ev.at, len(a.buf)-1
+			for _, it := range a.buf[:a.firstItem] {
+				if it.kind == Control {
+					a.opening++
+				}
+			}
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
 		}
 	case Control:
@@ -179,9 +184,7 @@ func (s *Stream[T]) commit(a *attempt[T]) {
 }
 
 // chainItems returns what the caller reads of a: its parent's items up to
-// where a continues them, then its own; a resume's own items start at its
-// first content chunk (its opening role or keepalive items are the
-// opening of an answer the caller already has).
+// where a continues them, then its own (continuation's, for a resume).
 func chainItems[T any](a *attempt[T]) []item[T] {
 	var out []item[T]
 	if p := a.parent; p != nil {
@@ -189,15 +192,46 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 		out = out[:len(out)-(len(p.buf)-a.parentItems)]
 	}
 	own := a.buf
-	if a.trigger == TriggerResume && a.firstItem >= 0 {
-		own = own[a.firstItem:]
+	if a.trigger == TriggerResume {
+		own = continuation(a)
 	}
 	return append(out, own...)
 }
 
+// continuation returns what the caller reads of a resume attempt's own
+// items: not the opening of an answer, which the caller already has from
+// the attempt it continues. With content, the opening is everything before
+// the first content chunk. A continuation that ended without content (the
+// answer was complete at the prefix) has no such mark: its opening is
+// taken to be as many Control items as the answer's own had (OpenAI's role
+// chunk; Anthropic's message_start and content_block_start), so the caller
+// gets only the closing items (finish reason, usage). A second opening
+// would make anthropic-sdk-go's Message.Accumulate start the message
+// afresh.
+func continuation[T any](a *attempt[T]) []item[T] {
+	if a.firstItem >= 0 {
+		return a.buf[a.firstItem:]
+	}
+	answer := a
+	for answer.trigger == TriggerResume && answer.of != nil {
+		answer = answer.of
+	}
+	skip := answer.opening
+	for i, it := range a.buf {
+		if skip == 0 {
+			return a.buf[i:]
+		}
+		if it.kind == Control {
+			skip--
+		}
+	}
+	return nil
+}
+
 // switchTo makes the resume attempt a the winner after commit: it
-// delivered its first content chunk before the stalled stream spoke again
-// (docs/design.md §2 rule 10). The stalled stream is cancelled; what it
+// delivered its first content chunk, or ended without content, before the
+// stalled stream spoke again (docs/design.md §2 rule 10). The stalled
+// stream is cancelled; what it
 // still had pending (keepalives only: its content would have won) is
 // dropped.
 func (s *Stream[T]) switchTo(a *attempt[T]) {
@@ -206,11 +240,7 @@ func (s *Stream[T]) switchTo(a *attempt[T]) {
 	s.obs.commit(CommitEvent{Context: s.ctx, Attempt: a.idx, Route: a.route.Name, Provider: a.route.Provider,
 		Model: a.route.Model, Elapsed: now.Sub(s.start)})
 	s.cancelOthers(a)
-	own := a.buf
-	if a.firstItem >= 0 {
-		own = own[a.firstItem:]
-	}
-	s.out.replace(own)
+	s.out.replace(continuation(a))
 	a.buf = a.buf[:0]
 }
 

@@ -266,6 +266,70 @@ func TestResumeBeforeCommitBuffered(t *testing.T) {
 	})
 }
 
+// A continuation can end without content: the answer was complete at
+// the prefix, and the stalled stream only owed its closing items. The
+// caller then reads the continuation's closing items, not its opening (as
+// many Control items as the answer's own opening), after commit and before
+// (Buffered): a second opening would make an accumulator such as
+// anthropic-sdk-go's (message_start) start the message afresh.
+func TestResumeEndsWithoutContent(t *testing.T) {
+	openAI := func(after time.Duration) []step {
+		return []step{keepalive(after), control(50*time.Millisecond, "role"),
+			control(10*time.Millisecond, "stop"), control(10*time.Millisecond, "usage")}
+	}
+	anthropic := func(after time.Duration) []step {
+		return []step{control(after, "message_start"), keepalive(10 * time.Millisecond), control(10*time.Millisecond, "block_start"),
+			control(10*time.Millisecond, "block_stop"), control(10*time.Millisecond, "message_delta"), control(0, "message_stop")}
+	}
+	for _, tc := range []struct {
+		name       string
+		delivery   Delivery
+		stallAfter time.Duration
+		a, b       []step
+		want       string
+	}{
+		{"after commit", Streaming, 0,
+			[]step{control(0, "role"), content(time.Second, "Done."), keepalive(500 * time.Millisecond), hang()}, openAI(50 * time.Millisecond),
+			"[role Done. stop usage]"},
+		{"before commit (Buffered)", Buffered, time.Second,
+			[]step{control(0, "role"), content(time.Second, "Done."), keepalive(500 * time.Millisecond), hang()}, openAI(50 * time.Millisecond),
+			"[role Done. stop usage]"},
+		{"two opening items", Streaming, 0,
+			[]step{control(0, "message_start"), control(0, "block_start"), content(time.Second, "Done."), hang()}, anthropic(50 * time.Millisecond),
+			"[message_start block_start Done. block_stop message_delta message_stop]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := continuing("a", tc.a), continuing("b", tc.b)
+				cfg := resumeCfg()
+				cfg.Delivery, cfg.StallAfter = tc.delivery, tc.stallAfter
+				p := mustNew(t, cfg, withText())
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if g.err != nil {
+					t.Fatalf("err %v", g.err)
+				}
+				var items []string
+				for i, k := range g.kinds {
+					if k != Keepalive {
+						items = append(items, g.texts[i])
+					}
+				}
+				if fmt.Sprint(items) != tc.want {
+					t.Fatalf("caller read %v, want %s: the continuation's opening must not be delivered", items, tc.want)
+				}
+				if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "Done." || asked[0].Trigger != TriggerResume {
+					t.Fatalf("b asked %+v", asked)
+				}
+				if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled ||
+					st.Attempts[1].Outcome != AttemptWinner || st.ChunksDelivered != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+			})
+		})
+	}
+}
+
 // Exactly once, under stress: thousands of calls whose streams fall
 // silent after commit at random points and recover at random times, with
 // continuations that may stall too. The caller's text is always one
