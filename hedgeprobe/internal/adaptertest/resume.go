@@ -17,7 +17,9 @@ import (
 // silent and is continued on another route from the text delivered. At
 // Scale the "stall" profile's silence after chunk 5 lasts 300 ms;
 // "stall-twice" continued from chunk 5 falls silent again after chunk 10;
-// "no-prefill" refuses every continuation with a 400. Every check is on
+// "stall-before-end" falls silent after its last chunk, so a continuation
+// has no content, only its opening and closing events; "no-prefill"
+// refuses every continuation with a 400. Every check is on
 // the caller's text and on Stream.Stats (triggers and outcomes), never on
 // wall-clock durations. The margins are wide on purpose: a resume has at
 // least 100 ms to deliver its first chunk before anything else can happen
@@ -76,6 +78,20 @@ var ResumeCases = []ResumeCase{
 		Config: ResumeConfig,
 		Attempts: []WantAttempt{
 			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
+			{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
+		},
+	},
+	{
+		// The continuation ends without content: the caller reads its
+		// closing events (finish reason, usage), not a second opening —
+		// anthropic-sdk-go's Message.Accumulate would start the message
+		// afresh at a second message_start, and the read loops check that
+		// the accumulated message holds the text read.
+		Name:   "a stall before the end is closed by a continuation without content",
+		Routes: []RouteSpec{{"stall-before-end", true}, {"steady", true}},
+		Config: ResumeConfig,
+		Attempts: []WantAttempt{
+			{hedgeprobe.TriggerPrimary, "stall-before-end", hedgeprobe.AttemptCanceled},
 			{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
 		},
 	},
