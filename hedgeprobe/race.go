@@ -231,9 +231,8 @@ func continuation[T any](a *attempt[T]) []item[T] {
 // switchTo makes the resume attempt a the winner after commit: it
 // delivered its first content chunk, or ended without content, before the
 // stalled stream spoke again (docs/design.md §2 rule 10). The stalled
-// stream is cancelled; what it
-// still had pending (keepalives only: its content would have won) is
-// dropped.
+// stream is cancelled; what it still had pending (keepalives only: its
+// content would have won) is dropped.
 func (s *Stream[T]) switchTo(a *attempt[T]) {
 	now := time.Now()
 	s.race.winner = a
