@@ -120,18 +120,31 @@ func (h *health) soonest(names func(i int) string, n int) int {
 	return best
 }
 
-// failure records a transient failure of an attempt on name; it returns
-// the ejection it caused, if any. retryAfter > 0 is the upstream's
-// pushback, which ejects (or pushes back) until then by itself.
-func (h *health) failure(name string, now time.Time, retryAfter time.Duration) (ev RouteEvent, ejected bool) {
+// failure records a transient failure of an attempt on name, probe
+// telling whether it was the attempt admitted to probe the route; it
+// returns the ejection it caused, if any. retryAfter > 0 is the
+// upstream's pushback, which ejects (or pushes back) until then by itself.
+//
+// Once a route is ejected only its probe speaks for it: attempts that were
+// already running when it was ejected can fail in a crowd after that (one
+// outage, many streams), and counting them would eject it again, longer,
+// once per crowd. A Retry-After among them still holds: it lengthens the
+// ejection to its time, without counting as another.
+func (h *health) failure(name string, now time.Time, retryAfter time.Duration, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.route(name)
 	wasClear := r.clear()
 	defer func() { h.settle(name, r, wasClear) }()
-	wasProbe := r.probing
-	r.probing = false
 	if !h.on() {
+		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
+			r.until = now.Add(retryAfter)
+		}
+		return RouteEvent{}, false
+	}
+	if probe {
+		r.probing = false
+	} else if r.ejections > 0 {
 		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
 			r.until = now.Add(retryAfter)
 		}
@@ -144,7 +157,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration) (
 		r.fails = 0
 		r.until = now.Add(retryAfter)
 		return RouteEvent{Route: name, Reason: EjectRetryAfter, For: retryAfter, Ejections: r.ejections}, true
-	case r.fails >= h.threshold || wasProbe:
+	case r.fails >= h.threshold || probe:
 		r.ejections++
 		r.fails = 0
 		d := min(h.base*time.Duration(r.ejections), h.max)
@@ -154,9 +167,12 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration) (
 	return RouteEvent{}, false
 }
 
-// success records an attempt on name whose stream completed; it reports
-// whether that restored an ejected route (a successful probe).
-func (h *health) success(name string) (restored bool) {
+// success records an attempt on name whose stream completed, probe
+// telling whether it was the route's probe; it reports whether that
+// restored an ejected route. Only the probe restores one: a stream that
+// was already running when the route was ejected and completes during the
+// ejection says nothing of the calls the ejection keeps away.
+func (h *health) success(name string, probe bool) (restored bool) {
 	if h.marked.Load() == 0 {
 		return false
 	}
@@ -166,7 +182,10 @@ func (h *health) success(name string) (restored bool) {
 	if r == nil {
 		return false
 	}
-	restored = h.on() && r.ejections > 0 && !r.until.IsZero()
+	if h.on() && r.ejections > 0 && !probe {
+		return false
+	}
+	restored = h.on() && r.ejections > 0
 	r.fails = 0
 	if h.on() {
 		r.ejections, r.until, r.probing = 0, time.Time{}, false

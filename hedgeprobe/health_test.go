@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,6 +72,71 @@ func TestHealthEjectProbeRestore(t *testing.T) {
 	})
 }
 
+// Only its probe speaks for an ejected route. Streams already running on
+// it when it was ejected neither restore it by completing during the
+// ejection nor eject it again, longer, by failing; the probe after the
+// ejection does restore it.
+func TestHealthInFlightDuringEjection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a",
+			texts("a", 2, 100*time.Millisecond, 4900*time.Millisecond),                                     // X: 0 s – 5 s
+			[]step{content(100*time.Millisecond, "z"), fail(1400*time.Millisecond, &statusErr{code: 503})}, // Z: fails at 2 s
+			[]step{fail(10*time.Millisecond, &statusErr{code: 503})},                                       // Y: fails at 1.01 s
+			texts("a", 1, 100*time.Millisecond, 0))                                                         // the probe
+		b := newUpstream("b", texts("b", 1, 100*time.Millisecond, 0))
+		var mu sync.Mutex
+		var ej, rest []RouteEvent
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 1, EjectFailures: 1, EjectBase: 10 * time.Second},
+			OnEject(func(e RouteEvent) { mu.Lock(); ej = append(ej, e); mu.Unlock() }),
+			OnRestore(func(e RouteEvent) { mu.Lock(); rest = append(rest, e); mu.Unlock() }))
+		start := time.Now()
+		call := func() Stats {
+			s := p.Stream(t.Context(), a.route(), b.route())
+			drain(s, start)
+			return s.Stats()
+		}
+		var wg sync.WaitGroup
+		for _, at := range []time.Duration{0, 500 * time.Millisecond, time.Second} { // X, Z, Y
+			wg.Go(func() {
+				time.Sleep(at - time.Since(start))
+				call()
+			})
+		}
+		wg.Wait() // 5 s: X completed, Z failed at 2 s, Y at 1.01 s
+		mu.Lock()
+		if len(ej) != 1 || ej[0].For != 10*time.Second || len(rest) != 0 {
+			t.Fatalf("ejections %+v, restores %+v: want one ejection at 1.01 s and no restore", ej, rest)
+		}
+		mu.Unlock()
+		if st := call(); st.Attempts[0].Route != "b" {
+			t.Fatalf("at 5.1 s a must still be ejected: %+v", st)
+		}
+		time.Sleep(11010*time.Millisecond - time.Since(start))
+		if st := call(); st.WinnerRoute != "a" || len(rest) != 1 {
+			t.Fatalf("the probe at 11.01 s: %+v, restores %+v", st, rest)
+		}
+	})
+}
+
+// A Retry-After from a stream that was running when its route was ejected
+// lengthens the ejection to its time, without counting as another.
+func TestHealthRetryAfterDuringEjection(t *testing.T) {
+	h := newHealth(Config{EjectFailures: 1, EjectBase: 10 * time.Second, EjectMax: time.Minute})
+	t0 := time.Unix(1000, 0)
+	if _, ejected := h.failure("a", t0, 0, false); !ejected {
+		t.Fatal("not ejected")
+	}
+	if ev, ejected := h.failure("a", t0.Add(time.Second), 30*time.Second, false); ejected {
+		t.Fatalf("ejected again: %+v", ev)
+	}
+	if ok, _ := h.admit("a", t0.Add(30*time.Second), true); ok {
+		t.Fatal("admitted before the Retry-After's time (31 s)")
+	}
+	if ok, probe := h.admit("a", t0.Add(31*time.Second), true); !ok || !probe {
+		t.Fatalf("at 31 s: admitted %v, probe %v; want the probe", ok, probe)
+	}
+}
+
 // A Retry-After ejects a route until its time; every route ejected still
 // serves the call on the one whose ejection ends first; losers never
 // count as failures.
@@ -125,12 +191,16 @@ func TestHealthOff(t *testing.T) {
 
 // The health table is shared by all calls of a Prober: 10,000 concurrent
 // calls under -race, against a route that always fails and one that
-// always answers, all succeed and the failing route ends up ejected.
+// always answers, all succeed and the failing route ends up ejected —
+// once: the first wave's 50 failures, at the same instant, are one outage.
+// (The calls take 10 s; the ejection outlasts them.)
 func TestHealthConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// A burst large enough for the first wave's error hedges: the
 		// budget is not what this test is about.
-		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 1000})
+		var ejections atomic.Int32
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 1000, EjectBase: time.Minute},
+			OnEject(func(RouteEvent) { ejections.Add(1) }))
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		failed := 0
@@ -157,6 +227,9 @@ func TestHealthConcurrentCalls(t *testing.T) {
 		}
 		if ok, _ := p.health.admit("a", time.Now(), true); ok {
 			t.Fatal("the failing route is not ejected")
+		}
+		if n := ejections.Load(); n != 1 {
+			t.Fatalf("%d ejections, want 1", n)
 		}
 	})
 }
