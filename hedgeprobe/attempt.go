@@ -51,6 +51,7 @@ type attempt[T any] struct {
 	outcome    AttemptOutcome
 	err        error
 	endAt      time.Duration
+	reportAt   time.Time // ended at, while its report waits for the call's end (handsOn)
 	buf        []item[T]
 	content    int64
 	shown      int64         // content chunks of this attempt delivered to the caller

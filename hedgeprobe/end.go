@@ -35,7 +35,34 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	if o == AttemptCanceled && a != s.race.winner {
 		s.obs.canceled(a.idx, now)
 	}
+	if s.handsOn(a) {
+		// Its items reach the caller behind a continuation's, after this:
+		// reported when the call ends, with the chunks the caller got.
+		a.reportAt = now
+		return
+	}
 	s.obs.attemptDone(AttemptEvent{Context: s.ctx, AttemptStats: a.stats()}, now)
+}
+
+// handsOn reports whether some of a's items may still reach the caller
+// through a continuation of a that is live (before commit, or the winner):
+// a stall hedge continues the stalled attempt's text, and the caller reads
+// that attempt's items up to the prefix, then the continuation's.
+func (s *Stream[T]) handsOn(a *attempt[T]) bool {
+	if s.phase == phaseDone {
+		return false // the call has ended: nothing more reaches the caller
+	}
+	for _, b := range s.attempts {
+		if b.done {
+			continue
+		}
+		for p := b.parent; p != nil; p = p.parent {
+			if p == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fail ends attempt a with err: a transient error asks for the next
@@ -168,6 +195,9 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 	now := time.Now()
 	w := s.race.winner
 	for _, a := range s.attempts {
+		if !a.reportAt.IsZero() {
+			s.obs.attemptDone(AttemptEvent{Context: s.ctx, AttemptStats: a.stats()}, a.reportAt)
+		}
 		if a.done {
 			continue
 		}

@@ -50,7 +50,10 @@ func OnCommit(f func(CommitEvent)) Option { return func(o *options) { o.onCommit
 // OnAttemptDone registers a hook called once per attempt when it ends,
 // with its outcome. A loser, of a race before commit or of a resume race
 // after it, reports AttemptCanceled, never AttemptFailed, so a circuit
-// breaker fed from this hook is not tripped by losing a race.
+// breaker fed from this hook is not tripped by losing a race. An attempt
+// that a stall hedge continued before commit is reported when the call
+// ends, not when it was cancelled: its chunks reach the caller after that,
+// ahead of the continuation's, and its ChunksDelivered counts them.
 func OnAttemptDone(f func(AttemptEvent)) Option { return func(o *options) { o.onAttemptDone = f } }
 
 // OnWatchdog registers a hook called when the TTFT or stall watchdog fires.

@@ -493,6 +493,66 @@ func TestResumeTelemetry(t *testing.T) {
 	})
 }
 
+// Before commit a stall hedge continues the stalled attempt, whose chunks
+// then reach the caller behind the commit, after that attempt was
+// cancelled. Its hook event and span still count them delivered (nothing
+// wasted), as Stats does; when the call is closed before the commit
+// instead, every attempt is reported once, with nothing delivered.
+func TestResumeBeforeCommitReportsDelivered(t *testing.T) {
+	for name, closeAt := range map[string]time.Duration{"committed": 0, "closed before commit": 1200 * time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(100*time.Millisecond, "a0"), hang()})
+				b := continuing("b", []step{content(100*time.Millisecond, "b0"), content(100*time.Millisecond, "b1"),
+					content(100*time.Millisecond, "b2")})
+				var done []AttemptEvent
+				cfg := resumeCfg()
+				cfg.HoldChunks, cfg.StallAfter = 3, time.Second
+				p, exp := recorded(t, cfg, withText(), OnAttemptDone(func(e AttemptEvent) { done = append(done, e) }))
+				s := p.Stream(t.Context(), a.route(), b.route())
+				if closeAt > 0 {
+					time.AfterFunc(closeAt, func() { _ = s.Close() })
+				}
+				g := drain(s, time.Now())
+				want := map[int]int64{0: 1, 1: 3} // the stall hedge at 1.1 s commits at 1.3 s with b1
+				if closeAt > 0 {
+					want = map[int]int64{0: 0, 1: 0}
+				} else if fmt.Sprint(g.texts) != "[a0 b0 b1 b2]" {
+					t.Fatalf("caller read %v", g.texts)
+				}
+				if len(done) != 2 {
+					t.Fatalf("%d attempt reports, want 2: %+v", len(done), done)
+				}
+				for _, e := range done {
+					if e.ChunksDelivered != want[e.Index] || e.ChunksDelivered != s.Stats().Attempts[e.Index].ChunksDelivered {
+						t.Fatalf("attempt %d reported %d delivered, want %d (Stats %+v)", e.Index, e.ChunksDelivered, want[e.Index], s.Stats().Attempts)
+					}
+				}
+				for _, sp := range exp.GetSpans() {
+					if sp.Name == semconv.CallSpanName {
+						continue
+					}
+					idx, _ := attrOf(sp.Attributes, semconv.AttemptIndex)
+					if v, _ := attrOf(sp.Attributes, semconv.ChunksDelivered); v.AsInt64() != want[int(idx.AsInt64())] {
+						t.Fatalf("attempt %d span: %d delivered, want %d", idx.AsInt64(), v.AsInt64(), want[int(idx.AsInt64())])
+					}
+				}
+				// The stalled attempt's span ends when it was cancelled, not
+				// when its report went out.
+				if closeAt == 0 {
+					for _, sp := range exp.GetSpans() {
+						if idx, ok := attrOf(sp.Attributes, semconv.AttemptIndex); ok && idx.AsInt64() == 0 {
+							if d := sp.EndTime.Sub(sp.StartTime); d != 1300*time.Millisecond {
+								t.Fatalf("stalled attempt span lasts %v, want 1.3s", d)
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
 // The committed stream fails mid-way with a transient error: a resume
 // continues at once from everything delivered, and the caller reads the
 // text neither cut nor repeated.
