@@ -63,6 +63,16 @@ func (s *Stream[T]) deliver() bool {
 	if d.pos == len(d.pending) {
 		d.pending, d.pos = d.pending[:0], 0
 	}
+	if it.kind == Content && s.race.resumable {
+		// Before anything counts the item as delivered: a panic in Text
+		// ends the call, and the item never reaches the caller.
+		text, ok, err := textSafe(s.p.items.Text, it.v)
+		if err != nil {
+			s.finish(err, OutcomeError)
+			return false
+		}
+		d.text.appendText(text, ok)
+	}
 	s.cur = it.v
 	d.items++
 	now := s.since()
@@ -74,14 +84,6 @@ func (s *Stream[T]) deliver() bool {
 		}
 		if s.rec != nil {
 			s.rec.delivered(s.start.Add(now))
-		}
-		if s.race.resumable {
-			text, ok, err := textSafe(s.p.items.Text, it.v)
-			if err != nil {
-				s.finish(err, OutcomeError)
-				return false
-			}
-			d.text.appendText(text, ok)
 		}
 		d.waited, d.resumeMark = 0, 0
 	} else {

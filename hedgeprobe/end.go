@@ -69,14 +69,15 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 // attempt at once (a hedge before commit, a resume after it), a fatal one
 // ends the call — except on a resume attempt, where it means the route
 // refused to continue: that route is not asked again for a while, and the
-// call goes on.
+// call goes on. A panic is never a refusal: it is a bug in the caller's
+// code or an adapter, and fails the call wherever it happens.
 func (s *Stream[T]) fail(a *attempt[T], err error) {
 	if s.stopping() {
 		return
 	}
 	now := time.Now()
 	transient := IsTransient(err)
-	refused := !transient && a.trigger == TriggerResume
+	refused := !transient && a.trigger == TriggerResume && !isPanic(err)
 	s.end(a, AttemptFailed, err, now, false)
 	switch {
 	case transient:
@@ -115,6 +116,13 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 		s.onDeadline()
 	}
 	s.endIfNoneLeft(err)
+}
+
+// isPanic reports whether err is a recovered panic of code hedgeprobe
+// calls: a Route's Open, a Source, the classifier or an Items function.
+func isPanic(err error) bool {
+	return errors.Is(err, ErrOpenPanic) || errors.Is(err, ErrSourcePanic) ||
+		errors.Is(err, ErrClassifierPanic) || errors.Is(err, ErrExtractorPanic)
 }
 
 // unhealthy counts a's transient failure (an error, or a watchdog timeout

@@ -484,3 +484,65 @@ func TestRegressionNoHedgeAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// Regression: a panic in an Items function on a resume attempt was taken
+// for the route refusing to continue (a non-transient error on a resume):
+// the call went on to the watchdog and the route was marked as refusing
+// continuations for ResumeRefusedFor. A panic is a bug, and fails the call
+// where it happens, on a resume as on any attempt.
+func TestRegressionPanicOnResumeIsNotRefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(100*time.Millisecond, "hello "), hang()})
+		b := continuing("b", []step{{after: 10 * time.Millisecond, kind: Control, tok: 7}, content(10*time.Millisecond, "world")})
+		cfg := resumeCfg()
+		cfg.ResumeAfter, cfg.StallTimeout = time.Second, 5*time.Second
+		var resumes []ResumeEvent
+		p := mustNew(t, cfg, withText(), withTokens(func(c chunk) (int64, bool) {
+			if c.Tokens > 0 {
+				panic("bad usage item")
+			}
+			return 0, false
+		}), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		if !errors.Is(g.err, ErrExtractorPanic) || s.Stats().Outcome != OutcomeError {
+			t.Fatalf("err %v, outcome %q: want the panic to fail the call", g.err, s.Stats().Outcome)
+		}
+		if d := time.Since(start); d != 1110*time.Millisecond {
+			t.Fatalf("the call ended at %v, want 1.11s (the panic), not the watchdog", d)
+		}
+		for _, e := range resumes {
+			if e.Skipped != "" {
+				t.Fatalf("resume reported skipped (%s): a panic is not a refusal", e.Skipped)
+			}
+		}
+		if p.refusals.refused("b", time.Now()) {
+			t.Fatal("route b marked as refusing continuations")
+		}
+	})
+}
+
+// Regression: a panic in Items.Text on a delivered chunk ended the call,
+// yet Stats counted that chunk (and the caller's view recorded it) as
+// delivered though Next never returned it.
+func TestRegressionTextPanicDeliversNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", texts("a", 2, 100*time.Millisecond, 100*time.Millisecond))
+		p := mustNew(t, resumeCfg(), itemsOpt(func(i *Items[chunk]) {
+			i.Text = func(c chunk) (string, bool) {
+				if c.Text == "a1" {
+					panic("bad chunk")
+				}
+				return c.Text, true
+			}
+		}))
+		s := p.Stream(t.Context(), a.route())
+		g := drain(s, time.Now())
+		wantTexts(t, g, "a0")
+		st := s.Stats()
+		if !errors.Is(g.err, ErrExtractorPanic) || st.ChunksDelivered != 1 || st.ItemsDelivered != 1 || st.Attempts[0].ChunksDelivered != 1 {
+			t.Fatalf("err %v; stats %+v: want 1 chunk delivered, as Next returned", g.err, st)
+		}
+	})
+}
