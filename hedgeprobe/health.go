@@ -12,8 +12,10 @@ import (
 // errors EjectFailures times in a row is ejected for EjectBase × its
 // consecutive ejection count (at most EjectMax); while ejected it is
 // skipped as primary and for hedges; when the time has passed one attempt
-// probes it: success restores it, failure ejects it again for longer. A
-// Retry-After ejects the route until then. With ejection off, a
+// probes it: success restores it, failure ejects it again for longer.
+// Attempts launched before an ejection and ending after it are stale and
+// count for nothing (see failure). A Retry-After ejects the route until
+// then. With ejection off, a
 // Retry-After only keeps hedges away (pushback).
 //
 // The common case, no route with any state, costs one atomic load: marked
@@ -31,11 +33,19 @@ type routeHealth struct {
 	fails     int       // consecutive transient failures
 	ejections int       // consecutive ejections
 	until     time.Time // ejected (or, with ejection off, pushed back) until
+	ejectedAt time.Time // when the latest of those ejections began
 	probing   bool      // one attempt probes the route after its ejection
 }
 
 func (r *routeHealth) clear() bool {
-	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && !r.probing
+	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && r.ejectedAt.IsZero() && !r.probing
+}
+
+// stale reports whether an attempt launched at launched, not the probe,
+// began before the route's latest ejection: what it says of the route
+// predates that verdict.
+func (r *routeHealth) stale(launched time.Time, probe bool) bool {
+	return !probe && launched.Before(r.ejectedAt)
 }
 
 func newHealth(cfg Config) *health {
@@ -120,17 +130,19 @@ func (h *health) soonest(names func(i int) string, n int) int {
 	return best
 }
 
-// failure records a transient failure of an attempt on name, probe
-// telling whether it was the attempt admitted to probe the route; it
-// returns the ejection it caused, if any. retryAfter > 0 is the
+// failure records a transient failure of an attempt on name, launched at
+// launched, probe telling whether it was the attempt admitted to probe the
+// route; it returns the ejection it caused, if any. retryAfter > 0 is the
 // upstream's pushback, which ejects (or pushes back) until then by itself.
 //
-// Once a route is ejected only its probe speaks for it: attempts that were
-// already running when it was ejected can fail in a crowd after that (one
-// outage, many streams), and counting them would eject it again, longer,
-// once per crowd. A Retry-After among them still holds: it lengthens the
-// ejection to its time, without counting as another.
-func (h *health) failure(name string, now time.Time, retryAfter time.Duration, probe bool) (ev RouteEvent, ejected bool) {
+// An attempt launched before the route's latest ejection is stale: one
+// outage fails every stream running on the route at once, and counting
+// those that end after the ejection would eject it again, longer, once per
+// stream. A Retry-After among them still holds: it lengthens the ejection
+// to its time, without counting as another. Attempts launched during an
+// ejection (every route ejected: the one whose ejection ends first serves)
+// count as any other.
+func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched time.Time, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.route(name)
@@ -144,7 +156,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, p
 	}
 	if probe {
 		r.probing = false
-	} else if r.ejections > 0 {
+	} else if r.stale(launched, probe) {
 		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
 			r.until = now.Add(retryAfter)
 		}
@@ -155,24 +167,24 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, p
 	case retryAfter > 0:
 		r.ejections++
 		r.fails = 0
-		r.until = now.Add(retryAfter)
+		r.until, r.ejectedAt = now.Add(retryAfter), now
 		return RouteEvent{Route: name, Reason: EjectRetryAfter, For: retryAfter, Ejections: r.ejections}, true
-	case r.fails >= h.threshold || probe:
+	case r.fails >= h.threshold || probe && r.ejections > 0:
 		r.ejections++
 		r.fails = 0
 		d := min(h.base*time.Duration(r.ejections), h.max)
-		r.until = now.Add(d)
+		r.until, r.ejectedAt = now.Add(d), now
 		return RouteEvent{Route: name, Reason: EjectFailures, For: d, Ejections: r.ejections}, true
 	}
 	return RouteEvent{}, false
 }
 
-// success records an attempt on name whose stream completed, probe
-// telling whether it was the route's probe; it reports whether that
-// restored an ejected route. Only the probe restores one: a stream that
-// was already running when the route was ejected and completes during the
-// ejection says nothing of the calls the ejection keeps away.
-func (h *health) success(name string, probe bool) (restored bool) {
+// success records an attempt on name, launched at launched, whose stream
+// completed, probe telling whether it was the route's probe; it reports
+// whether that restored an ejected route. A stale attempt (launched before
+// the latest ejection, not the probe) restores nothing: it completing
+// during the ejection says nothing of the calls the ejection keeps away.
+func (h *health) success(name string, launched time.Time, probe bool) (restored bool) {
 	if h.marked.Load() == 0 {
 		return false
 	}
@@ -182,13 +194,13 @@ func (h *health) success(name string, probe bool) (restored bool) {
 	if r == nil {
 		return false
 	}
-	if h.on() && r.ejections > 0 && !probe {
+	if h.on() && r.stale(launched, probe) {
 		return false
 	}
 	restored = h.on() && r.ejections > 0
 	r.fails = 0
 	if h.on() {
-		r.ejections, r.until, r.probing = 0, time.Time{}, false
+		r.ejections, r.until, r.ejectedAt, r.probing = 0, time.Time{}, time.Time{}, false
 	}
 	h.settle(name, r, false)
 	return restored

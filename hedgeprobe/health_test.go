@@ -123,10 +123,10 @@ func TestHealthInFlightDuringEjection(t *testing.T) {
 func TestHealthRetryAfterDuringEjection(t *testing.T) {
 	h := newHealth(Config{EjectFailures: 1, EjectBase: 10 * time.Second, EjectMax: time.Minute})
 	t0 := time.Unix(1000, 0)
-	if _, ejected := h.failure("a", t0, 0, false); !ejected {
+	if _, ejected := h.failure("a", t0, 0, t0, false); !ejected {
 		t.Fatal("not ejected")
 	}
-	if ev, ejected := h.failure("a", t0.Add(time.Second), 30*time.Second, false); ejected {
+	if ev, ejected := h.failure("a", t0.Add(time.Second), 30*time.Second, t0.Add(-time.Second), false); ejected {
 		t.Fatalf("ejected again: %+v", ev)
 	}
 	if ok, _ := h.admit("a", t0.Add(30*time.Second), true); ok {
@@ -134,6 +134,35 @@ func TestHealthRetryAfterDuringEjection(t *testing.T) {
 	}
 	if ok, probe := h.admit("a", t0.Add(31*time.Second), true); !ok || !probe {
 		t.Fatalf("at 31 s: admitted %v, probe %v; want the probe", ok, probe)
+	}
+}
+
+// Every route ejected, the one whose ejection ends first serves: what its
+// attempts, launched during the ejection, say counts as any attempt's —
+// EjectFailures failures eject it again, for longer, and a success
+// restores it — while an attempt launched before that new ejection is
+// stale and restores nothing.
+func TestHealthAttemptsLaunchedDuringEjectionCount(t *testing.T) {
+	h := newHealth(Config{EjectFailures: 2, EjectBase: 10 * time.Second, EjectMax: time.Minute})
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h.failure("a", at(0), 0, at(0), false)
+	if ev, ejected := h.failure("a", at(0), 0, at(0), false); !ejected || ev.For != 10*time.Second {
+		t.Fatalf("first ejection: %+v, %v", ev, ejected)
+	}
+	if _, ejected := h.failure("a", at(2), 0, at(1), false); ejected {
+		t.Fatal("ejected again after one failure")
+	}
+	if ev, ejected := h.failure("a", at(3), 0, at(1), false); !ejected || ev.For != 20*time.Second || ev.Ejections != 2 {
+		t.Fatalf("second ejection: %+v, %v; want 20s after EjectFailures failures", ev, ejected)
+	}
+	if h.success("a", at(2), false) {
+		t.Fatal("restored by an attempt launched before the second ejection")
+	}
+	if !h.success("a", at(4), false) {
+		t.Fatal("not restored by an attempt launched during the second ejection")
+	}
+	if h.marked.Load() != 0 {
+		t.Fatal("a restored route still has health state")
 	}
 }
 
