@@ -67,9 +67,11 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 
 // fail ends attempt a with err: a transient error asks for the next
 // attempt at once (a hedge before commit, a resume after it), a fatal one
-// ends the call — except on a resume attempt, where it means the route
-// refused to continue: that route is not asked again for a while, and the
-// call goes on. A panic is never a refusal: it is a bug in the caller's
+// ends the call — except on a resume attempt that has had no content yet,
+// where it means the route refused to continue: that route is not asked
+// again for a while, and the call goes on. Once a continuation has content
+// the route has accepted it, and a fatal error is the stream's own, as on
+// any attempt. A panic is never a refusal: it is a bug in the caller's
 // code or an adapter, and fails the call wherever it happens.
 func (s *Stream[T]) fail(a *attempt[T], err error) {
 	if s.stopping() {
@@ -77,7 +79,7 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 	}
 	now := time.Now()
 	transient := IsTransient(err)
-	refused := !transient && a.trigger == TriggerResume && !isPanic(err)
+	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err)
 	s.end(a, AttemptFailed, err, now, false)
 	switch {
 	case transient:
