@@ -987,6 +987,24 @@ func TestInvariantsRandom(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Reproductions.
 
+// ivScriptRoute is a route "r0" that continues, whose attempt i plays
+// script[i].
+func ivScriptRoute(script map[int][]ivOp) hedgeprobe.Route[ivItem] {
+	return hedgeprobe.Route[ivItem]{Name: "r0", Continues: true,
+		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ivItem], error) {
+			return &ivSrc{ctx: ctx, ops: script[a.Index], closed: make(chan struct{})}, nil
+		}}
+}
+
+// ivReadText reads s to its end and returns the text of what Next gave.
+func ivReadText(s *hedgeprobe.Stream[ivItem]) string {
+	var text string
+	for s.Next() {
+		text += s.Current().Text
+	}
+	return text
+}
+
 func ivContent(after time.Duration, j int) ivOp {
 	return ivOp{after: after, item: ivItem{Kind: hedgeprobe.Content, Text: ivWord(j), Word: j}}
 }
@@ -1015,15 +1033,8 @@ func TestRegressionResumeFatalMidStream(t *testing.T) {
 			// the continuation: two words, then a fatal error mid-stream
 			1: {ivContent(100*time.Millisecond, 1), ivContent(100*time.Millisecond, 2), {after: 100 * time.Millisecond, err: &ivStatusErr{400}}},
 		}
-		route := hedgeprobe.Route[ivItem]{Name: "r0", Continues: true,
-			Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ivItem], error) {
-				return &ivSrc{ctx: ctx, ops: script[a.Index], closed: make(chan struct{})}, nil
-			}}
-		s := p.Stream(context.Background(), route)
-		var text string
-		for s.Next() {
-			text += s.Current().Text
-		}
+		s := p.Stream(context.Background(), ivScriptRoute(script))
+		text := ivReadText(s)
 		st := s.Stats()
 		t.Logf("text %q outcome %s Err %v winner %d (%s, err %v)", text, st.Outcome, s.Err(), st.Winner,
 			st.Attempts[st.Winner].Outcome, st.Attempts[st.Winner].Err)
@@ -1046,7 +1057,7 @@ func TestRegressionResumeFatalMidStream(t *testing.T) {
 			0: {ivContent(100*time.Millisecond, 0), ivContent(5*time.Second, 1)},
 			1: {ivContent(100*time.Millisecond, 1)},
 		}
-		s = p.Stream(context.Background(), route)
+		s = p.Stream(context.Background(), ivScriptRoute(script))
 		for s.Next() {
 		}
 		for _, e := range events {
@@ -1077,15 +1088,8 @@ func TestRegressionResumeFatalMidStreamStallOutcome(t *testing.T) {
 			// the resume: one word, then a fatal error mid-stream
 			2: {ivContent(100*time.Millisecond, 2), {after: 100 * time.Millisecond, err: &ivStatusErr{400}}},
 		}
-		route := hedgeprobe.Route[ivItem]{Name: "r0", Continues: true,
-			Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ivItem], error) {
-				return &ivSrc{ctx: ctx, ops: script[a.Index], closed: make(chan struct{})}, nil
-			}}
-		s := p.Stream(context.Background(), route)
-		var text string
-		for s.Next() {
-			text += s.Current().Text
-		}
+		s := p.Stream(context.Background(), ivScriptRoute(script))
+		text := ivReadText(s)
 		st := s.Stats()
 		for _, a := range st.Attempts {
 			t.Logf("attempt %d %s %s delivered %d err %v", a.Index, a.Trigger, a.Outcome, a.ChunksDelivered, a.Err)
