@@ -15,8 +15,8 @@ import (
 // probes it: success restores it, failure ejects it again for longer.
 // Attempts launched before an ejection and ending after it are stale and
 // count for nothing (see failure). A Retry-After ejects the route until
-// then. With ejection off, a
-// Retry-After only keeps hedges away (pushback).
+// then. With ejection off, a Retry-After only keeps hedges away
+// (pushback).
 //
 // The common case, no route with any state, costs one atomic load: marked
 // counts the routes that have any.
@@ -156,7 +156,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	}
 	if probe {
 		r.probing = false
-	} else if r.stale(launched, probe) {
+	} else if r.stale(launched, false) {
 		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
 			r.until = now.Add(retryAfter)
 		}
