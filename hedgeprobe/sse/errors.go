@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -226,11 +227,14 @@ func fillFromPayload(e *UpstreamError, body []byte) {
 
 // ParseRetryAfter reads the pushback hint of a response: "retry-after-ms"
 // (OpenAI) first, then "Retry-After" as delay-seconds or an HTTP date
-// relative to now. It returns 0 when there is no usable hint.
+// relative to now. It returns 0 when there is no usable hint (absent,
+// unparsable, not positive, NaN or infinite), and at most MaxRetryAfter.
 func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			if d := hint(ms, time.Millisecond); d > 0 {
+				return d
+			}
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -238,15 +242,30 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
+		return hint(s, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
-			return d
+			return min(d, MaxRetryAfter)
 		}
 	}
 	return 0
+}
+
+// MaxRetryAfter is the longest pushback ParseRetryAfter returns: a longer
+// hint (1e30 seconds, say) is taken as this long, not converted into an
+// overflowing Duration.
+const MaxRetryAfter = 24 * time.Hour
+
+// hint converts x units into a Duration: 0 unless x is finite and
+// positive (ParseFloat takes "NaN" and "Inf", which no server means as a
+// delay), at most MaxRetryAfter.
+func hint(x float64, unit time.Duration) time.Duration {
+	if !(x > 0) || math.IsInf(x, 1) {
+		return 0
+	}
+	if x >= float64(MaxRetryAfter)/float64(unit) {
+		return MaxRetryAfter
+	}
+	return time.Duration(x * float64(unit))
 }

@@ -194,6 +194,14 @@ func TestParseRetryAfter(t *testing.T) {
 		{map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, 0},
 		{map[string]string{"Retry-After-Ms": "250", "Retry-After": "9"}, 250 * time.Millisecond},
 		{map[string]string{"Retry-After-Ms": "x", "Retry-After": "9"}, 9 * time.Second},
+		// ParseFloat takes these; converted as they were they overflowed
+		// into a negative Duration.
+		{map[string]string{"Retry-After": "NaN"}, 0},
+		{map[string]string{"Retry-After": "Inf"}, 0},
+		{map[string]string{"Retry-After-Ms": "Infinity", "Retry-After": "9"}, 9 * time.Second},
+		{map[string]string{"Retry-After": "1e30"}, MaxRetryAfter},
+		{map[string]string{"Retry-After-Ms": "1e30"}, MaxRetryAfter},
+		{map[string]string{"Retry-After": now.Add(48 * time.Hour).Format(http.TimeFormat)}, MaxRetryAfter},
 	} {
 		h := http.Header{}
 		for k, v := range tc.h {
