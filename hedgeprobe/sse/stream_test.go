@@ -213,6 +213,28 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// FuzzParseRetryAfter: whatever the two headers hold, the hint is within
+// [0, MaxRetryAfter], never an overflowed Duration.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, v := range []string{"2", "0.5", "-3", "NaN", "Inf", "-Inf", "1e30", "9223372036.9", "soon", "Wed, 02 Dec 2026 01:01:30 GMT"} {
+		f.Add(v, "")
+		f.Add("", v)
+	}
+	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, retryAfter, ms string) {
+		h := http.Header{}
+		if retryAfter != "" {
+			h.Set("Retry-After", retryAfter)
+		}
+		if ms != "" {
+			h.Set("Retry-After-Ms", ms)
+		}
+		if d := ParseRetryAfter(h, now); d < 0 || d > MaxRetryAfter {
+			t.Fatalf("Retry-After %q, retry-after-ms %q: %v", retryAfter, ms, d)
+		}
+	})
+}
+
 // TestReceivedTimestamps checks arrival times in virtual time over a pipe:
 // each item carries the time the Read that completed it returned (the
 // second content chunk completes only at its blank line, a second later).
