@@ -41,11 +41,19 @@ func (r *routeHealth) clear() bool {
 	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && r.ejectedAt.IsZero() && !r.probing
 }
 
-// stale reports whether an attempt launched at launched, not the probe,
-// began before the route's latest ejection: what it says of the route
-// predates that verdict.
-func (r *routeHealth) stale(launched time.Time, probe bool) bool {
-	return !probe && launched.Before(r.ejectedAt)
+// stale reports whether an attempt launched at launched began before the
+// route's latest ejection: what it says of the route predates that
+// verdict. The probe never is: it is launched after the ejection.
+func (r *routeHealth) stale(launched time.Time) bool {
+	return launched.Before(r.ejectedAt)
+}
+
+// extend keeps the route away until now + retryAfter, when that is later
+// than it already is, without counting an ejection.
+func (r *routeHealth) extend(now time.Time, retryAfter time.Duration) {
+	if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
+		r.until = now.Add(retryAfter)
+	}
 }
 
 func newHealth(cfg Config) *health {
@@ -149,17 +157,13 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	wasClear := r.clear()
 	defer func() { h.settle(name, r, wasClear) }()
 	if !h.on() {
-		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
-			r.until = now.Add(retryAfter)
-		}
+		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
 	if probe {
 		r.probing = false
-	} else if r.stale(launched, false) {
-		if retryAfter > 0 && now.Add(retryAfter).After(r.until) {
-			r.until = now.Add(retryAfter)
-		}
+	} else if r.stale(launched) {
+		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
 	r.fails++
@@ -194,7 +198,7 @@ func (h *health) success(name string, launched time.Time, probe bool) (restored 
 	if r == nil {
 		return false
 	}
-	if h.on() && r.stale(launched, probe) {
+	if h.on() && !probe && r.stale(launched) {
 		return false
 	}
 	restored = h.on() && r.ejections > 0
