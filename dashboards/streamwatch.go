@@ -77,6 +77,18 @@ func selModel(extra ...string) string {
 	return selector(append([]string{model + `=~"$model"`}, extra...))
 }
 
+// selRoute is the selector of route metrics that carry no model
+// (streamwatch.route.ejections: a route is ejected for all its models).
+func selRoute(extra ...string) string {
+	return selector(append([]string{route + `=~"$route"`}, extra...))
+}
+
+// Calls that nothing won (a TTFT timeout, an error or a cancellation before
+// the first chunk) carry no route, so a route filter would hide them the
+// moment a route is picked: panels that count calls by outcome follow the
+// model variable only.
+const noRouteNote = " Follows the model variable only: a call that nothing won has no route."
+
 func selector(parts []string) string { return "{" + strings.Join(parts, ", ") + "}" }
 
 func rate(metric, sel string) string {
@@ -84,8 +96,12 @@ func rate(metric, sel string) string {
 }
 
 func quantile(q string, metric string, by ...string) string {
+	return quantileOf(q, metric, sel(), by...)
+}
+
+func quantileOf(q string, metric, sel string, by ...string) string {
 	groups := strings.Join(append([]string{"le"}, by...), ", ")
-	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (%s))", q, groups, rate(metric+"_bucket", sel()))
+	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (%s))", q, groups, rate(metric+"_bucket", sel))
 }
 
 func mean(metric string) string {
@@ -102,9 +118,9 @@ func perCall(metric string) string {
 func Panels() []Panel {
 	return []Panel{
 		{Row: "Experience", Title: "Calls by outcome", Unit: "reqps",
-			Description: "Calls per second by streamwatch.outcome (ok, ttft_timeout, stall_timeout, error, canceled). The route of a call is the route that won it.",
+			Description: "Calls per second by streamwatch.outcome (ok, ttft_timeout, stall_timeout, error, canceled)." + noRouteNote,
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s) (%s)", outcome, rate(calls, sel())), "{{" + outcome + "}}"},
+				{fmt.Sprintf("sum by (%s) (%s)", outcome, rate(calls, selModel())), "{{" + outcome + "}}"},
 			}},
 		{Row: "Experience", Title: "Time to first chunk (caller)", Unit: "s",
 			Description: "What callers waited for their first content chunk, hedges included (gen_ai.client.operation.time_to_first_chunk). Quantiles are interpolated inside the GenAI buckets.",
@@ -168,9 +184,9 @@ func Panels() []Panel {
 				{fmt.Sprintf(`sum by (%s) (%s) / sum by (%s) (%s)`, trigger, rate(hedges, sel(aOutcome+`="winner"`)), trigger, rate(hedges, sel())), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Watchdog timeouts and failed calls", Unit: "reqps",
-			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation.",
+			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation." + noRouteNote,
 			Queries: []Query{
-				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, sel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
+				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
 		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "short",
 			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers. A stalled attempt a resume took over from delivered its chunks and wastes none.",
@@ -192,13 +208,14 @@ func Panels() []Panel {
 				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
 			}},
 		{Row: "Routes", Title: "Route ejections by reason", Unit: "short",
-			Description: "Routes ejected per second (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback).",
+			Description: "Routes ejected per second (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback). Follows the route variable only: a route is ejected for every model.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s, %s) (%s)", route, reason, rate(ejections, sel())), "{{" + route + "}} {{" + reason + "}}"},
+				{fmt.Sprintf("sum by (%s, %s) (%s)", route, reason, rate(ejections, selRoute())), "{{" + route + "}} {{" + reason + "}}"},
 			}},
 		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
+			Description: "How long calls took, start to end, by outcome (gen_ai.client.operation.duration)." + noRouteNote,
 			Queries: []Query{
-				{quantile("0.95", callDuration, outcome), "{{" + outcome + "}}"},
+				{quantileOf("0.95", callDuration, selModel(), outcome), "{{" + outcome + "}}"},
 			}},
 	}
 }
