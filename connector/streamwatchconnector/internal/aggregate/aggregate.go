@@ -127,6 +127,10 @@ type Series struct {
 
 	exemplars []exemplar
 	maxEx     int
+
+	// overflowed is the table's count of measurements routed to its
+	// overflow series, on that series only (nil on every other).
+	overflowed *int64
 }
 
 type exemplar struct {
@@ -139,8 +143,9 @@ type table struct {
 	series   map[string]*Series
 	order    []*Series // creation order, for a stable emission
 	overflow *Series
-	// overflowed counts measurements routed to the overflow series since
-	// the last TakeOverflowed.
+	// overflowed counts measurements recorded in the overflow series
+	// since the last TakeOverflowed: each observation, a stream's gaps
+	// each, and each addition.
 	overflowed int64
 }
 
@@ -174,10 +179,10 @@ func (st *Store) Series(m int, service string, k *Key, now pcommon.Timestamp) *S
 		return s
 	}
 	if len(t.series) >= st.opts.MaxSeries {
-		t.overflowed++
 		if t.overflow == nil {
 			t.overflow = st.newSeries(t.desc, "", now)
 			t.overflow.attrs.PutBool(OverflowKey, true)
+			t.overflow.overflowed = &t.overflowed
 		}
 		return t.overflow
 	}
@@ -201,6 +206,7 @@ func (st *Store) newSeries(d Desc, service string, now pcommon.Timestamp) *Serie
 // pass finite, non-negative values only.
 func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	// Buckets are upper-inclusive, (b[i-1], b[i]], as in OTLP.
+	s.overflow(1)
 	i := sort.SearchFloat64s(bounds, v)
 	s.counts[i]++
 	s.count++
@@ -225,6 +231,7 @@ func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) {
 	if n == 0 {
 		return
 	}
+	s.overflow(int64(n))
 	s.count += n
 	s.sum += sum
 	if len(s.exemplars) < s.maxEx {
@@ -233,7 +240,17 @@ func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) {
 }
 
 // Add adds n to a sum series.
-func (s *Series) Add(n int64) { s.value += n }
+func (s *Series) Add(n int64) {
+	s.overflow(1)
+	s.value += n
+}
+
+// overflow counts n measurements when s is an overflow series.
+func (s *Series) overflow(n int64) {
+	if s.overflowed != nil {
+		*s.overflowed += n
+	}
+}
 
 // Bounds returns the bucket bounds of metric m.
 func (st *Store) Bounds(m int) []float64 { return st.tables[m].desc.Bounds }

@@ -113,6 +113,23 @@ func TestOverflow(t *testing.T) {
 	assert.Equal(t, map[string]any{OverflowKey: true}, over.Attributes().AsRaw())
 }
 
+// TestOverflowCountsMeasurements: the overflow count is of measurements,
+// not of series lookups — a stream's gaps recorded in one ObserveCounts
+// count one each, and a lookup that records nothing counts nothing.
+func TestOverflowCountsMeasurements(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 1})
+	st.Series(0, "s", key("k", "1"), 1).ObserveCounts([]uint64{2, 1}, 3, Exemplar{})
+	st.Series(0, "s", key("k", "2"), 1).ObserveCounts([]uint64{4, 0, 6}, 20, Exemplar{})
+	st.Series(0, "s", key("k", "3"), 1).Observe(descs[0].Bounds, 1, Exemplar{})
+	st.Series(0, "s", key("k", "4"), 1).ObserveCounts([]uint64{0, 0}, 0, Exemplar{})
+	st.Series(1, "s", key("k", "1"), 1).Add(5)
+	st.Series(1, "s", key("k", "2"), 1).Add(5)
+	st.Series(1, "s", key("k", "3"), 1)
+	got := map[string]int64{}
+	st.TakeOverflowed(func(name string, n int64) { got[name] = n })
+	assert.Equal(t, map[string]int64{"h": 11, "c": 1}, got)
+}
+
 // TestExistingSeriesNoAlloc: finding a known series and recording into it
 // allocates nothing.
 func TestExistingSeriesNoAlloc(t *testing.T) {
