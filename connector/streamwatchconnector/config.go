@@ -3,6 +3,7 @@ package streamwatchconnector
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
@@ -18,7 +19,7 @@ type Config struct {
 	// never sees figures older than one interval, and a flush costs one copy
 	// of at most max_series data points per metric, so a shorter interval
 	// buys freshness with CPU and a longer one delays every panel. Must be
-	// positive.
+	// positive and written with a unit: a bare number would be nanoseconds.
 	Interval time.Duration `mapstructure:"interval"`
 
 	// MaxSeries caps the series (attribute sets) each metric keeps. Past it,
@@ -46,6 +47,11 @@ type Config struct {
 	// Dimensions are extra span attribute keys added to every metric of the
 	// span they are found on (values recorded as strings; absent keys are
 	// left out). Each adds cardinality, bounded by max_series. Default none.
+	// A dimension may not repeat, be empty, name an attribute the connector
+	// sets itself, or become the same Prometheus label (every character
+	// other than a letter, digit or '_' turned into '_') as one of those or
+	// as le, quantile, job, instance, otel_scope_* or __*: a series with a
+	// label twice is dropped by the Prometheus exporter.
 	Dimensions []string `mapstructure:"dimensions"`
 
 	// prevent unkeyed literal initialization
@@ -84,8 +90,30 @@ var builtin = map[string]bool{
 }
 
 // Unmarshal decodes the configuration; a stall_threshold that is not a
-// duration is reported with where it most likely came from.
-func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+// duration is reported with where it most likely came from, and an
+// interval without a unit (interval: 15, or the shipped config's
+// STREAMWATCH_METRICS_INTERVAL=15) is rejected instead of becoming 15ns.
+// The error names every invalid key (stallthreshold.Unmarshal).
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	return stallthreshold.Unmarshal(conf, c, "interval")
+}
+
+// reservedLabels are the Prometheus label names the exporter or Prometheus
+// itself puts on every series; a dimension translating to one would give a
+// series the same label twice, which the Prometheus exporter cannot
+// convert and drops.
+var reservedLabels = map[string]bool{"le": true, "quantile": true, "job": true, "instance": true}
+
+// promLabel is the Prometheus label a key becomes: every character that is
+// not a letter, a digit or '_' turned into '_', as the exporter does.
+func promLabel(k string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, k)
+}
 
 // Validate checks the configuration and reports every invalid field.
 func (c *Config) Validate() error {
@@ -102,17 +130,27 @@ func (c *Config) Validate() error {
 	if err := stallthreshold.Check(c.StallThreshold); err != nil {
 		errs = append(errs, err)
 	}
-	seen := map[string]bool{}
+	// labels maps each Prometheus label name taken to the key it comes from.
+	labels := map[string]string{}
+	for k := range builtin {
+		labels[promLabel(k)] = k
+	}
 	for i, d := range c.Dimensions {
+		l := promLabel(d)
 		switch {
 		case d == "":
 			errs = append(errs, fmt.Errorf("dimensions[%d] must not be empty", i))
 		case builtin[d]:
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q is already an attribute of the connector's metrics", i, d))
-		case seen[d]:
+		case labels[l] == d:
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q is listed twice", i, d))
+		case labels[l] != "":
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q would be the Prometheus label %s, as %q is", i, d, l, labels[l]))
+		case reservedLabels[l] || strings.HasPrefix(l, "otel_scope_") || strings.HasPrefix(l, "__"):
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q would be the Prometheus label %s, which the exporter or Prometheus sets itself", i, d, l))
+		default:
+			labels[l] = d
 		}
-		seen[d] = true
 	}
 	return errors.Join(errs...)
 }

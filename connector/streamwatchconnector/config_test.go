@@ -81,6 +81,17 @@ func TestConfigInvalid(t *testing.T) {
 		{"derivation dimension", map[string]any{"dimensions": []any{"streamwatch.derivation"}},
 			`dimensions[0] "streamwatch.derivation" is already an attribute of the connector's metrics`},
 		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
+		// Two keys that become one Prometheus label would give a series
+		// the label twice, which the Prometheus exporter drops.
+		{"dimension as a builtin's label", map[string]any{"dimensions": []any{"streamwatch_route"}},
+			`dimensions[0] "streamwatch_route" would be the Prometheus label streamwatch_route, as "streamwatch.route" is`},
+		{"two dimensions, one label", map[string]any{"dimensions": []any{"k8s.pod", "k8s_pod"}},
+			`dimensions[1] "k8s_pod" would be the Prometheus label k8s_pod, as "k8s.pod" is`},
+		{"dimension le", map[string]any{"dimensions": []any{"le"}},
+			`dimensions[0] "le" would be the Prometheus label le, which the exporter or Prometheus sets itself`},
+		{"dimension job", map[string]any{"dimensions": []any{"job"}}, `dimensions[0] "job" would be the Prometheus label job`},
+		{"dimension instance", map[string]any{"dimensions": []any{"instance"}}, `dimensions[0] "instance" would be the Prometheus label instance`},
+		{"dimension scope", map[string]any{"dimensions": []any{"otel.scope.name"}}, `dimensions[0] "otel.scope.name" would be the Prometheus label otel_scope_name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,9 +113,37 @@ func TestConfigThresholdFromEnv(t *testing.T) {
 	assert.Equal(t, 1500*time.Millisecond, cfg.StallThreshold)
 
 	err := stallthresholdtest.Unmarshal(t, createDefaultConfig(), value("2s"))
-	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS (the shipped collector config appends "ms" to it), that variable must be a whole number of milliseconds such as 2000, got "2s"`)
+	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS (the shipped collector config appends "ms" to it), that variable must be a number of milliseconds such as 2000, got "2s"`)
 	err = stallthresholdtest.Unmarshal(t, createDefaultConfig(), value(""))
 	require.ErrorContains(t, err, "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is set but empty")
+}
+
+// A duration without a unit would decode as nanoseconds: interval: 15 — or
+// the shipped config's STREAMWATCH_METRICS_INTERVAL=15 — would flush every
+// 15ns. And a key the decoder cannot take does not hide the others: the
+// error names every invalid key, as Validate's does.
+func TestConfigEveryInvalidKeyAtOnce(t *testing.T) {
+	cfg := createDefaultConfig()
+	err := confmap.NewFromStringMap(map[string]any{"interval": 15}).Unmarshal(cfg)
+	require.ErrorContains(t, err, `interval must be a duration with a unit, such as "2s" or "2000ms", got 15`)
+
+	cfg = createDefaultConfig()
+	err = confmap.NewFromStringMap(map[string]any{
+		"stall_threshold": "2sms", "interval": 15, "max_series": 0, "dimensions": []any{"le"},
+	}).Unmarshal(cfg)
+	require.Error(t, err)
+	for _, want := range []string{
+		`STREAM__STALL_THRESHOLD_MS`, `interval must be a duration with a unit`,
+		`max_series must be at least 1, got 0`, `dimensions[0] "le"`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+	// Two bad keys of the same kind, and a key the decoder rejects.
+	err = confmap.NewFromStringMap(map[string]any{"stall_threshold": 2000, "interval": 15, "flush_interval": "1s"}).Unmarshal(createDefaultConfig())
+	require.Error(t, err)
+	for _, want := range []string{"stall_threshold must be a duration with a unit", "interval must be a duration with a unit", "flush_interval"} {
+		assert.Contains(t, err.Error(), want)
+	}
 }
 
 func TestConfigUnknownKey(t *testing.T) {

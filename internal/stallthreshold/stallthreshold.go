@@ -12,7 +12,10 @@
 package stallthreshold
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,31 +52,60 @@ func Check(d time.Duration) error {
 }
 
 // Unmarshal decodes conf into cfg, a component config holding Key, after
-// checking Key's raw value with CheckRaw.
-func Unmarshal(conf *confmap.Conf, cfg any) error {
+// checking the raw values of Key (CheckRaw) and of the component's other
+// duration keys (WithUnit). A key whose raw value fails is left out and the
+// rest is decoded and validated all the same, so that the error names every
+// invalid key at once, as Validate does: the collector validates a config
+// only once it has decoded.
+func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, durations ...string) error {
+	var errs []error
+	var bad []string
 	if err := CheckRaw(conf.Get(Key)); err != nil {
-		return err
+		errs, bad = append(errs, err), append(bad, Key)
 	}
-	return conf.Unmarshal(cfg)
+	for _, k := range durations {
+		if err := WithUnit(k, conf.Get(k)); err != nil {
+			errs, bad = append(errs, err), append(bad, k)
+		}
+	}
+	if len(errs) == 0 {
+		return conf.Unmarshal(cfg)
+	}
+	rest := conf.ToStringMap()
+	for _, k := range bad {
+		delete(rest, k)
+	}
+	if err := confmap.NewFromStringMap(rest).Unmarshal(cfg); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	return errors.Join(append(errs, cfg.Validate())...)
 }
 
 // CheckRaw checks the configured value before it is decoded, so that a
 // value that is not a duration gets an error that says where it came from
 // instead of the decoder's "time: unknown unit". raw is nil when the key is
-// absent (the default applies).
+// absent, and the default applies — or present but empty, and the value
+// decodes as 0, which Check rejects.
 func CheckRaw(raw any) error {
-	switch v := raw.(type) {
-	case nil, time.Duration:
-		return nil
-	case string:
+	if v, ok := raw.(string); ok {
 		if _, err := time.ParseDuration(v); err == nil {
 			return nil
 		}
 		return stringError(v)
-	default:
-		// A bare number would decode as nanoseconds: 2000 would be 2µs.
-		return fmt.Errorf("%s must be a duration with a unit, such as \"2s\" or \"2000ms\", got %v", Key, v)
 	}
+	return WithUnit(Key, raw)
+}
+
+// WithUnit checks the raw value of the duration key k before it is
+// decoded: a bare number would decode as nanoseconds (stall_threshold: 2000
+// would be 2µs, interval: 15 a flush every 15ns), so only a string, which
+// the decoder parses with its own error, or a decoded duration passes.
+func WithUnit(k string, raw any) error {
+	switch raw.(type) {
+	case nil, string, time.Duration:
+		return nil
+	}
+	return fmt.Errorf("%s must be a duration with a unit, such as \"2s\" or \"2000ms\", got %v", k, raw)
 }
 
 // stringError words the error for a string that is not a duration. One
@@ -82,14 +114,20 @@ func CheckRaw(raw any) error {
 // what precedes the suffix.
 func stringError(v string) error {
 	env, fromEnv := strings.CutSuffix(v, "ms")
+	_, numErr := strconv.ParseFloat(strings.TrimSpace(env), 64)
 	switch {
 	case fromEnv && strings.TrimSpace(env) == "":
 		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
-			"that variable is set but empty; set it to a whole number of milliseconds such as 2000, or unset it for the default",
+			"that variable is set but empty; set it to a number of milliseconds such as 2000, or unset it for the default",
 			Key, v, EnvVar)
+	case fromEnv && numErr == nil:
+		// A number that ParseDuration refuses is out of its range.
+		return fmt.Errorf("%s is %q, out of range: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
+			"that variable must be a number of milliseconds such as 2000, at most %d, got %q",
+			Key, v, EnvVar, int64(math.MaxInt64/int64(time.Millisecond)), env)
 	case fromEnv:
 		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
-			"that variable must be a whole number of milliseconds such as 2000, got %q",
+			"that variable must be a number of milliseconds such as 2000, got %q",
 			Key, v, EnvVar, env)
 	default:
 		return fmt.Errorf("%s must be a duration such as \"2s\" or \"2000ms\", got %q", Key, v)

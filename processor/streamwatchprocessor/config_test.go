@@ -89,7 +89,7 @@ func TestConfigThresholdEnvErrors(t *testing.T) {
 	}{
 		{"unset", nil, "", 2 * time.Second},
 		{"milliseconds", ptr("500"), "", 500 * time.Millisecond},
-		{"with a unit", ptr("2s"), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable must be a whole number of milliseconds such as 2000, got \"2s\"", 0},
+		{"with a unit", ptr("2s"), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable must be a number of milliseconds such as 2000, got \"2s\"", 0},
 		{"set but empty", ptr(""), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is set but empty", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,4 +111,14 @@ func TestConfigUnknownKey(t *testing.T) {
 	cfg := NewFactory().CreateDefaultConfig()
 	err := confmap.NewFromStringMap(map[string]any{"stall_treshold": "1s"}).Unmarshal(cfg)
 	require.ErrorContains(t, err, "stall_treshold")
+}
+
+// A threshold the decoder cannot take does not hide the other invalid keys:
+// the error names every one, as Validate's does.
+func TestConfigEveryInvalidKeyAtOnce(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig()
+	err := confmap.NewFromStringMap(map[string]any{"stall_threshold": "2sms", "max_segments": -3}).Unmarshal(cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "STREAM__STALL_THRESHOLD_MS")
+	assert.Contains(t, err.Error(), "max_segments must be 0 or more, got -3")
 }
