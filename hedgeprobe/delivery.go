@@ -51,7 +51,7 @@ func (d *delivery[T]) silent(now, mark time.Duration) time.Duration {
 // dueAfter returns when the caller's waits since the latest content chunk
 // (less mark) reach after.
 func (d *delivery[T]) dueAfter(after, mark time.Duration) time.Duration {
-	return d.enter + after - (d.waited - mark)
+	return later(d.enter-(d.waited-mark), after)
 }
 
 // deliver returns the next pending item to the caller.

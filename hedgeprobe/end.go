@@ -243,3 +243,13 @@ func (s *Stream[T]) timeoutOf(kind TimeoutKind, after time.Duration, a *attempt[
 
 // never is a deadline that is not due.
 const never = time.Duration(math.MaxInt64)
+
+// later returns at+d, or never where the sum would overflow: a timeout or
+// delay of centuries (math.MaxInt64 is a valid Config value) means "not
+// yet", and must not wrap round to "at once". d is never negative.
+func later(at, d time.Duration) time.Duration {
+	if at > 0 && d > never-at {
+		return never
+	}
+	return at + d
+}

@@ -176,7 +176,12 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	case r.fails >= h.threshold || probe && r.ejections > 0:
 		r.ejections++
 		r.fails = 0
-		d := min(h.base*time.Duration(r.ejections), h.max)
+		// base × ejections, saturating: a huge base must not wrap round
+		// to a negative (that is, no) ejection.
+		d := h.max
+		if h.base <= h.max/time.Duration(r.ejections) {
+			d = h.base * time.Duration(r.ejections)
+		}
 		r.until, r.ejectedAt = now.Add(d), now
 		return RouteEvent{Route: name, Reason: EjectFailures, For: d, Ejections: r.ejections}, true
 	}

@@ -51,8 +51,8 @@ func triggerTable[T any]() []trigger[T] {
 					return at, ok
 				}
 				for _, a := range s.attempts {
-					if !a.done && a.content > 0 && a.last+st < at {
-						at, ok = a.last+st, true
+					if due := later(a.last, st); !a.done && a.content > 0 && due < at {
+						at, ok = due, true
 					}
 				}
 				return at, ok
@@ -63,7 +63,7 @@ func triggerTable[T any]() []trigger[T] {
 					if s.phase != phaseRace {
 						return
 					}
-					if !a.done && a.content > 0 && now >= a.last+st {
+					if !a.done && a.content > 0 && now >= later(a.last, st) {
 						s.watchdogFired(TimeoutStall, a, now)
 						s.fail(a, &TimeoutError{Kind: TimeoutStall, After: st, Attempt: a.idx,
 							Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content})
@@ -106,7 +106,7 @@ func triggerTable[T any]() []trigger[T] {
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
 				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContent() && s.race.ttftSpent != latest.idx
-				return latest.launch + latest.delay, ok
+				return later(latest.launch, latest.delay), ok
 			},
 			fire: func(s *Stream[T], now time.Duration) {
 				s.race.ttftSpent = s.attempts[len(s.attempts)-1].idx
@@ -125,7 +125,7 @@ func triggerTable[T any]() []trigger[T] {
 				if !ok {
 					return never, false
 				}
-				return n.last + s.p.cfg.StallAfter, true
+				return later(n.last, s.p.cfg.StallAfter), true
 			},
 			fire: func(s *Stream[T], now time.Duration) {
 				n := s.live()
