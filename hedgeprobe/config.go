@@ -101,11 +101,13 @@ type Config struct {
 	// Default 0.95 (Tail at Scale: about 5 % extra attempts). Lower hedges
 	// more often and cuts the tail harder.
 	HedgeQuantile float64
-	// HedgeMinDelay is the lowest adaptive delay. Default 100ms.
+	// HedgeMinDelay is the lowest adaptive delay. Default 100ms, or
+	// HedgeMaxDelay when that is set lower.
 	HedgeMinDelay time.Duration
 	// HedgeMaxDelay is the highest adaptive delay, and the delay used
 	// during warm-up, while a route × model has fewer than HedgeWarmup
-	// samples in its window. Default 10s.
+	// samples in its window. Default 10s, or HedgeMinDelay when that is set
+	// higher.
 	HedgeMaxDelay time.Duration
 	// HedgeWindow is the sliding window of TTFT samples behind the adaptive
 	// delay; samples older than the window are forgotten, in four steps of
@@ -131,7 +133,8 @@ type Config struct {
 	// resume launch, so a resume that is silent too is resumed in turn.
 	// It must be below StallTimeout when both are set: the watchdog is the
 	// last resort. It has effect only when Items.Text is set and a route
-	// Continues. Default 2s; Off (any negative value) disables it. Env
+	// Continues. Default 2s — half of StallTimeout when that is set to 2s
+	// or less; Off (any negative value) disables it. Env
 	// HEDGE__RESUME_AFTER_S ("0" disables).
 	ResumeAfter time.Duration
 	// ResumeMaxText bounds, in bytes, the delivered text a call keeps in
@@ -188,11 +191,11 @@ type Config struct {
 	// NoEjection (-1) turns ejection off (a Retry-After then only keeps
 	// hedges away, as pushback). Env ROUTE__EJECT_FAILURES.
 	EjectFailures int
-	// EjectBase is the first ejection's length. Default 10s. Env
-	// ROUTE__EJECT_BASE_S.
+	// EjectBase is the first ejection's length. Default 10s, or EjectMax
+	// when that is set lower. Env ROUTE__EJECT_BASE_S.
 	EjectBase time.Duration
-	// EjectMax caps an ejection's length. Default 5m. Env
-	// ROUTE__EJECT_MAX_S.
+	// EjectMax caps an ejection's length. Default 5m, or EjectBase when
+	// that is set higher. Env ROUTE__EJECT_MAX_S.
 	EjectMax time.Duration
 }
 
@@ -251,19 +254,18 @@ func (c *Config) Validate() error {
 	if c.EjectFailures < NoEjection {
 		bad("EjectFailures = %d: must be at least 1, 0 for the default %d, or NoEjection (-1)", c.EjectFailures, DefaultEjectFailures)
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
+	// The relations between fields, each judged only when its own fields
+	// are valid, so that every invalid field is reported at once.
 	d := c.withDefaults()
-	if d.HedgeMinDelay > d.HedgeMaxDelay {
+	if c.HedgeMinDelay >= 0 && c.HedgeMaxDelay >= 0 && d.HedgeMinDelay > d.HedgeMaxDelay {
 		bad("HedgeMinDelay = %v is above HedgeMaxDelay = %v", d.HedgeMinDelay, d.HedgeMaxDelay)
 	}
-	if d.EjectBase > d.EjectMax {
+	if c.EjectBase >= 0 && c.EjectMax >= 0 && d.EjectBase > d.EjectMax {
 		bad("EjectBase = %v is above EjectMax = %v", d.EjectBase, d.EjectMax)
 	}
 	// The watchdog is the last resort: a resume due after it could never
 	// launch.
-	if d.ResumeAfter > 0 && d.StallTimeout > 0 && d.ResumeAfter >= d.StallTimeout {
+	if c.StallTimeout >= 0 && d.ResumeAfter > 0 && d.StallTimeout > 0 && d.ResumeAfter >= d.StallTimeout {
 		bad("ResumeAfter = %v must be below StallTimeout = %v (or Off)", d.ResumeAfter, d.StallTimeout)
 	}
 	return errors.Join(errs...)

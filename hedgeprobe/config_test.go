@@ -129,7 +129,8 @@ func TestBadOpen(t *testing.T) {
 // says that MaxAttempts above 5 is clamped rather than rejected.
 func TestValidateReportsEveryField(t *testing.T) {
 	_, err := newProber(Config{MaxAttempts: -3, HedgeAfter: -time.Second, HedgeQuantile: 2, ResumeAfter: 5 * time.Second, StallTimeout: 4 * time.Second})
-	for _, want := range []string{"MaxAttempts = -3", "clamped to 5", "HedgeAfter = -1s", "HedgeQuantile = 2"} {
+	// The relation between two valid fields is judged beside the invalid ones.
+	for _, want := range []string{"MaxAttempts = -3", "clamped to 5", "HedgeAfter = -1s", "HedgeQuantile = 2", "ResumeAfter = 5s must be below StallTimeout = 4s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want it to name %q", err, want)
 		}

@@ -12,7 +12,10 @@ import (
 
 // Environment variables New reads for fields left zero, names in the
 // style of the seed research. Durations are seconds as a decimal number
-// ("2.5") or a Go duration ("2500ms"); "0" disables.
+// ("2.5") or a Go duration ("2500ms"). "0" is the field's own zero: off
+// for the watchdogs, StallAfter and ResumeAfter (whose zero is otherwise
+// its 2s default); the adaptive delay for HedgeAfter; the defaults for
+// EjectBase and EjectMax.
 const (
 	EnvHedgeAfter    = "HEDGE__AFTER_S"
 	EnvStallAfter    = "HEDGE__STALL_AFTER_S"
@@ -81,20 +84,27 @@ func (c *Config) fillFromEnv() error {
 
 func parseSeconds(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	var d time.Duration
+	// The sign is judged on what was written, before rounding: -1e-12
+	// would round to 0, which means "off" or "default", not an error.
+	negative := errors.New("must not be negative")
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(f) || math.IsInf(f, 0) || f > math.MaxInt64/float64(time.Second) {
+		switch {
+		case math.IsNaN(f) || math.IsInf(f, 0):
 			return 0, errors.New("want seconds")
+		case f < 0:
+			return 0, negative
+		case f >= math.MaxInt64/float64(time.Second):
+			// float64 rounds the bound up: at it, the product overflows.
+			return 0, fmt.Errorf("must be less than %d seconds, a Go duration's range", int64(math.MaxInt64/int64(time.Second)))
 		}
-		d = time.Duration(f * float64(time.Second))
-	} else {
-		d, err = time.ParseDuration(s)
-		if err != nil {
-			return 0, errors.New("want seconds such as 2.5 or a duration such as 2500ms")
-		}
+		return time.Duration(f * float64(time.Second)), nil
 	}
-	if d < 0 {
-		return 0, errors.New("must not be negative")
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, errors.New("want seconds such as 2.5 or a duration such as 2500ms")
+	case d < 0 || strings.HasPrefix(s, "-") && strings.ContainsAny(s, "123456789"):
+		return 0, negative
 	}
 	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -545,4 +546,91 @@ func TestRegressionTextPanicDeliversNothing(t *testing.T) {
 			t.Fatalf("err %v; stats %+v: want 1 chunk delivered, as Next returned", g.err, st)
 		}
 	})
+}
+
+// Regression: a duration near math.MaxInt64 is a valid Config value (and
+// STREAM__STALL_TIMEOUT_S=9223372036 a valid variable) meaning "never",
+// but the deadlines added it to a clock reading and wrapped round to "at
+// once": a stall timeout, a stall hedge, a TTFT hedge or a resume fired
+// after a 1s pause. Each case pauses 1s between two chunks and must read
+// both from the primary alone, without an error.
+func TestRegressionHugeDurationsMeanNever(t *testing.T) {
+	const huge = time.Duration(math.MaxInt64)
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		env  string // STREAM__STALL_TIMEOUT_S, when set
+	}{
+		{"StallTimeout, relayed", Config{StallTimeout: huge, ResumeAfter: 5 * time.Second}, ""},
+		{"StallTimeout, read directly", Config{StallTimeout: huge, ResumeAfter: Off}, ""},
+		{"StallTimeout from the environment", Config{ResumeAfter: 5 * time.Second}, "9223372036"},
+		{"StallTimeout before commit", Config{StallTimeout: huge, Delivery: Buffered, ResumeAfter: Off}, ""},
+		{"StallAfter", Config{StallAfter: huge, Delivery: Buffered}, ""},
+		{"ResumeAfter", Config{ResumeAfter: huge}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(EnvStallTimeout, tc.env)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(10*time.Millisecond, "a0"), content(time.Second, "a1")})
+				a.continues = true
+				b := newUpstream("b", texts("b", 2, 10*time.Millisecond, 0))
+				b.continues = true
+				p := mustNew(t, tc.cfg, withText())
+				g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+				if g.err != nil || b.opened() != 0 {
+					t.Fatalf("err %v, b opened %d times", g.err, b.opened())
+				}
+				wantTexts(t, g, "a0", "a1")
+			})
+		})
+	}
+	// The TTFT hedge's deadline counts from the latest launch: here the
+	// error hedge's, 100ms in.
+	t.Run("HedgeAfter", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := down("a")
+			b := newUpstream("b", texts("b", 1, time.Second, 0))
+			c := newUpstream("c", texts("c", 1, 10*time.Millisecond, 0))
+			p := mustNew(t, Config{HedgeAfter: huge})
+			g := drain(p.Stream(t.Context(), a.route(), b.route(), c.route()), time.Now())
+			if g.err != nil || c.opened() != 0 {
+				t.Fatalf("err %v, c opened %d times", g.err, c.opened())
+			}
+			wantTexts(t, g, "b0")
+		})
+	})
+}
+
+// Regression: ten refills of HedgeBudget 0.1 added up to
+// 0.9999999999999999 tokens, so the eleventh call after an empty bucket
+// could not hedge: 0.1 per call bought one hedge per 11 calls.
+func TestRegressionBudgetTenthsAddUp(t *testing.T) {
+	var b budget
+	b.init(0.1, 1)
+	if !b.take() || b.take() {
+		t.Fatal("a bucket of burst 1 gives one token")
+	}
+	for range 10 {
+		b.refill()
+	}
+	if !b.take() {
+		t.Fatalf("10 refills of 0.1 leave %v tokens, not one", b.tokens+1)
+	}
+}
+
+// Regression: EjectBase × ejections overflowed for a huge EjectBase into a
+// negative length, which ended the second ejection at once.
+func TestRegressionHugeEjectBase(t *testing.T) {
+	const huge = time.Duration(math.MaxInt64)
+	h := newHealth(Config{EjectFailures: 1, EjectBase: huge, EjectMax: huge})
+	now := time.Now()
+	for i := 1; i <= 3; i++ {
+		ev, ejected := h.failure("a", now, 0, now, false)
+		if !ejected || ev.For != huge {
+			t.Fatalf("ejection %d: %+v, want one for %v", i, ev, huge)
+		}
+		now = now.Add(time.Second)
+	}
 }

@@ -253,7 +253,10 @@ func TestRule9Env(t *testing.T) {
 	if c := mustNew(t, Config{}).Config(); c.StallTimeout != 2*time.Second || c.StallAfter != time.Second {
 		t.Fatalf("environment not read by New: %+v", c)
 	}
-	for _, bad := range []string{"-1", "soon", "NaN", "1e300"} {
+	// Negative before rounding (-1e-12 would round to 0, "off"), and the
+	// first value past a Duration's range, which overflowed into a
+	// negative and was reported as such.
+	for _, bad := range []string{"-1", "soon", "NaN", "1e300", "-1e-12", "-0.1ns", "9223372036.854775807"} {
 		t.Setenv(EnvStallTimeout, bad)
 		_, err := newProber(Config{})
 		if !errors.Is(err, ErrInvalidConfig) || !contains(err.Error(), EnvStallTimeout) || !contains(err.Error(), bad) {
