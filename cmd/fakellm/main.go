@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -63,8 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(fakellm.DefaultProfilesYAML())
 		return err
 	}
-	if *scale <= 0 {
-		return fmt.Errorf("-scale: %v must be > 0", *scale)
+	if !(*scale > 0) || math.IsInf(*scale, 1) {
+		return fmt.Errorf("-scale: %v must be a finite number > 0", *scale)
 	}
 	cfg, err := loadProfiles(*profiles)
 	if err != nil {

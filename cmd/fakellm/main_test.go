@@ -120,10 +120,16 @@ func TestPrintProfiles(t *testing.T) {
 func TestRunBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-scale", "0"},
+		{"-scale", "NaN"}, // refused, not served at scale 1
+		{"-scale", "Inf"},
 		{"-profiles", "nope.yaml"},
 		{"-profiles", "../../testdata/fakellm/profiles.yaml", "-default", "nope"},
 	} {
-		if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
+		// Bounded: a flag accepted by mistake would serve until the end.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		err := run(ctx, append(args, "-addr", "127.0.0.1:0"), io.Discard, io.Discard)
+		cancel()
+		if err == nil {
 			t.Errorf("run %v: no error", args)
 		}
 	}

@@ -93,6 +93,12 @@ type continued struct {
 	// cover (when that part is only whitespace, it leads the next chunk
 	// instead, as a tokenizer puts a space before a word).
 	head string
+	// rescued is the boundary (content chunks sent) where the prefix ends:
+	// what the script does there and before is not replayed. It is from,
+	// or from+1 when the head is the last chunk's trailing whitespace only
+	// (a prefill trimmed of it, as Anthropic requires): the prefix then
+	// ends after all the content.
+	rescued int
 }
 
 // Script is the text of the first n content chunks of every profile's
@@ -151,9 +157,15 @@ func continuation(req *request, d dialect, p *Profile) (*continued, error) {
 		}
 		off += len(w)
 	}
-	if strings.TrimSpace(c.head) == "" && c.from+1 < p.Chunks {
+	c.rescued = c.from
+	switch {
+	case strings.TrimSpace(c.head) != "" || c.from == p.Chunks:
+	case c.from+1 < p.Chunks:
 		c.from++
 		c.head += word(c.from)
+		c.rescued = c.from
+	default:
+		c.rescued = c.from + 1
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package fakellm
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -183,6 +184,7 @@ profiles:
     silences:
       - {after_chunk: 2, duration: 1s}
       - {after_chunk: 5, duration: 2s}
+      - {after_chunk: 8, duration: 4s}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -193,10 +195,15 @@ profiles:
 	}{
 		{"fresh", "", []string{"0s role", "100ms content", "110ms content",
 			"1.12s content", "1.13s content", "1.14s content",
-			"3.15s content", "3.16s content", "3.17s content", "3.17s finish", "3.17s done"}},
+			"3.15s content", "3.16s content", "3.17s content", "7.17s finish", "7.17s done"}},
 		{"from chunk 2", script(2), []string{"0s role", "100ms content", "110ms content", "120ms content",
-			"2.13s content", "2.14s content", "2.15s content", "2.15s finish", "2.15s done"}},
-		{"from the middle of chunk 5", script(5) + "co", []string{"0s role", "100ms content", "110ms content", "120ms content", "120ms finish", "120ms done"}},
+			"2.13s content", "2.14s content", "2.15s content", "6.15s finish", "6.15s done"}},
+		{"from the middle of chunk 5", script(5) + "co", []string{"0s role", "100ms content", "110ms content", "120ms content",
+			"4.12s finish", "4.12s done"}},
+		// An Anthropic-style prefill, trimmed of the last chunk's trailing
+		// space: the prefix ends after all the content, so the silence
+		// there is the rescued one (it was replayed, 4s, before the finish).
+		{"whole answer but its trailing space", strings.TrimRight(script(8), " "), []string{"0s role", "100ms content", "100ms finish", "100ms done"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -231,5 +238,44 @@ func TestContinuationNonStreaming(t *testing.T) {
 	}
 	if len(cc.Choices) != 1 || cc.Choices[0].Message.Content != script(40)[len(script(30)):] || cc.Usage.CompletionTokens != 20 {
 		t.Fatalf("completion %+v", cc)
+	}
+}
+
+// TestContinuationNonStreamingPastFault: a whole (non-streaming)
+// continuation past the scripted error or disconnect answers the rest, as
+// a streaming one does; one before it still meets the fault.
+func TestContinuationNonStreamingPastFault(t *testing.T) {
+	ts := startServer(t, 0.001)
+	for _, tc := range []struct {
+		profile string
+		from    int
+		ok      bool
+	}{
+		{"error-mid", 10, true}, {"disconnect", 10, true}, {"disconnect-clean", 10, true},
+		{"error-mid", 1, false}, {"disconnect", 1, false},
+	} {
+		body := strings.Replace(chatBody(t, script(tc.from), nil, nil), `"stream":true`, `"stream":false`, 1)
+		req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(ProfileHeader, tc.profile)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			if tc.ok {
+				t.Errorf("%s from %d: %v", tc.profile, tc.from, err)
+			}
+			continue
+		}
+		var cc struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&cc)
+		resp.Body.Close()
+		got := resp.StatusCode == http.StatusOK && err == nil && len(cc.Choices) == 1 &&
+			cc.Choices[0].Message.Content == script(40)[len(script(tc.from)):]
+		if got != tc.ok {
+			t.Errorf("%s from %d: status %d, err %v, %+v; want the rest of the script: %v", tc.profile, tc.from, resp.StatusCode, err, cc, tc.ok)
+		}
 	}
 }

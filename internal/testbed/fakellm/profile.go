@@ -64,7 +64,8 @@ type Profile struct {
 // interval plus Duration.
 type Silence struct {
 	// AfterChunk is the number of content chunks sent before the silence;
-	// 0 is before the first (after the TTFT wait).
+	// 0 is before the first, ahead of the TTFT wait (the first chunk comes
+	// after both).
 	AfterChunk int `yaml:"after_chunk"`
 	// Duration is the length of the silence.
 	Duration Dist `yaml:"duration"`
@@ -99,9 +100,10 @@ type MidError struct {
 type Disconnect struct {
 	// AfterChunk is the number of content chunks sent before the drop.
 	AfterChunk int `yaml:"after_chunk"`
-	// Clean ends the HTTP body normally (a clean EOF without [DONE] or
-	// message_stop); otherwise the connection is cut mid-body, so the
-	// client reads an unexpected EOF.
+	// Clean ends a stream's HTTP body normally (a clean EOF without [DONE]
+	// or message_stop); otherwise the connection is cut mid-body, so the
+	// client reads an unexpected EOF. A non-streaming answer is cut either
+	// way: a JSON body has no clean end short of the whole answer.
 	Clean bool `yaml:"clean"`
 }
 

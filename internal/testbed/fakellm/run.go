@@ -39,6 +39,11 @@ func (r *run) first() int {
 	return 0
 }
 
+// replays reports whether the run plays what the script does after n
+// content chunks: a fresh answer plays all of it, a continuation only what
+// lies after the point its prefix ends.
+func (r *run) replays(n int) bool { return r.cont == nil || n > r.cont.rescued }
+
 // text is the text of content chunk i.
 func (r *run) text(i int) string {
 	if r.cont != nil && i == r.cont.from {
@@ -73,43 +78,49 @@ func (r *run) fail() {
 }
 
 // sleep waits d (scaled) and, when ka.Every > 0, sends keepalives every
-// ka.Every (scaled) meanwhile. It reports false when the request ended.
+// ka.Every (scaled) meanwhile, strictly before the wait ends: a 30s
+// silence with keepalives every 1s sends 29, the same on every run. It
+// reports false when the request ended.
 //
 // Waits run against the script's own clock (r.due), not from the moment
 // sleep is called, so timer and write overheads do not add up over a long
 // stream: chunk n goes out at its scripted offset, late by one wake-up at
 // most.
 func (r *run) sleep(d time.Duration, ka Keepalive) bool {
+	start := time.Now()
 	if r.due.IsZero() {
-		r.due = time.Now()
+		r.due = start
 	}
 	r.due = r.due.Add(r.scaled(d))
-	deadline := time.NewTimer(time.Until(r.due))
-	defer deadline.Stop()
-	var tick <-chan time.Time
 	every := r.scaled(time.Duration(ka.Every))
-	if ka.Every > 0 && every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		tick = t.C
+	if ka.Every <= 0 || every <= 0 {
+		every = 0
 	}
-	sent := 0
-	for {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for sent := 0; ; sent++ {
+		// The next keepalive, unless the wait ends first (or with it).
+		next, last := start.Add(time.Duration(sent+1)*every), false
+		if every == 0 || !next.Before(r.due) {
+			next, last = r.due, true
+		}
+		t.Reset(time.Until(next))
 		select {
 		case <-r.ctx.Done():
 			return false
-		case <-deadline.C:
+		case <-t.C:
+		}
+		if last {
 			// A server running behind its script (a loaded machine, a
-			// small scale) reaches the deadline before the first tick: a
-			// silence the script gives keepalives still shows one.
-			if sent == 0 && tick != nil && r.scaled(d) >= every {
+			// small scale) reaches the deadline before the first
+			// keepalive: a silence the script gives keepalives still
+			// shows one.
+			if sent == 0 && every > 0 && r.scaled(d) >= every {
 				r.keepalive(ka)
 			}
 			return true
-		case <-tick:
-			r.keepalive(ka)
-			sent++
 		}
+		r.keepalive(ka)
 	}
 }
 
@@ -191,7 +202,7 @@ func (r *run) stream() {
 	// A continuation starts after its prefix: what the script does at that
 	// point (the silence the continuation rescues) is not replayed.
 	first := r.first()
-	if r.cont == nil && !r.boundary(0) {
+	if r.replays(0) && !r.boundary(0) {
 		return
 	}
 	if !r.sleep(r.p.TTFT.Sample(r.rng), r.p.TTFTKeepalive) {
@@ -205,7 +216,7 @@ func (r *run) stream() {
 		}
 		r.d.content(r, i)
 		r.rec.chunks++
-		if !r.boundary(i + 1) {
+		if r.replays(i+1) && !r.boundary(i+1) {
 			return
 		}
 	}
@@ -221,7 +232,7 @@ func (r *run) whole() {
 		total += r.p.Interval.Sample(r.rng)
 	}
 	for _, s := range r.p.Silences {
-		if r.cont == nil || s.AfterChunk > r.first() {
+		if r.replays(s.AfterChunk) {
 			total += s.Duration.Sample(r.rng)
 		}
 	}
@@ -229,12 +240,15 @@ func (r *run) whole() {
 		r.rec.outcome = "canceled"
 		return
 	}
-	if r.p.Error != nil {
+	// A fault the continuation is past is not replayed, as in a stream.
+	// Either disconnect cuts the connection: a JSON body has no clean
+	// end short of its whole answer.
+	if r.p.Error != nil && r.replays(r.p.Error.AfterChunk) {
 		r.rec.status, r.rec.outcome = http.StatusInternalServerError, "error"
 		writeError(r.w, r.d, http.StatusInternalServerError, r.d.midErrorType(), "", "fakellm: scripted error")
 		return
 	}
-	if r.p.Disconnect != nil {
+	if r.p.Disconnect != nil && r.replays(r.p.Disconnect.AfterChunk) {
 		r.rec.outcome = "disconnect"
 		panic(http.ErrAbortHandler)
 	}

@@ -81,12 +81,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/v1/messages":
 		d = anthropicDialect{}
 	default:
-		http.Error(w, `{"error":{"type":"not_found_error","message":"fakellm serves /v1/chat/completions and /v1/messages"}}`, http.StatusNotFound)
+		writeError(w, openaiDialect{}, http.StatusNotFound, "not_found_error", "", "fakellm serves /v1/chat/completions and /v1/messages")
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, `{"error":{"type":"invalid_request_error","message":"use POST"}}`, http.StatusMethodNotAllowed)
+		writeError(w, d, http.StatusMethodNotAllowed, "invalid_request_error", "", "use POST")
 		return
 	}
 	start := time.Now()

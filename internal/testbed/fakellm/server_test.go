@@ -228,8 +228,10 @@ func TestBadRequests(t *testing.T) {
 			resp := post(t, ts.URL+tc.path, tc.profile, tc.body)
 			b, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) {
-				t.Fatalf("status %d body %s", resp.StatusCode, b)
+			// Every error body is JSON, and says so (404 said text/plain).
+			if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.want) || !json.Valid(b) ||
+				resp.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("status %d, content type %q, body %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 			}
 		})
 	}
@@ -243,8 +245,10 @@ func TestBadRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("GET status %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != http.MethodPost ||
+		resp.Header.Get("Content-Type") != "application/json" || !json.Valid(b) {
+		t.Fatalf("GET status %d, headers %v, body %s", resp.StatusCode, resp.Header, b)
 	}
 }
