@@ -111,7 +111,7 @@ func (b *builder) addCall(spans ptrace.SpanSlice, c *Counts) {
 	call.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	call.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(callEnd + time.Millisecond)))
 	a := call.Attributes()
-	a.EnsureCapacity(11)
+	a.EnsureCapacity(12)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutStr(string(semconv.GenAIRequestModel), primary.Model)
 	a.PutStr(string(semconv.Delivery), semconv.DeliveryStreaming)
@@ -157,6 +157,13 @@ func (b *builder) addCall(spans ptrace.SpanSlice, c *Counts) {
 	a.PutInt(string(semconv.WinnerIndex), int64(winner))
 	a.PutStr(string(semconv.WinnerRoute), w.route.Name)
 	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), (w.launch + time.Duration(w.offs[0])*time.Microsecond).Seconds())
+	// The caller's view: the winner's chunks as they reached the caller,
+	// in µs since the call start.
+	view := a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs))
+	view.EnsureCapacity(len(w.offs))
+	for _, o := range w.offs {
+		view.AppendEmpty().SetInt(w.launch.Microseconds() + o)
+	}
 	c.CallsOK++
 }
 
@@ -172,7 +179,7 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(at.end)))
 	a := sp.Attributes()
-	a.EnsureCapacity(14)
+	a.EnsureCapacity(15)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutStr(string(semconv.GenAIProviderName), at.route.Provider)
 	a.PutStr(string(semconv.GenAIRequestModel), at.route.Model)
@@ -183,6 +190,12 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	a.PutDouble(string(semconv.AttemptLaunchOffsetMs), float64(at.launch.Microseconds())/1000)
 	a.PutStr(string(semconv.AttemptOutcome), at.outcome)
 	a.PutInt(string(semconv.ChunkCount), int64(len(at.offs)))
+	// What the caller got: all of the winner's chunks, none of a loser's.
+	delivered := 0
+	if at.outcome == semconv.AttemptOutcomeWinner {
+		delivered = len(at.offs)
+	}
+	a.PutInt(string(semconv.ChunksDelivered), int64(delivered))
 	offs := a.PutEmptySlice(string(semconv.ChunkOffsetsUs))
 	offs.EnsureCapacity(len(at.offs))
 	for _, o := range at.offs {

@@ -119,6 +119,9 @@ func countsAreWhatStreamwatchDerives(t *testing.T, dropTimeline bool) {
 		{semconv.MetricCalls, semconv.OutcomeError, want.CallsError},
 		{semconv.MetricHedges, "", want.Hedges},
 		{semconv.MetricStalls, "", want.Stalls},
+		// The caller's view is the winner's timeline: callers see every
+		// stall (losers never stall here).
+		{semconv.MetricCallStalls, "", want.Stalls},
 	} {
 		if got := sumOf(md, c.metric, c.outcome); got != c.want {
 			t.Errorf("%s{outcome=%q} = %d, generator counted %d", c.metric, c.outcome, got, c.want)
