@@ -72,18 +72,18 @@ type Key struct{ b []byte }
 func (k *Key) Reset() { k.b = k.b[:0] }
 
 // Add appends one attribute.
-func (k *Key) Add(key, value string) {
-	k.put(key)
-	k.put(value)
-}
+//
+// The methods of Key store k.b once each: a Key lives in a heap object,
+// and while the garbage collector marks — most of the time under load —
+// every store of the slice runs a write barrier (docs/scale.md).
+func (k *Key) Add(key, value string) { k.b = appendString(appendString(k.b, key), value) }
 
 // Append appends every attribute of o.
 func (k *Key) Append(o *Key) { k.b = append(k.b, o.b...) }
 
-// put appends s with its length as a uvarint.
-func (k *Key) put(s string) {
-	k.b = binary.AppendUvarint(k.b, uint64(len(s)))
-	k.b = append(k.b, s...)
+// appendString appends s to b with its length as a uvarint.
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // decodeAttrs decodes an encoding of Key into m. Keys are built only by
@@ -172,9 +172,7 @@ func New(descs []Desc, opts Options) *Store {
 func (st *Store) Series(m int, service string, k *Key, now pcommon.Timestamp) *Series {
 	t := &st.tables[m]
 	// The map key is the service, length-prefixed, then the attributes.
-	st.key.Reset()
-	st.key.put(service)
-	st.key.Append(k)
+	st.key.b = append(appendString(st.key.b[:0], service), k.b...)
 	if s, ok := t.series[string(st.key.b)]; ok {
 		return s
 	}
