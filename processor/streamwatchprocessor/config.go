@@ -34,7 +34,8 @@ type Config struct {
 	MaxSegments int `mapstructure:"max_segments"`
 
 	// DropTimeline removes the raw timeline (streamwatch.chunk.offsets_us,
-	// streamwatch.keepalive.offsets_us, and the streamwatch.chunk and
+	// streamwatch.keepalive.offsets_us, a call span's
+	// streamwatch.caller.chunk.offsets_us, and the streamwatch.chunk and
 	// streamwatch.keepalive events) after deriving. Default false. On, the
 	// backend stores the figures and not thousands of offsets, but the
 	// figures can no longer be recomputed with another threshold. A span
