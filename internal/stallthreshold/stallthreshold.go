@@ -114,13 +114,13 @@ func WithUnit(k string, raw any) error {
 // what precedes the suffix.
 func stringError(v string) error {
 	env, fromEnv := strings.CutSuffix(v, "ms")
-	_, numErr := strconv.ParseFloat(strings.TrimSpace(env), 64)
+	f, numErr := strconv.ParseFloat(strings.TrimSpace(env), 64)
 	switch {
 	case fromEnv && strings.TrimSpace(env) == "":
 		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
 			"that variable is set but empty; set it to a number of milliseconds such as 2000, or unset it for the default",
 			Key, v, EnvVar)
-	case fromEnv && numErr == nil:
+	case fromEnv && numErr == nil && !math.IsNaN(f):
 		// A number that ParseDuration refuses is out of its range.
 		return fmt.Errorf("%s is %q, out of range: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
 			"that variable must be a number of milliseconds such as 2000, at most %d, got %q",

@@ -47,6 +47,7 @@ func TestCheckRaw(t *testing.T) {
 		{"env 2s", "2sms", []string{`stall_threshold is "2sms", not a duration`, "STREAM__STALL_THRESHOLD_MS", "number of milliseconds such as 2000", `got "2s"`}},
 		// Beyond a Go duration's ~292 years: a number all the same.
 		{"env huge", "99999999999999ms", []string{`stall_threshold is "99999999999999ms", out of range`, "STREAM__STALL_THRESHOLD_MS", "at most 9223372036854", `got "99999999999999"`}},
+		{"env NaN", "NaNms", []string{`stall_threshold is "NaNms", not a duration`, `got "NaN"`}},
 		{"env set but empty", "ms", []string{`stall_threshold is "ms"`, "STREAM__STALL_THRESHOLD_MS", "set but empty", "number of milliseconds"}},
 		{"env blank", " ms", []string{"STREAM__STALL_THRESHOLD_MS", "set but empty"}},
 		{"by hand, no unit known", "2 seconds", []string{`stall_threshold must be a duration such as "2s" or "2000ms", got "2 seconds"`}},
