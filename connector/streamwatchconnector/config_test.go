@@ -11,8 +11,10 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
 )
 
@@ -158,4 +160,32 @@ func TestConfigSeveralErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "interval must be positive")
 	assert.Contains(t, err.Error(), "max_series must be at least 1")
+}
+
+// FuzzConfig decodes arbitrary YAML as the connector's configuration, the
+// way the collector does (Unmarshal, then Validate): bad input gives an
+// error, never a panic, and what passes keeps the documented bounds.
+func FuzzConfig(f *testing.F) {
+	f.Add("interval: 15\nstall_threshold: 2sms\nmax_series: 0\n")
+	f.Add("dimensions: [le, k8s.pod, k8s_pod, '']\nexemplars: {max_per_data_point: -1}\n")
+	f.Add("stall_threshold: 99999999999999ms\ninterval: 1s\n")
+	f.Add("stall_threshold:\nflush_interval: 1s\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		var raw map[string]any
+		if yaml.Unmarshal([]byte(doc), &raw) != nil {
+			return
+		}
+		cfg := createDefaultConfig().(*Config)
+		if confmap.NewFromStringMap(raw).Unmarshal(cfg) != nil || confmap.Validate(cfg) != nil {
+			return
+		}
+		if cfg.Interval <= 0 || cfg.MaxSeries < 1 || cfg.Exemplars.MaxPerDataPoint < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {
+			t.Fatalf("accepted %+v from %q", cfg, doc)
+		}
+		for _, d := range cfg.Dimensions {
+			if d == "" || builtin[d] || reservedLabels[promLabel(d)] {
+				t.Fatalf("accepted dimension %q from %q", d, doc)
+			}
+		}
+	})
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
+	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
 )
 
@@ -121,4 +123,27 @@ func TestConfigEveryInvalidKeyAtOnce(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "STREAM__STALL_THRESHOLD_MS")
 	assert.Contains(t, err.Error(), "max_segments must be 0 or more, got -3")
+}
+
+// FuzzConfig decodes arbitrary YAML as the processor's configuration, the
+// way the collector does (Unmarshal, then Validate): bad input gives an
+// error, never a panic, and what passes keeps the documented bounds.
+func FuzzConfig(f *testing.F) {
+	f.Add("stall_threshold: 2sms\nmax_segments: -3\n")
+	f.Add("stall_threshold: 2000\ndrop_timeline: yes\n")
+	f.Add("stall_threshold: 99999999999999ms\nstall_spans: true\n")
+	f.Add("stall_threshold:\nstall_treshold: 1s\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		var raw map[string]any
+		if yaml.Unmarshal([]byte(doc), &raw) != nil {
+			return
+		}
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		if confmap.NewFromStringMap(raw).Unmarshal(cfg) != nil || confmap.Validate(cfg) != nil {
+			return
+		}
+		if cfg.MaxSegments < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {
+			t.Fatalf("accepted %+v from %q", cfg, doc)
+		}
+	})
 }
