@@ -6,8 +6,9 @@
 // The turns alternate for several rounds, so a drift in what else runs on
 // the machine falls on every pipeline alike. It prints, per pipeline,
 // spans/s and chunks/s acknowledged, the collector's CPU seconds per
-// million chunks (from /proc) and its memory, each with its ratio to the
-// baseline. Everything binds 127.0.0.1 and stops at the end.
+// million chunks (from /proc) and its memory, with the throughput and CPU
+// ratios to the first pipeline. Everything binds 127.0.0.1 and stops at
+// the end.
 package main
 
 import (
