@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold"
@@ -171,12 +170,8 @@ func FuzzConfig(f *testing.F) {
 	f.Add("stall_threshold: 99999999999999ms\ninterval: 1s\n")
 	f.Add("stall_threshold:\nflush_interval: 1s\n")
 	f.Fuzz(func(t *testing.T, doc string) {
-		var raw map[string]any
-		if yaml.Unmarshal([]byte(doc), &raw) != nil {
-			return
-		}
 		cfg := createDefaultConfig().(*Config)
-		if confmap.NewFromStringMap(raw).Unmarshal(cfg) != nil || confmap.Validate(cfg) != nil {
+		if !stallthresholdtest.Accepts(doc, cfg) {
 			return
 		}
 		if cfg.Interval <= 0 || cfg.MaxSeries < 1 || cfg.Exemplars.MaxPerDataPoint < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {

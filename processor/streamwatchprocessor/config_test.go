@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
@@ -134,12 +133,8 @@ func FuzzConfig(f *testing.F) {
 	f.Add("stall_threshold: 99999999999999ms\nstall_spans: true\n")
 	f.Add("stall_threshold:\nstall_treshold: 1s\n")
 	f.Fuzz(func(t *testing.T, doc string) {
-		var raw map[string]any
-		if yaml.Unmarshal([]byte(doc), &raw) != nil {
-			return
-		}
 		cfg := NewFactory().CreateDefaultConfig().(*Config)
-		if confmap.NewFromStringMap(raw).Unmarshal(cfg) != nil || confmap.Validate(cfg) != nil {
+		if !stallthresholdtest.Accepts(doc, cfg) {
 			return
 		}
 		if cfg.MaxSegments < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {

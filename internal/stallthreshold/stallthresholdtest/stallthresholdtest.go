@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/provider/envprovider"
 	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 )
@@ -47,4 +48,16 @@ func Unmarshal(t *testing.T, cfg any, value *string) error {
 		t.Fatal(err)
 	}
 	return conf.Unmarshal(cfg)
+}
+
+// Accepts decodes doc, any YAML, into cfg the way a collector decodes a
+// component's configuration — Unmarshal, then Validate — and reports
+// whether it passed: what the components' FuzzConfig targets run. A doc
+// that is not a YAML map is not accepted.
+func Accepts(doc string, cfg confmap.Validator) bool {
+	var raw map[string]any
+	if yaml.Unmarshal([]byte(doc), &raw) != nil {
+		return false
+	}
+	return confmap.NewFromStringMap(raw).Unmarshal(cfg) == nil && confmap.Validate(cfg) == nil
 }
