@@ -8,12 +8,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,7 +35,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal stops the demo as Ctrl-C does.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if err := run(ctx, *collector, *fakellm, *config, *profiles, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -49,12 +51,9 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	}
 	fmt.Printf("==> logs in %s\n", dir)
 
-	port, err := stack.FreePort()
-	if err != nil {
-		return err
-	}
-	llmAddr := stack.Addr(port)
-	llmArgs := []string{"-addr", llmAddr, "-seed", "1"}
+	// fakellm binds a free port itself and says which: no other program
+	// can take it between a choice and the bind.
+	llmArgs := []string{"-addr", "127.0.0.1:0", "-seed", "1"}
 	if profiles != "" {
 		llmArgs = append(llmArgs, "-profiles", profiles)
 	}
@@ -63,7 +62,8 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 		return err
 	}
 	defer llm.Stop()
-	if err := waitTCP(ctx, llmAddr, 10*time.Second); err != nil {
+	llmAddr, err := listening(ctx, llm, 10*time.Second)
+	if err != nil {
 		return fmt.Errorf("fakellm: %w\n%s", err, llm.Log())
 	}
 	fmt.Printf("==> fakellm on http://%s\n", llmAddr)
@@ -139,20 +139,25 @@ func progress(done <-chan struct{}, start time.Time) {
 	}
 }
 
-func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+// listening waits for fakellm's first line, "fakellm listening on
+// http://ADDR", and returns ADDR; it fails at once when fakellm exits.
+func listening(ctx context.Context, p *stack.Process, timeout time.Duration) (string, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return nil
+		if _, rest, ok := strings.Cut(p.Log(), "fakellm listening on http://"); ok {
+			if addr, _, ok := strings.Cut(rest, "\n"); ok {
+				return addr, nil
+			}
+		}
+		if p.Exited() {
+			return "", errors.New("exited before it listened")
 		}
 		if time.Now().After(deadline) {
-			return err
+			return "", fmt.Errorf("not listening after %s", timeout)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -23,17 +23,18 @@ import (
 type families map[string]*dto.MetricFamily
 
 var (
-	callsName   = semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	hedgesName  = semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
-	ttftName    = semconv.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
-	genName     = semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
-	activeName  = semconv.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
-	stallsName  = semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	streamsName = semconv.PromName(semconv.MetricStreams, semconv.UnitCount, true)
-	wastedName  = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
-	stallDur    = semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
-	callStall   = semconv.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
-	callStalls  = semconv.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
+	callsName     = semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	hedgesName    = semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	ttftName      = semconv.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
+	genName       = semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
+	activeName    = semconv.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
+	stallsName    = semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
+	streamsName   = semconv.PromName(semconv.MetricStreams, semconv.UnitCount, true)
+	wastedName    = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
+	ejectionsName = semconv.PromName(semconv.MetricRouteEjections, semconv.UnitCount, true)
+	stallDur      = semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
+	callStall     = semconv.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
+	callStalls    = semconv.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
 )
 
 // waitMetrics scrapes url until the calls counter has seen every call.
@@ -242,11 +243,11 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 		dur(probe.TTFTQuantile(0.5)), dur(probe.TTFTQuantile(0.99)), len(probe.TTFTs))
 	gen, act := merged(f, genName), merged(f, activeName)
 	fmt.Fprintf(tw, "  generation per stream, mean\traw %s   active %s\n", secs(gen.mean()), secs(act.mean()))
-	share := math.NaN()
+	share := "n/a"
 	if gen.sum > 0 {
-		share = 1 - act.sum/gen.sum
+		share = fmt.Sprintf("%.1f %%", 100*(1-act.sum/gen.sum))
 	}
-	fmt.Fprintf(tw, "  stall share of generation\t%.1f %%\n", 100*share)
+	fmt.Fprintf(tw, "  stall share of generation\t%s\n", share)
 	sd := merged(f, stallDur)
 	fmt.Fprintf(tw, "  stalls (upstream)\t%v segments, mean %s, %s in all; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
 		secs(sd.sum), sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
@@ -259,6 +260,7 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 	fmt.Fprintf(tw, "  watchdog timeouts\tttft %v   stall %v\n", calls["ttft_timeout"], calls["stall_timeout"])
 	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%v   (hedgeprobe: %d)\n",
 		sumCounter(f, wastedName, nil), probe.WastedChunks)
+	fmt.Fprintf(tw, "  route ejections\t%v   (hedgeprobe: %d)\n", sumCounter(f, ejectionsName, nil), probe.Ejections)
 	tw.Flush()
 }
 

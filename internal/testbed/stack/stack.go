@@ -65,8 +65,9 @@ func Start(ctx context.Context, dir, name, bin string, args []string, env []stri
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// Its own process group, so a Ctrl-C on the demo reaches us first and
-	// we stop children in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// we stop children in order; and, where the OS can, a SIGTERM when we
+	// die without stopping it (SIGKILL, a broken stdout pipe).
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)

@@ -44,7 +44,7 @@ type Scenario struct {
 }
 
 // budget lets every scenario hedge: the demo is about showing hedges, not
-// about the production default of 0.1 hedges per call.
+// about the production default of 0.3 hedges per call.
 func budget(c hedgeprobe.Config) hedgeprobe.Config {
 	c.HedgeBudget, c.HedgeBurst = 1, 50
 	return c
@@ -209,8 +209,9 @@ func record(r *Result, st hedgeprobe.Stats, err error) {
 			r.HedgeWins[a.Trigger]++
 		}
 	}
-	var te *hedgeprobe.TimeoutError
-	if errors.As(err, &te) && te.Truncated {
+	// As the call span's streamwatch.truncated: any failure after content
+	// was delivered, a timeout or not.
+	if st.Outcome != hedgeprobe.OutcomeOK && st.ChunksDelivered > 0 {
 		r.Truncated++
 	}
 	if err != nil && r.Errors[st.Outcome] == "" {

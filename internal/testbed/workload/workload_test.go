@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -57,5 +58,24 @@ func TestRecordCountsStreamsAndWaste(t *testing.T) {
 	}, nil)
 	if r.Streams != 5 || r.WastedChunks != 5 || len(r.TTFTs) != 3 || r.Hedges[hedgeprobe.TriggerStall] != 1 {
 		t.Errorf("streams %d, wasted chunks %d, TTFTs %v, hedges %v", r.Streams, r.WastedChunks, r.TTFTs, r.Hedges)
+	}
+}
+
+// Truncated counts, as the call span's streamwatch.truncated does, every
+// call that failed after content reached the caller — a mid-stream error
+// too, not only a watchdog — and no call that failed before.
+func TestRecordTruncated(t *testing.T) {
+	r := Result{Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
+		HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
+	for _, st := range []hedgeprobe.Stats{
+		{Winner: 0, Outcome: hedgeprobe.OutcomeError, ChunksDelivered: 3},        // counts
+		{Winner: 0, Outcome: hedgeprobe.OutcomeStallTimeout, ChunksDelivered: 5}, // counts
+		{Winner: -1, Outcome: hedgeprobe.OutcomeTTFTTimeout},                     // delivered nothing
+		{Winner: 0, Outcome: hedgeprobe.OutcomeOK, ChunksDelivered: 40},          // ok
+	} {
+		record(&r, st, errors.New("upstream"))
+	}
+	if r.Truncated != 2 {
+		t.Errorf("Truncated = %d, want 2", r.Truncated)
 	}
 }

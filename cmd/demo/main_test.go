@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
+	"github.com/streamwatch/streamwatch/internal/testbed/workload"
+)
+
+// listening reads the address fakellm announces, and fails at once — not
+// after its timeout — when fakellm exits first (a bad -profiles file; when
+// the demo chose the port, another program holding it went unnoticed).
+func TestListening(t *testing.T) {
+	for _, tc := range []struct {
+		name, script, want, err string
+	}{
+		{"announced", "echo 'fakellm listening on http://127.0.0.1:5'; sleep 30", "127.0.0.1:5", ""},
+		{"exited", "echo 'bind: address already in use' >&2; exit 1", "", "exited before it listened"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := stack.Start(t.Context(), t.TempDir(), "fakellm", "/bin/sh", []string{"-c", tc.script}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			start := time.Now()
+			addr, err := listening(t.Context(), p, 10*time.Second)
+			if addr != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("listening = %q, %v; want %q, %q", addr, err, tc.want, tc.err)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("took %v: waited for the timeout", time.Since(start))
+			}
+		})
+	}
+}
+
+// A report with nothing measured says n/a, never NaN.
+func TestReportWithoutFigures(t *testing.T) {
+	var buf bytes.Buffer
+	printCollector(&buf, families{}, workload.Totals(nil))
+	_, share, _ := strings.Cut(buf.String(), "stall share of generation")
+	share, _, _ = strings.Cut(share, "\n")
+	if strings.Contains(buf.String(), "NaN") || strings.TrimSpace(share) != "n/a" {
+		t.Fatalf("report:\n%s", buf.String())
+	}
+}
