@@ -616,7 +616,7 @@ func TestRegressionBudgetTenthsAddUp(t *testing.T) {
 		b.refill()
 	}
 	if !b.take() {
-		t.Fatalf("10 refills of 0.1 leave %v tokens, not one", b.tokens+1)
+		t.Fatalf("10 refills of 0.1 leave %v tokens, not one", b.tokens)
 	}
 }
 
