@@ -438,6 +438,54 @@ func TestResumeCannotBuild(t *testing.T) {
 	})
 }
 
+// Regression: a resume skipped before any route was chosen (here the
+// delivered text is past ResumeMaxText) put streamwatch.route="" on its call-span event,
+// which reads as a route named "". Now the attribute is left out; a skip
+// that has a route (build, refused) keeps it.
+func TestRegressionResumeSkippedWithoutRoute(t *testing.T) {
+	stalls := func() *upstream {
+		return newUpstream("a", []step{content(time.Second, "AAA"), content(3*time.Second, "B")})
+	}
+	cannotBuild := func() *upstream {
+		u := continuing("b")
+		u.openErr = fmt.Errorf("unknown message shape: %w", ErrCannotContinue)
+		return u
+	}
+	for _, c := range []struct {
+		maxText int
+		reason  ResumeSkip
+		route   string
+	}{
+		{2, ResumeTooLong, ""},
+		{0, ResumeBuild, "b"},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := resumeCfg()
+			cfg.ResumeMaxText = c.maxText
+			p, exp := recorded(t, cfg, withText())
+			if g := drain(p.Stream(t.Context(), stalls().route(), cannotBuild().route()), time.Now()); joined(g) != "AAAB" || g.err != nil {
+				t.Fatalf("%s: text %q err %v", c.reason, joined(g), g.err)
+			}
+			call, _ := spansOf(t, exp)
+			var skips int
+			for _, ev := range call.Events {
+				if ev.Name != semconv.EventResumeSkipped {
+					continue
+				}
+				skips++
+				reason, _ := attrOf(ev.Attributes, semconv.EventResumeReason)
+				route, hasRoute := attrOf(ev.Attributes, semconv.EventRoute)
+				if reason.AsString() != string(c.reason) || hasRoute != (c.route != "") || route.AsString() != c.route {
+					t.Errorf("skipped event %v, want reason %s and route %q", ev.Attributes, c.reason, c.route)
+				}
+			}
+			if skips != 1 {
+				t.Errorf("%s: %d %s events, want 1", c.reason, skips, semconv.EventResumeSkipped)
+			}
+		})
+	}
+}
+
 // Telemetry of a resumed call (docs/design.md §3): the resume attempt's
 // span has trigger resume and the chunks delivered before it; the call
 // span has a resume event and the caller's view, whose gap before the

@@ -156,9 +156,15 @@ func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
 func (r *callRecorder) resume(e ResumeEvent) {
 	at := trace.WithTimestamp(r.start.Add(e.Elapsed))
 	if e.Skipped != "" {
-		r.span.AddEvent(semconv.EventResumeSkipped, at, trace.WithAttributes(
-			semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventRoute.String(e.Route),
-			semconv.EventResumeReason.String(string(e.Skipped))))
+		attrs := []attribute.KeyValue{semconv.EventAttemptIndex.Int(e.Attempt),
+			semconv.EventResumeReason.String(string(e.Skipped))}
+		// A resume skipped before a route was chosen (no_route,
+		// max_attempts, not_resumable, too_long) has none: an empty
+		// route would read as a route named "".
+		if e.Route != "" {
+			attrs = append(attrs, semconv.EventRoute.String(e.Route))
+		}
+		r.span.AddEvent(semconv.EventResumeSkipped, at, trace.WithAttributes(attrs...))
 		return
 	}
 	r.span.AddEvent(semconv.EventResume, at, trace.WithAttributes(
