@@ -146,8 +146,7 @@ func (s *Stream[T]) nextDirect() bool {
 			return false
 		}
 	}
-	switch k {
-	case Content:
+	if k == Content {
 		a.content++
 		a.shown++
 		s.out.delivered++
@@ -157,12 +156,11 @@ func (s *Stream[T]) nextDirect() bool {
 		if dr.wd != nil {
 			dr.wd.content()
 		}
-	case Control:
-		if s.p.items.OutputTokens != nil {
-			if err := s.countTokens(a, v); err != nil {
-				s.finish(err, OutcomeError)
-				return false
-			}
+	}
+	if k != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, v); err != nil {
+			s.finish(err, OutcomeError)
+			return false
 		}
 	}
 	if k != Content && dr.wd != nil {

@@ -16,7 +16,7 @@ type chunk struct {
 	Kind   Kind
 	Text   string
 	Route  string
-	Tokens int64 // output tokens on a usage (Control) item, 0 otherwise
+	Tokens int64 // output tokens reported on the item (usage), 0 when none
 }
 
 func classifyChunk(c chunk) Kind { return c.Kind }

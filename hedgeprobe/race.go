@@ -131,8 +131,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 			return
 		}
 	}
-	switch ev.kind {
-	case Content:
+	if ev.kind == Content {
 		a.content++
 		a.last = ev.at
 		s.race.contentSeen = true
@@ -145,12 +144,11 @@ func (s *Stream[T]) handle(ev event[T]) {
 			}
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
 		}
-	case Control:
-		if s.p.items.OutputTokens != nil {
-			if err := s.countTokens(a, ev.v); err != nil {
-				s.fail(a, err)
-				return
-			}
+	}
+	if ev.kind != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, ev.v); err != nil {
+			s.fail(a, err)
+			return
 		}
 	}
 	switch {

@@ -117,12 +117,16 @@ type Items[T any] struct {
 	Classify Classifier[T]
 	// OutputTokens reads the output token count from a usage item, for
 	// gen_ai.usage.output_tokens on attempt spans (and so TPOT in the
-	// collector). Optional. A panic in it fails the call with an error
-	// wrapping ErrExtractorPanic.
+	// collector). It is asked about every Content and Control item, since
+	// some servers put usage on the last content chunk or on every chunk
+	// (vLLM's continuous usage stats): the last count reported wins.
+	// Optional. A panic in it fails the call with an error wrapping
+	// ErrExtractorPanic.
 	OutputTokens TokenCount[T]
 	// ResponseModel reads the model that answered, for
 	// gen_ai.response.model; it is asked about each item of an attempt
-	// until it reports ok. Optional; a panic fails the call like
+	// until it reports ok, and only while the call span is recording
+	// (it feeds nothing else). Optional; a panic fails the call like
 	// OutputTokens.
 	ResponseModel func(v T) (model string, ok bool)
 	// Text reads the answer text a content item adds, for resume
@@ -157,8 +161,9 @@ type RetryAfterError interface {
 }
 
 // TokenCount extracts the upstream's output token count from an item that
-// carries usage (an OpenAI usage chunk, an Anthropic message_delta). It
-// reports ok = false for every other item. hedgeprobe uses it to put
+// carries usage (an OpenAI usage chunk, an Anthropic message_delta, or a
+// content chunk that carries usage too). It reports ok = false for every
+// other item. hedgeprobe uses it to put
 // gen_ai.usage.output_tokens on the attempt span, so the collector can
 // compute TPOT.
 type TokenCount[T any] func(v T) (outputTokens int64, ok bool)

@@ -368,3 +368,31 @@ func TestTelemetryRecordingAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per chunk", n)
 	}
 }
+
+// Regression: Items.OutputTokens was asked about Control items only, so a
+// server that puts usage on its content chunks (the last one, or every one
+// as vLLM's continuous usage stats do) left the attempt span without
+// gen_ai.usage.output_tokens, and the collector without TPOT. Now every
+// Content and Control item is asked, the last count winning, on both
+// paths an item takes: through the race (Buffered: all of it) and straight
+// to the caller after commit (Streaming).
+func TestRegressionTokensOnContentChunks(t *testing.T) {
+	for _, d := range []Delivery{Streaming, Buffered} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := newUpstream("a", []step{
+					{after: 10 * time.Millisecond, kind: Content, text: "a", tok: 1},
+					{after: 10 * time.Millisecond, kind: Content, text: "b", tok: 2},
+				})
+				p, exp := recorded(t, Config{Delivery: d, MaxAttempts: 1}, withTokens(tokensOf))
+				if g := drain(p.Stream(t.Context(), u.route()), time.Now()); g.err != nil {
+					t.Fatal(g.err)
+				}
+				_, atts := spansOf(t, exp)
+				if k := mustAttr(t, atts[0], semconv.GenAIUsageOutputTokens).AsInt64(); k != 2 {
+					t.Fatalf("output tokens = %d, want 2", k)
+				}
+			})
+		})
+	}
+}
