@@ -44,8 +44,9 @@ var (
 	// ErrCannotContinue is wrapped by the error Route.Open returns for a
 	// resume attempt whose continuation request it cannot build (the
 	// conversation has a shape the adapter cannot extend, say): the resume
-	// is skipped with the reason "build", the route is not taken to have
-	// refused, and the call goes on.
+	// attempt ends there and is reported skipped with the reason "build"
+	// (ResumeBuild), the route is not taken to have refused, and the call
+	// goes on.
 	ErrCannotContinue = errors.New("hedgeprobe: cannot build a continuation")
 )
 
@@ -122,6 +123,10 @@ func (e *TimeoutError) Is(target error) bool {
 // context.DeadlineExceeded, a net.Error, io.ErrUnexpectedEOF, a connection
 // reset, refused or broken pipe are. Anything else is fatal: an upstream
 // adapter marks 429 and 5xx by implementing TransientError.
+//
+// When the caller's own context ends, Stream.Err is that context's error;
+// a deadline is then reported transient like an upstream's timeout, so a
+// retry loop checks its own context first.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false

@@ -80,9 +80,15 @@ const (
 	ResumeTooLong ResumeSkip = "too_long"
 	// ResumeRefused: the route answered the continuation with a fatal
 	// error (a 400 on prefill, say); it is not asked again for a while.
+	// The attempt was launched: OnAttemptDone reports it failed, with
+	// that error, and it counts towards MaxAttempts; the route's health
+	// (rule 11) is not touched, and the call goes on.
 	ResumeRefused ResumeSkip = "refused"
 	// ResumeBuild: the route could not build the continuation request
-	// (its Open returned an error wrapping ErrCannotContinue).
+	// (its Open returned an error wrapping ErrCannotContinue). As with
+	// ResumeRefused the attempt was launched and OnAttemptDone reports it
+	// failed, with that error (a hook feeding a circuit breaker can leave
+	// it out with errors.Is); the route is not taken to refuse.
 	ResumeBuild ResumeSkip = "build"
 )
 
@@ -145,7 +151,9 @@ type WatchdogEvent struct {
 }
 
 // ResumeEvent describes a resume: a resume attempt launched, or, with
-// Skipped set, one that was due and was not.
+// Skipped set, one that was due and was not launched — or, for
+// ResumeRefused and ResumeBuild, one that was launched and whose route
+// declined the continuation (its launch was reported first).
 type ResumeEvent struct {
 	// Context is the context the call was started with.
 	Context context.Context
@@ -157,7 +165,8 @@ type ResumeEvent struct {
 	// Route is the route it went to; empty when skipped for lack of one.
 	Route string
 	// DeliveredChunks is the number of content chunks delivered to the
-	// caller before it (0 for a resume before commit).
+	// caller before it (0 for a resume before commit: that one continues
+	// text the caller has not been given).
 	DeliveredChunks int64
 	// Skipped is why it was not launched; empty when it was.
 	Skipped ResumeSkip

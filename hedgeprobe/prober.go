@@ -44,7 +44,9 @@ func OnHedge(f func(HedgeEvent)) Option { return func(o *options) { o.onHedge = 
 // or pushback refused.
 func OnThrottle(f func(ThrottleEvent)) Option { return func(o *options) { o.onThrottle = f } }
 
-// OnCommit registers a hook called when an attempt commits.
+// OnCommit registers a hook called when an attempt commits: once per
+// call, and once more for every resume attempt that takes over a stalled
+// stream (docs/design.md §2 rule 10), since the caller then reads from it.
 func OnCommit(f func(CommitEvent)) Option { return func(o *options) { o.onCommit = f } }
 
 // OnAttemptDone registers a hook called once per attempt when it ends,
@@ -60,7 +62,11 @@ func OnAttemptDone(f func(AttemptEvent)) Option { return func(o *options) { o.on
 func OnWatchdog(f func(WatchdogEvent)) Option { return func(o *options) { o.onWatchdog = f } }
 
 // OnResume registers a hook called when a resume attempt is launched, or
-// was due and was skipped (ResumeEvent.Skipped says why).
+// was due and was skipped (ResumeEvent.Skipped says why). A skip is
+// reported again every ResumeAfter while the silence lasts, since the
+// resume falls due again. A launched attempt whose route then declines
+// the continuation (ResumeRefused, ResumeBuild) is reported twice under
+// the same index: launched, then skipped.
 func OnResume(f func(ResumeEvent)) Option { return func(o *options) { o.onResume = f } }
 
 // OnEject registers a hook called when a route is ejected (docs/design.md

@@ -43,7 +43,10 @@ type Kind uint8
 const (
 	// Keepalive proves the connection is alive and nothing else: an SSE
 	// comment, a ping event, an item with no content. It never counts as
-	// progress for a hedge trigger or a watchdog.
+	// progress for a hedge trigger or a watchdog. A committed attempt's
+	// keepalives are delivered to the caller all the same (Next returns
+	// them, Stats.ItemsDelivered counts them), as the SDK streams that
+	// hedgeprobe wraps would have returned them.
 	Keepalive Kind = iota
 	// Control is structural: a role-only delta, a finish reason, a
 	// usage-only chunk. It is delivered but is not content.

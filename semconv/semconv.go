@@ -54,7 +54,9 @@ const (
 	WinnerRoute = attribute.Key("streamwatch.winner.route")
 	// Outcome is how the call ended; see the Outcome* values.
 	Outcome = attribute.Key("streamwatch.outcome")
-	// Truncated is true when content was delivered and the call then failed.
+	// Truncated is true when content was delivered and the call then
+	// ended with any outcome but ok (a timeout, an error, or the caller's
+	// own cancel): the caller holds a cut-short answer.
 	Truncated = attribute.Key("streamwatch.truncated")
 	// HedgesThrottled counts hedges the budget or pushback refused.
 	HedgesThrottled = attribute.Key("streamwatch.hedges.throttled")
@@ -158,8 +160,9 @@ const (
 	// is what the attempt wasted.
 	ChunksDelivered = attribute.Key("streamwatch.chunk.delivered")
 	// ResumeDeliveredChunks is, on a resume attempt, the number of content
-	// chunks already delivered to the caller when it was launched: the
-	// prefix it continues.
+	// chunks already delivered to the caller when it was launched: after
+	// commit, the prefix it continues; 0 before commit, where it continues
+	// text the caller has not been given.
 	ResumeDeliveredChunks = attribute.Key("streamwatch.resume.delivered_chunks")
 )
 
