@@ -174,7 +174,7 @@ func TestSimulation(t *testing.T) {
 
 // TestSimulationReport prints the full report as markdown:
 //
-//	go test ./internal/hedgesim -run TestSimulationReport -v -calls=20000
+//	go test ./internal/testbed/hedgesim -run TestSimulationReport -v -calls=10000
 func TestSimulationReport(t *testing.T) {
 	if *callsFlag <= 0 {
 		t.Skip("set -calls=N to print the report")
@@ -364,8 +364,14 @@ func TestResumeTargets(t *testing.T) {
 			t.Errorf("zero-value Config p99/p99.9 %v/%v worse than no hedge %v/%v", z.Done[1], z.Done[2], n.Done[1], n.Done[2])
 		}
 	}
-	t.Logf("seed: oracle p99 %v, streaming + resume %v (%.2f×, %.3f extra/call), zero-value %v, best tuned %v",
-		oracle, sr.Done[1], float64(sr.Done[1])/float64(oracle), sr.ExtraAttempts, zero.Done[1], best)
+	// Regression: a resumed attempt ends canceled, yet the chunks it
+	// delivered before the resume are the answer's start; they were
+	// counted as wasted (~0.2 per call here, a resume's prefix each).
+	if w := float64(sr.Wasted) / float64(sr.Calls); w > 0.05 {
+		t.Errorf("streaming + resume wastes %.3f chunks/call: a resumed attempt's delivered chunks counted as waste?", w)
+	}
+	t.Logf("seed: oracle p99 %v, streaming + resume %v (%.2f×, %.3f extra/call, %.3f wasted/call), zero-value %v, best tuned %v",
+		oracle, sr.Done[1], float64(sr.Done[1])/float64(oracle), sr.ExtraAttempts, float64(sr.Wasted)/float64(sr.Calls), zero.Done[1], best)
 }
 
 // Route health (docs/design.md §2 rule 11) in the stress scenario, on

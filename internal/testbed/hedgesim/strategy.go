@@ -32,8 +32,9 @@ type Result struct {
 	// Streams is the number of hedgeprobe Streams opened (1 + retries);
 	// each adds HedgeBudget tokens to the bucket.
 	Streams int
-	// Wasted counts content chunks received by attempts whose output was
-	// not the answer: hedge losers and attempts abandoned for a retry.
+	// Wasted counts content chunks received and not part of the answer:
+	// hedge losers', a resumed attempt's after the resume took over, and
+	// every chunk of a stream abandoned for a retry.
 	Wasted int64
 	// Throttled counts hedges the budget or pushback refused (the real
 	// Stats.HedgesThrottled); ThrottledPushback is the share of them that
@@ -99,7 +100,7 @@ const (
 func Strategies() ([]Strategy, error) {
 	var out []Strategy
 	out = append(out,
-		Strategy{Name: "oracle (no faults, no hedge)", Config: "the same calls on the primary with no silence, outage or storm: the floor",
+		Strategy{Name: "oracle (no faults, no hedge)", Config: "the same calls on the primary with no silence, outage or storm: the floor of completion (a hedge that races two routes can beat its TTFT)",
 			run: func(ctx context.Context, c *call) Result { c.faults = false; return direct(ctx, c) }},
 		Strategy{Name: "no hedge", Config: "one request to the primary, read to the end",
 			run: direct},
@@ -293,8 +294,15 @@ func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 		r.Hedges += len(st.Attempts) - 1
 		r.Throttled += st.HedgesThrottled
 		for _, a := range st.Attempts {
-			if err != nil || a.Outcome != hedgeprobe.AttemptWinner {
+			// A failed stream's chunks are all lost (the call fails, or a
+			// retry starts the answer again); otherwise what an attempt
+			// received and the caller was not given — a stalled
+			// attempt's chunks up to a resume are part of the answer,
+			// though it ends canceled.
+			if err != nil {
 				r.Wasted += a.ContentChunks
+			} else {
+				r.Wasted += a.ContentChunks - a.ChunksDelivered
 			}
 		}
 		if err == nil {
