@@ -26,7 +26,8 @@ const replicaInterval = 2 * time.Second
 // hold exactly what it was sent, and their sum what was sent in all: two
 // replicas' cumulative counters never land in one series. Then one replica
 // is killed with SIGKILL and what it loses is measured against the bound
-// of docs/scale.md: at most one connector interval of its traffic.
+// of docs/scale.md: at most one connector interval of its traffic; and the
+// other is stopped with SIGTERM, which must lose nothing.
 func TestReplicas(t *testing.T) {
 	root := repoRoot(t)
 	collectorBin, promBin := stackBinaries(t, root)
@@ -144,6 +145,38 @@ func TestReplicas(t *testing.T) {
 	t.Run("a killed replica loses at most one interval", func(t *testing.T) {
 		crashLoss(ctx, t, prom, replicas, names, reqs, res)
 	})
+	t.Run("a replica stopped gracefully loses nothing", func(t *testing.T) {
+		gracefulStop(ctx, t, prom, replicas[0], names[0], reqs, res.PerTarget[0].Calls)
+	})
+}
+
+// gracefulStop sends replica a few requests and stops it with SIGTERM at
+// once, well inside one connector interval: the calls since its last
+// periodic push reach Prometheus only through the snapshot the connector
+// sends on shutdown, so Prometheus must hold every call it acknowledged.
+func gracefulStop(ctx context.Context, t *testing.T, prom *stack.Prometheus, replica *stack.Collector, name string, reqs []loadgen.Request, before int64) {
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	res, err := loadgen.Send(ctx, loadgen.Options{
+		Targets:     []string{replica.OTLPGRPC},
+		Requests:    reqs,
+		Senders:     1,
+		MaxRequests: 5,
+		Duration:    time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	replica.Stop()
+	took := time.Since(start)
+	if took > 9*time.Second {
+		t.Fatalf("the replica took %v to stop: killed, not stopped", took)
+	}
+	acked := before + res.Sent.Calls
+	want := fmt.Sprintf(`sum(%s{instance=%q})`, calls, name)
+	waitFor(ctx, t, prom, want, float64(acked))
+	t.Logf("stopped %s (SIGTERM) right after its last request, in %v (interval %s): Prometheus holds all %d calls it acknowledged",
+		name, took.Round(time.Millisecond), replicaInterval, acked)
 }
 
 // crashLoss sends to replica 1 alone at a steady rate, kills it with
