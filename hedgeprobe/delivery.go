@@ -146,6 +146,14 @@ func (s *Stream[T]) nextDirect() bool {
 			return false
 		}
 	}
+	// Tokens first: a panic there fails the call, and an item the caller
+	// never gets must not count as delivered.
+	if k != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, v); err != nil {
+			s.finish(err, OutcomeError)
+			return false
+		}
+	}
 	if k == Content {
 		a.content++
 		a.shown++
@@ -155,12 +163,6 @@ func (s *Stream[T]) nextDirect() bool {
 		}
 		if dr.wd != nil {
 			dr.wd.content()
-		}
-	}
-	if k != Keepalive && s.p.items.OutputTokens != nil {
-		if err := s.countTokens(a, v); err != nil {
-			s.finish(err, OutcomeError)
-			return false
 		}
 	}
 	if k != Content && dr.wd != nil {

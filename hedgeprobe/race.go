@@ -131,6 +131,14 @@ func (s *Stream[T]) handle(ev event[T]) {
 			return
 		}
 	}
+	// Tokens first: a panic there fails the attempt, whose item then
+	// counts neither as content nor towards the route's TTFT sketch.
+	if ev.kind != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, ev.v); err != nil {
+			s.fail(a, err)
+			return
+		}
+	}
 	if ev.kind == Content {
 		a.content++
 		a.last = ev.at
@@ -143,12 +151,6 @@ func (s *Stream[T]) handle(ev event[T]) {
 				}
 			}
 			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, s.start.Add(ev.at))
-		}
-	}
-	if ev.kind != Keepalive && s.p.items.OutputTokens != nil {
-		if err := s.countTokens(a, ev.v); err != nil {
-			s.fail(a, err)
-			return
 		}
 	}
 	switch {

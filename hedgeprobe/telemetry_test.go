@@ -381,7 +381,7 @@ func TestRegressionTokensOnContentChunks(t *testing.T) {
 		t.Run(d.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				u := newUpstream("a", []step{
-					{after: 10 * time.Millisecond, kind: Content, text: "a", tok: 1},
+					{after: 10 * time.Millisecond, kind: Content, text: "a", tok: 3},
 					{after: 10 * time.Millisecond, kind: Content, text: "b", tok: 2},
 				})
 				p, exp := recorded(t, Config{Delivery: d, MaxAttempts: 1}, withTokens(tokensOf))
@@ -390,7 +390,38 @@ func TestRegressionTokensOnContentChunks(t *testing.T) {
 				}
 				_, atts := spansOf(t, exp)
 				if k := mustAttr(t, atts[0], semconv.GenAIUsageOutputTokens).AsInt64(); k != 2 {
-					t.Fatalf("output tokens = %d, want 2", k)
+					t.Fatalf("output tokens = %d, want the last count, 2", k)
+				}
+			})
+		})
+	}
+}
+
+// A panic in Items.OutputTokens on a content item fails the call before
+// the item counts: the caller never gets it, so it is not delivered.
+func TestTokenPanicOnContentIsNotDelivered(t *testing.T) {
+	for _, d := range []Delivery{Streaming, Buffered} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				u := newUpstream("a", []step{
+					content(10*time.Millisecond, "a"),
+					{after: 10 * time.Millisecond, kind: Content, text: "b", tok: 7},
+				})
+				panicky := func(c chunk) (int64, bool) {
+					if c.Tokens == 7 {
+						panic("bad usage")
+					}
+					return 0, false
+				}
+				p := mustNew(t, Config{Delivery: d, MaxAttempts: 1}, withTokens(panicky))
+				s := p.Stream(t.Context(), u.route())
+				g := drain(s, time.Now())
+				if !errors.Is(g.err, ErrExtractorPanic) {
+					t.Fatalf("err %v, want ErrExtractorPanic", g.err)
+				}
+				st := s.Stats()
+				if len(st.Attempts) != 1 || st.Attempts[0].ChunksDelivered > 1 || joined(g) == "ab" {
+					t.Fatalf("caller read %q; attempt %+v", joined(g), st.Attempts)
 				}
 			})
 		})
