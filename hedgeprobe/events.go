@@ -63,7 +63,8 @@ const (
 	ThrottlePushback ThrottleReason = "pushback"
 )
 
-// ResumeSkip says why a resume that was due was not launched.
+// ResumeSkip says why a resume that was due was not launched, or, for
+// ResumeRefused and ResumeBuild, was launched and declined by its route.
 type ResumeSkip string
 
 // Values of ResumeSkip (the streamwatch.resume.reason values).
@@ -168,7 +169,8 @@ type ResumeEvent struct {
 	// caller before it (0 for a resume before commit: that one continues
 	// text the caller has not been given).
 	DeliveredChunks int64
-	// Skipped is why it was not launched; empty when it was.
+	// Skipped is why it was not launched (or was declined after its
+	// launch: ResumeRefused, ResumeBuild); empty for a launch.
 	Skipped ResumeSkip
 	Elapsed time.Duration
 }

@@ -44,8 +44,8 @@ func OnHedge(f func(HedgeEvent)) Option { return func(o *options) { o.onHedge = 
 // or pushback refused.
 func OnThrottle(f func(ThrottleEvent)) Option { return func(o *options) { o.onThrottle = f } }
 
-// OnCommit registers a hook called when an attempt commits: once per
-// call, and once more for every resume attempt that takes over a stalled
+// OnCommit registers a hook called when an attempt commits: at most once
+// per call (never when nothing is delivered), and once more for every resume attempt that takes over a stalled
 // stream (docs/design.md §2 rule 10), since the caller then reads from it.
 func OnCommit(f func(CommitEvent)) Option { return func(o *options) { o.onCommit = f } }
 

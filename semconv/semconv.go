@@ -100,7 +100,8 @@ const (
 	// EventResume marks the launch of a resume attempt: a continuation of
 	// the delivered text on another route (docs/design.md §2 rule 10).
 	EventResume = "streamwatch.resume"
-	// EventResumeSkipped marks a resume that was due but not launched;
+	// EventResumeSkipped marks a resume that was due but not launched, or
+	// launched and declined by its route (reasons refused, build);
 	// EventResumeReason says why.
 	EventResumeSkipped = "streamwatch.resume.skipped"
 	// EventRouteEjected marks a route being ejected by this call's failing
@@ -155,8 +156,9 @@ const (
 	// ChunkCount is the number of content chunks the attempt received.
 	ChunkCount = attribute.Key("streamwatch.chunk.count")
 	// ChunksDelivered is the number of the attempt's content chunks the
-	// caller was given: all of a winner's, a stalled attempt's up to the
-	// resume that took over, none of a loser's. ChunkCount − ChunksDelivered
+	// caller was given: a winner's as far as the caller read (all of them
+	// on a clean end), a stalled attempt's up to the resume that took
+	// over, none of a loser's. ChunkCount − ChunksDelivered
 	// is what the attempt wasted.
 	ChunksDelivered = attribute.Key("streamwatch.chunk.delivered")
 	// ResumeDeliveredChunks is, on a resume attempt, the number of content

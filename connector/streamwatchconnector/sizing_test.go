@@ -117,7 +117,9 @@ func flushOnce(t *testing.T, cfg *Config, td ptrace.Traces) pmetric.Metrics {
 // C call pairs and S services and checks the table metric by metric and
 // the bound (259 U + 197 C) × S in Prometheus series; then fills every
 // metric past the default max_series and checks the ceiling,
-// 8 histograms × 1,001 × 17 + 7 counters × 1,001.
+// 8 histograms × 1,001 × 17 + 7 counters × 1,001. It proves the table's
+// count for the label values the table lists; a new label value would
+// need a new row here and in docs/scale.md.
 func TestSizing(t *testing.T) {
 	t.Run("bound", func(t *testing.T) {
 		const U, C, S = 2, 3, 2
