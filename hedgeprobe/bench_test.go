@@ -74,6 +74,13 @@ func benchCommittedOn(b *testing.B, cfg Config, r Route[chunk], opts ...any) {
 // A committed stream read through Stream, no watchdog.
 func BenchmarkChunkStream(b *testing.B) { benchCommitted(b, Config{MaxAttempts: 1}) }
 
+// A committed stream whose Items count output tokens: OutputTokens is
+// asked about every content and control item (usage may ride on any of
+// them), under a deferred recover.
+func BenchmarkChunkStreamTokens(b *testing.B) {
+	benchCommitted(b, Config{MaxAttempts: 1}, withTokens(tokensOf))
+}
+
 // A committed stream with the stall watchdog armed.
 func BenchmarkChunkStreamWatchdog(b *testing.B) {
 	benchCommitted(b, Config{MaxAttempts: 1, StallTimeout: time.Minute, TTFTTimeout: time.Minute})
