@@ -112,30 +112,33 @@ func Script(n int) string {
 	return b.String()
 }
 
-// continuation reports whether req continues a partial answer on dialect
-// d under profile p, and from where. A non-nil error is a 400 to answer.
-func continuation(req *request, d dialect, p *Profile) (*continued, error) {
+// asksContinuation reports whether req asks dialect d under profile p to
+// continue a partial answer: its last message is the assistant's, with the
+// switch the profile's mode needs. A non-nil error is a 400 to answer.
+func asksContinuation(req *request, d dialect, p *Profile) (bool, error) {
 	n := len(req.Messages)
 	if n == 0 || req.Messages[n-1].Role != "assistant" {
-		return nil, nil
+		return false, nil
 	}
-	last := req.Messages[n-1]
 	if _, isOpenAI := d.(openaiDialect); isOpenAI {
 		switch p.Continuation.Mode {
 		case ModeFinalMessage:
 			if req.ContinueFinalMessage && (req.AddGenerationPrompt == nil || *req.AddGenerationPrompt) {
-				return nil, fmt.Errorf("continue_final_message and add_generation_prompt cannot both be true")
+				return false, fmt.Errorf("continue_final_message and add_generation_prompt cannot both be true")
 			}
-			if !req.ContinueFinalMessage {
-				return nil, nil
-			}
+			return req.ContinueFinalMessage, nil
 		case ModePrefix:
-			if !last.Prefix {
-				return nil, nil
-			}
+			return req.Messages[n-1].Prefix, nil
 		}
 	}
-	prefix, err := last.text()
+	return true, nil
+}
+
+// continuation reports where a request that asks to continue (see
+// asksContinuation) starts in profile p's script. A non-nil error is a
+// 400 to answer: the partial answer is not a prefix of the script.
+func continuation(req *request, p *Profile) (*continued, error) {
+	prefix, err := req.Messages[len(req.Messages)-1].text()
 	if err != nil {
 		return nil, fmt.Errorf("last message: %w", err)
 	}

@@ -130,6 +130,8 @@ func TestContinuationRefusals(t *testing.T) {
 	}{
 		{"no-prefill openai", "/v1/chat/completions", "no-prefill", chatBody(t, script(3), nil, nil), "does not support assistant message prefill"},
 		{"no-prefill anthropic", "/v1/messages", "no-prefill", anthropicBody(t, "lorem"), "does not support assistant message prefill"},
+		// A model that refuses prefill refuses it before reading the text.
+		{"no-prefill, a text not of the script", "/v1/chat/completions", "no-prefill", chatBody(t, "not the script", nil, nil), "does not support assistant message prefill"},
 		{"not a prefix", "/v1/chat/completions", "steady", chatBody(t, "lorem ipsum dolorous", nil, nil), "not a prefix of the script: they differ at byte 17"},
 		{"both vLLM switches", "/v1/chat/completions", "steady-final-message", chatBody(t, "lorem", map[string]any{"continue_final_message": true}, nil), "cannot both be true"},
 		{"content of another shape", "/v1/messages", "steady", `{"stream":true,"messages":[{"role":"assistant","content":{"x":1}}]}`, "neither a string nor an array"},

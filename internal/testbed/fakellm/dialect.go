@@ -19,6 +19,10 @@ type dialect interface {
 	whole(r *run) []byte
 	errorBody(typ, code, msg string) []byte
 	statusType(status int) string
+	// errorStatus is the HTTP status of a non-streaming answer that fails
+	// with a scripted error of type typ (a stream has sent its 200 by then
+	// and carries the error in a payload).
+	errorStatus(typ string) int
 	midErrorType() string
 	keepaliveStyle() string
 }
@@ -117,6 +121,10 @@ func (openaiDialect) statusType(status int) string {
 	return "invalid_request_error"
 }
 
+// errorStatus is 500: OpenAI's error types do not name a status (a rate
+// limit is a code, not a type), and a scripted error is the server's.
+func (openaiDialect) errorStatus(string) int { return http.StatusInternalServerError }
+
 func (openaiDialect) midErrorType() string   { return "server_error" }
 func (openaiDialect) keepaliveStyle() string { return "comment" }
 
@@ -190,6 +198,28 @@ func (anthropicDialect) statusType(status int) string {
 		return "api_error"
 	}
 	return "invalid_request_error"
+}
+
+// errorStatus is the status Anthropic's API pairs with each error type;
+// 500 for a type it does not list.
+func (anthropicDialect) errorStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "overloaded_error":
+		return 529
+	}
+	return http.StatusInternalServerError
 }
 
 func (anthropicDialect) midErrorType() string   { return "overloaded_error" }

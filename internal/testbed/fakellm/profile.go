@@ -83,7 +83,10 @@ type Keepalive struct {
 	Style string `yaml:"style"`
 }
 
-// MidError is an error payload sent mid-stream.
+// MidError is an error payload sent mid-stream. A non-streaming request
+// gets it as its answer, when the stream would have sent it, with the
+// status the endpoint pairs with its type: 500 on the OpenAI endpoint; on
+// the Anthropic endpoint Anthropic's own (529 for "overloaded_error").
 type MidError struct {
 	// AfterChunk is the number of content chunks sent before the error.
 	AfterChunk int `yaml:"after_chunk"`

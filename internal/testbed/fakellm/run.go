@@ -114,8 +114,9 @@ func (r *run) sleep(d time.Duration, ka Keepalive) bool {
 			// A server running behind its script (a loaded machine, a
 			// small scale) reaches the deadline before the first
 			// keepalive: a silence the script gives keepalives still
-			// shows one.
-			if sent == 0 && every > 0 && r.scaled(d) >= every {
+			// shows one. A silence no longer than the period has none
+			// strictly inside it, so it shows none.
+			if sent == 0 && every > 0 && r.scaled(d) > every {
 				r.keepalive(ka)
 			}
 			return true
@@ -225,14 +226,35 @@ func (r *run) stream() {
 }
 
 // whole serves a non-streaming request: it waits as long as the stream
-// would have taken, then answers with the whole message.
+// would have taken to end — at its last chunk, or at the first fault it
+// plays — then answers with the whole message, or the fault.
 func (r *run) whole() {
-	total := r.p.TTFT.Sample(r.rng)
-	for i := r.first() + 1; i < r.p.Chunks; i++ {
+	// A fault the continuation is past is not replayed, as in a stream.
+	// At one boundary the error comes before the disconnect, as boundary
+	// runs them.
+	end := r.p.Chunks
+	var midErr *MidError
+	if e := r.p.Error; e != nil && r.replays(e.AfterChunk) {
+		end, midErr = e.AfterChunk, e
+	}
+	dc := r.p.Disconnect
+	if dc != nil && (!r.replays(dc.AfterChunk) || (midErr != nil && dc.AfterChunk >= end)) {
+		dc = nil
+	}
+	if dc != nil {
+		end, midErr = dc.AfterChunk, nil
+	}
+	fault := midErr != nil || dc != nil
+	var total time.Duration
+	// A stream that fails before its first chunk never waits the TTFT.
+	if !fault || end > 0 {
+		total += r.p.TTFT.Sample(r.rng)
+	}
+	for i := r.first() + 1; i < end; i++ {
 		total += r.p.Interval.Sample(r.rng)
 	}
 	for _, s := range r.p.Silences {
-		if r.replays(s.AfterChunk) {
+		if s.AfterChunk <= end && r.replays(s.AfterChunk) {
 			total += s.Duration.Sample(r.rng)
 		}
 	}
@@ -240,15 +262,22 @@ func (r *run) whole() {
 		r.rec.outcome = "canceled"
 		return
 	}
-	// A fault the continuation is past is not replayed, as in a stream.
-	// Either disconnect cuts the connection: a JSON body has no clean
-	// end short of its whole answer.
-	if r.p.Error != nil && r.replays(r.p.Error.AfterChunk) {
-		r.rec.status, r.rec.outcome = http.StatusInternalServerError, "error"
-		writeError(r.w, r.d, http.StatusInternalServerError, r.d.midErrorType(), "", "fakellm: scripted error")
+	if midErr != nil {
+		typ, msg := midErr.Type, midErr.Message
+		if typ == "" {
+			typ = r.d.midErrorType()
+		}
+		if msg == "" {
+			msg = "fakellm: scripted error"
+		}
+		st := r.d.errorStatus(typ)
+		r.rec.status, r.rec.outcome = st, "error"
+		writeError(r.w, r.d, st, typ, midErr.Code, msg)
 		return
 	}
-	if r.p.Disconnect != nil && r.replays(r.p.Disconnect.AfterChunk) {
+	// Either disconnect cuts the connection: a JSON body has no clean end
+	// short of its whole answer.
+	if dc != nil {
 		r.rec.outcome = "disconnect"
 		panic(http.ErrAbortHandler)
 	}

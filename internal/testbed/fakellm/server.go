@@ -134,19 +134,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		run.fail()
 		return
 	}
-	cont, err := continuation(&req, d, p)
+	asks, err := asksContinuation(&req, d, p)
+	if err == nil && asks {
+		// A model that refuses prefill refuses any, whatever its text:
+		// the refusal comes before the text is read.
+		if p.Continuation.Status != 0 {
+			run.refuse()
+			return
+		}
+		run.cont, err = continuation(&req, p)
+	}
 	if err != nil {
 		rec.status, rec.outcome = http.StatusBadRequest, "bad_continuation"
 		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
 		return
 	}
-	if cont != nil {
-		rec.continued = cont.from
-		if p.Continuation.Status != 0 {
-			run.refuse()
-			return
-		}
-		run.cont = cont
+	if run.cont != nil {
+		rec.continued = run.cont.from
 	}
 	if req.Stream {
 		run.stream()

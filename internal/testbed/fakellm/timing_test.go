@@ -89,11 +89,36 @@ profiles:
     chunks: 2
     silences:
       - {after_chunk: 1, duration: 3s, keepalive: {every: 1s}}
+  one-period:
+    ttft: 100ms
+    interval: 10ms
+    chunks: 2
+    silences:
+      - {after_chunk: 1, duration: 1s, keepalive: {every: 1s}}
   drop:
     ttft: 100ms
     interval: 10ms
     chunks: 5
     disconnect: {after_chunk: 2}
+  late-error:
+    ttft: 300ms
+    interval: 25ms
+    chunks: 40
+    silences:
+      - {after_chunk: 2, duration: 1s}
+      - {after_chunk: 30, duration: 5s}
+    error: {after_chunk: 3, type: my_type, code: my_code, message: my message}
+  early-error:
+    ttft: 100ms
+    interval: 10ms
+    chunks: 5
+    error: {after_chunk: 0}
+  drop-before-error:
+    ttft: 100ms
+    interval: 10ms
+    chunks: 5
+    disconnect: {after_chunk: 2}
+    error: {after_chunk: 4}
 `
 
 // TestTimingExact checks each scripted send at its exact virtual offset. A
@@ -130,6 +155,8 @@ func TestTimingExact(t *testing.T) {
 		// fall on its end is not sent (it raced the end: 2 or 3).
 		{"keepalives strictly inside a silence", "/v1/chat/completions", "even", `{"stream":true}`, 1, []string{
 			"0s role", "100ms content", "1.1s comment", "2.1s comment", "3.11s content", "3.11s finish", "3.11s done"}},
+		{"no keepalive in a silence of one period", "/v1/chat/completions", "one-period", `{"stream":true}`, 1, []string{
+			"0s role", "100ms content", "1.11s content", "1.11s finish", "1.11s done"}},
 		{"disconnect cuts the body", "/v1/chat/completions", "drop", `{"stream":true}`, 1, []string{
 			"0s role", "100ms content", "110ms content", "110ms abort"}},
 	} {
@@ -147,6 +174,72 @@ func TestTimingExact(t *testing.T) {
 					}
 				})
 			}
+		})
+	}
+}
+
+// TestNonStreamingEndsWithItsStream checks that a non-streaming request
+// answers when the stream it stands for would have ended — at a scripted
+// fault, not after the chunks and silences beyond it — and that a
+// scripted error keeps its type, code and message.
+func TestNonStreamingEndsWithItsStream(t *testing.T) {
+	cfg, err := Parse([]byte(timingProfiles))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, profile string
+		want                time.Duration
+		status              int
+		body                []string // substrings of the answer
+	}{
+		// Chunk 0 at 300 ms, chunk 1 25 ms later, the 1 s silence after
+		// two chunks, chunk 2 25 ms later, then the error: the silence
+		// after chunk 30 and the chunks after 3 are never reached.
+		{"openai error", "/v1/chat/completions", "late-error", 1350 * time.Millisecond, 500,
+			[]string{`"type":"my_type"`, `"code":"my_code"`, `"message":"my message"`}},
+		{"anthropic error", "/v1/messages", "late-error", 1350 * time.Millisecond, 500,
+			[]string{`"type":"my_type"`, `"message":"my message"`}},
+		// An error before the first chunk comes before the TTFT; its
+		// default type is an overload, which Anthropic answers with 529.
+		{"anthropic error before the first chunk", "/v1/messages", "early-error", 0, 529,
+			[]string{`"type":"overloaded_error"`, `"message":"fakellm: scripted error"`}},
+		{"openai error before the first chunk", "/v1/chat/completions", "early-error", 0, 500,
+			[]string{`"type":"server_error"`}},
+		// The earlier fault ends it: the disconnect after chunk 2.
+		{"disconnect before the error", "/v1/chat/completions", "drop-before-error", 110 * time.Millisecond, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := New(Options{Config: cfg, Scale: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				streamed := serve(t, s, tc.path, tc.profile, `{"model":"m","stream":true}`)
+				if took := time.Since(start); took != tc.want {
+					t.Errorf("the stream ended after %v, want %v: %q", took, tc.want, streamed.sends)
+				}
+				start = time.Now()
+				w := serve(t, s, tc.path, tc.profile, `{"model":"m"}`)
+				if took := time.Since(start); took != tc.want {
+					t.Errorf("answered after %v, the stream ends at %v", took, tc.want)
+				}
+				if tc.status == 0 {
+					if len(w.sends) == 0 || !strings.HasSuffix(w.sends[len(w.sends)-1], " abort") {
+						t.Errorf("sends %q, want the connection cut", w.sends)
+					}
+					return
+				}
+				if w.status != tc.status {
+					t.Errorf("status %d, want %d", w.status, tc.status)
+				}
+				for _, s := range tc.body {
+					if !strings.Contains(w.buf.String(), s) {
+						t.Errorf("answer %s lacks %s", w.buf.String(), s)
+					}
+				}
+			})
 		})
 	}
 }
