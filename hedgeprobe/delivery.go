@@ -72,6 +72,8 @@ func (s *Stream[T]) deliver() bool {
 			return false
 		}
 		d.text.appendText(text, ok)
+	} else if it.kind == Control && s.race.resumable {
+		d.text.closeAnswer()
 	}
 	s.cur = it.v
 	d.items++

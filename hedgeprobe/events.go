@@ -58,8 +58,8 @@ type ThrottleReason string
 const (
 	// ThrottleBudget: the hedge budget had no token.
 	ThrottleBudget ThrottleReason = "budget"
-	// ThrottlePushback: every route it could go to asked callers to stay
-	// away (Retry-After) or is ejected.
+	// ThrottlePushback: every route the hedge could go to asked callers to
+	// stay away (Retry-After) or is ejected.
 	ThrottlePushback ThrottleReason = "pushback"
 )
 
@@ -72,10 +72,13 @@ const (
 	// ResumeMaxAttempts: the call already has MaxAttempts attempts.
 	ResumeMaxAttempts ResumeSkip = "max_attempts"
 	// ResumeNoRoute: no route can continue (none has Continues, or every
-	// one that has refused a continuation recently or is ejected).
+	// one that has refused a continuation recently, asks callers to stay
+	// away (Retry-After) or is ejected).
 	ResumeNoRoute ResumeSkip = "no_route"
 	// ResumeNotResumable: what was delivered cannot be continued: nothing
-	// but reasoning, or a tool call in progress.
+	// but reasoning, a tool call in progress, or an answer a control item
+	// has closed (a finish reason, usage, the end of a content block: a
+	// continuation would follow the answer's end).
 	ResumeNotResumable ResumeSkip = "not_resumable"
 	// ResumeTooLong: the delivered text passed Config.ResumeMaxText.
 	ResumeTooLong ResumeSkip = "too_long"
@@ -108,8 +111,10 @@ type HedgeEvent struct {
 	Elapsed time.Duration
 }
 
-// ThrottleEvent describes a hedge or resume that was not launched for
-// lack of budget or of a route that accepts traffic.
+// ThrottleEvent describes a hedge that was not launched for lack of
+// budget or of a route that accepts traffic, or a resume not launched for
+// lack of budget (a resume without a route is a ResumeEvent skip,
+// ResumeNoRoute).
 type ThrottleEvent struct {
 	// Context is the context the call was started with.
 	Context context.Context

@@ -50,18 +50,33 @@ func (t *transcript) appendText(s string, ok bool) {
 	}
 }
 
+// closeAnswer records a control item: after content it ends the answer
+// (a finish reason, usage, the end of a content block), and text
+// continued past it would follow the answer's end, so the transcript can
+// no longer be continued. Before content (a role chunk, a message start)
+// it changes nothing.
+func (t *transcript) closeAnswer() {
+	if t.broken == "" && t.b.Len() > 0 {
+		t.broken = ResumeNotResumable
+		t.b = strings.Builder{}
+	}
+}
+
 // textOf returns the text of items, or why it cannot be continued, or
 // the error of a panicking Text.
 func textOf[T any](text func(T) (string, bool), items []item[T], max int) (string, ResumeSkip, error) {
 	var t transcript
 	t.max = max
 	for _, it := range items {
-		if it.kind == Content {
+		switch it.kind {
+		case Content:
 			s, ok, err := textSafe(text, it.v)
 			if err != nil {
 				return "", "", err
 			}
 			t.appendText(s, ok)
+		case Control:
+			t.closeAnswer()
 		}
 	}
 	if skip := t.skip(); skip != "" {

@@ -102,6 +102,100 @@ func TestResumeOriginalRecovers(t *testing.T) {
 	})
 }
 
+// The stalled stream sends a control item (its finish reason) before the
+// continuation's first content chunk: the control item has gone to the
+// caller, so a continuation could only come after the answer's end. The
+// stalled stream wins with any item but a keepalive; the resume is
+// cancelled, and the caller reads the first answer to its end.
+func TestResumeStalledStreamEndingWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(2500*time.Millisecond, "stop"),
+			{after: 500 * time.Millisecond, end: true}})
+		b := continuing("b", []step{content(time.Second, "X")})
+		p := mustNew(t, resumeCfg(), withText())
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		// The resume opened at 3 s; "stop" came at 3.5 s, "X" would at 4 s.
+		if g.err != nil || joined(g) != "A" || len(g.kinds) != 2 || g.kinds[1] != Control || g.texts[1] != "stop" {
+			t.Fatalf("items %v %q err %v, want A then the finish", g.kinds, g.texts, g.err)
+		}
+		st := s.Stats()
+		if len(st.Attempts) != 2 || st.Winner != 0 || st.Attempts[1].Outcome != AttemptCanceled || st.Attempts[1].Trigger != TriggerResume {
+			t.Fatalf("stats %+v", st)
+		}
+		wantDur(t, "the end", time.Since(start), 4*time.Second)
+	})
+}
+
+// A control item after the text closes the answer (here its finish
+// reason): a stream that falls silent after it is not resumed — the
+// continuation would follow the answer's end — and the watchdog ends the
+// call. Before commit, a stall hedge of such an attempt starts afresh
+// instead of continuing it.
+func TestResumeNotAfterAnswerClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "X")})
+		var resumes []ResumeEvent
+		cfg := resumeCfg()
+		cfg.StallTimeout = 5 * time.Second
+		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		if !errors.Is(g.err, ErrStallTimeout) || joined(g) != "A" || len(g.kinds) != 2 {
+			t.Fatalf("items %v %q err %v, want A, the finish, then the stall timeout", g.kinds, g.texts, g.err)
+		}
+		if len(b.attempts()) != 0 || len(resumes) == 0 || resumes[0].Skipped != ResumeNotResumable {
+			t.Fatalf("b asked %+v, resume events %+v; want no resume, skipped not_resumable", b.attempts(), resumes)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "X"), control(10*time.Millisecond, "stop")})
+		p := mustNew(t, Config{Delivery: Buffered, HedgeAfter: time.Hour, StallAfter: 2 * time.Second, MaxAttempts: 2}, withText())
+		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		if g.err != nil || joined(g) != "X" {
+			t.Fatalf("text %q err %v, want b's fresh answer", joined(g), g.err)
+		}
+		if got := b.attempts(); len(got) != 1 || got[0].Prefix != "" || got[0].Trigger != TriggerStall {
+			t.Fatalf("b asked %+v, want a fresh stall hedge", got)
+		}
+	})
+}
+
+// A resume whose only continuing route is under pushback (Retry-After) is
+// a skip, ResumeNoRoute, reported to OnResume — not a throttle: Stats and
+// OnThrottle count hedges the budget or pushback refused, resumes only the
+// budget refused. The route is not asked.
+func TestResumeSkippedDuringPushback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(time.Second, "ok")}, []step{content(time.Second, "A"), hang()})
+		b := continuing("b", []step{fail(10*time.Millisecond, &statusErr{code: 429, after: time.Minute})})
+		var resumes []ResumeEvent
+		var throttles []ThrottleEvent
+		cfg := resumeCfg()
+		cfg.StallTimeout, cfg.EjectFailures = 5*time.Second, NoEjection
+		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }),
+			OnThrottle(func(e ThrottleEvent) { throttles = append(throttles, e) }))
+		// Call 1: b answers 429, Retry-After 1 min; a, the next route, answers.
+		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err != nil || joined(g) != "ok" {
+			t.Fatalf("call 1: text %q err %v", joined(g), g.err)
+		}
+		// Call 2: a falls silent after "A"; the resume due at 3 s has no route.
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if !errors.Is(g.err, ErrStallTimeout) || joined(g) != "A" {
+			t.Fatalf("call 2: text %q err %v, want the watchdog's stall timeout", joined(g), g.err)
+		}
+		if len(resumes) == 0 || resumes[0].Skipped != ResumeNoRoute || resumes[0].Route != "" {
+			t.Fatalf("resume events %+v, want a no_route skip", resumes)
+		}
+		if st := s.Stats(); st.HedgesThrottled != 0 || len(throttles) != 0 || len(b.attempts()) != 1 {
+			t.Fatalf("throttled %d, throttle events %+v, b asked %d times", st.HedgesThrottled, throttles, len(b.attempts()))
+		}
+	})
+}
+
 // A continuation that stalls too is resumed in turn, within MaxAttempts,
 // on the next route that continues (round robin: back to the first).
 func TestResumeTwice(t *testing.T) {

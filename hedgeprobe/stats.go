@@ -13,8 +13,10 @@ type Stats struct {
 	Winner int
 	// WinnerRoute is that attempt's route name.
 	WinnerRoute string
-	// HedgesThrottled counts hedges and resumes the budget or pushback
-	// refused.
+	// HedgesThrottled counts hedges the budget or pushback refused and
+	// resumes the budget refused. A resume no route can take (every
+	// continuing route refused recently, asks callers to stay away or is
+	// ejected) is a skip, ResumeNoRoute, reported to OnResume.
 	HedgesThrottled int
 	// TimeToFirstChunk is the time from the call's start (the first Next)
 	// to the first content chunk Next returned; 0 when there was none.
