@@ -76,9 +76,9 @@ const (
 	// away (Retry-After) or is ejected).
 	ResumeNoRoute ResumeSkip = "no_route"
 	// ResumeNotResumable: what was delivered cannot be continued: nothing
-	// but reasoning, a tool call in progress, or an answer a control item
-	// has closed (a finish reason, usage, the end of a content block: a
-	// continuation would follow the answer's end).
+	// but reasoning, a tool call in progress, or text followed by a
+	// control item and no text since (a finish reason, usage, the end of a
+	// content block: a continuation could follow the answer's end).
 	ResumeNotResumable ResumeSkip = "not_resumable"
 	// ResumeTooLong: the delivered text passed Config.ResumeMaxText.
 	ResumeTooLong ResumeSkip = "too_long"

@@ -22,6 +22,9 @@ type transcript struct {
 	b      strings.Builder
 	max    int
 	broken ResumeSkip // why the text cannot be continued; "" while it can
+	// closed: the last item after the text was a control item (see
+	// closeAnswer), until more text comes.
+	closed bool
 }
 
 // skip returns why the transcript cannot be continued now, or "".
@@ -29,7 +32,7 @@ func (t *transcript) skip() ResumeSkip {
 	if t.broken != "" {
 		return t.broken
 	}
-	if t.b.Len() == 0 {
+	if t.b.Len() == 0 || t.closed {
 		return ResumeNotResumable
 	}
 	return ""
@@ -47,18 +50,20 @@ func (t *transcript) appendText(s string, ok bool) {
 		t.b = strings.Builder{} // the text is of no use any more
 	default:
 		t.b.WriteString(s)
+		t.closed = false
 	}
 }
 
-// closeAnswer records a control item: after content it ends the answer
-// (a finish reason, usage, the end of a content block), and text
-// continued past it would follow the answer's end, so the transcript can
-// no longer be continued. Before content (a role chunk, a message start)
-// it changes nothing.
+// closeAnswer records a control item. After the text it may end the
+// answer (a finish reason, usage), and text continued past it would follow
+// the answer's end: the transcript cannot be continued until more text
+// comes (a control item can also sit between two parts of an answer: the
+// end of one content block before the next, a usage-only chunk of a server
+// that reports usage as it goes). Before any text (a role chunk, a
+// message start) it changes nothing.
 func (t *transcript) closeAnswer() {
-	if t.broken == "" && t.b.Len() > 0 {
-		t.broken = ResumeNotResumable
-		t.b = strings.Builder{}
+	if t.b.Len() > 0 {
+		t.closed = true
 	}
 }
 

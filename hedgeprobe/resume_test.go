@@ -132,7 +132,8 @@ func TestResumeStalledStreamEndingWins(t *testing.T) {
 // reason): a stream that falls silent after it is not resumed — the
 // continuation would follow the answer's end — and the watchdog ends the
 // call. Before commit, a stall hedge of such an attempt starts afresh
-// instead of continuing it.
+// instead of continuing it. Text after a control item opens the answer
+// again: a stream that falls silent then is resumed.
 func TestResumeNotAfterAnswerClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), hang()})
@@ -159,6 +160,18 @@ func TestResumeNotAfterAnswerClosed(t *testing.T) {
 		}
 		if got := b.attempts(); len(got) != 1 || got[0].Prefix != "" || got[0].Trigger != TriggerStall {
 			t.Fatalf("b asked %+v, want a fresh stall hedge", got)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "usage"), content(10*time.Millisecond, "B"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "C")})
+		p := mustNew(t, resumeCfg(), withText())
+		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		if g.err != nil || joined(g) != "ABC" {
+			t.Fatalf("text %q err %v, want AB continued with C", joined(g), g.err)
+		}
+		if got := b.attempts(); len(got) != 1 || got[0].Prefix != "AB" {
+			t.Fatalf("b asked %+v, want the continuation of AB", got)
 		}
 	})
 }
