@@ -26,7 +26,7 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	// is counted by unhealthy, and ejects a probed route again.
 	switch {
 	case o == AttemptWinner:
-		if s.p.health.success(a.route.Name, a.launchAt, a.probe) {
+		if s.p.health.success(a.route.Name, a.epoch, a.probe) {
 			s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, now)
 		}
 	case a.probe && !(o == AttemptFailed && IsTransient(err)):
@@ -133,7 +133,7 @@ func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
 	if !IsTransient(err) {
 		return
 	}
-	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.launchAt, a.probe); ejected {
+	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.epoch, a.probe); ejected {
 		ev.Context = s.ctx
 		s.obs.eject(ev, now)
 	}

@@ -25,27 +25,40 @@ type health struct {
 	base, max time.Duration
 
 	marked atomic.Int32
+	// seq counts the ejections of every route. An attempt takes its value
+	// at launch (see stale): an order, where two clock readings can be
+	// equal (one outage fails many attempts launched at one instant).
+	seq    atomic.Uint64
 	mu     sync.Mutex
 	routes map[string]*routeHealth
 }
 
 type routeHealth struct {
-	fails     int       // consecutive transient failures
-	ejections int       // consecutive ejections
-	until     time.Time // ejected (or, with ejection off, pushed back) until
-	ejectedAt time.Time // when the latest of those ejections began
-	probing   bool      // one attempt probes the route after its ejection
+	fails      int       // consecutive transient failures
+	ejections  int       // consecutive ejections
+	until      time.Time // ejected (or, with ejection off, pushed back) until
+	ejectedSeq uint64    // health.seq of the latest of those ejections; 0: none
+	probing    bool      // one attempt probes the route after its ejection
 }
 
 func (r *routeHealth) clear() bool {
-	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && r.ejectedAt.IsZero() && !r.probing
+	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && r.ejectedSeq == 0 && !r.probing
 }
 
-// stale reports whether an attempt launched at launched began before the
-// route's latest ejection: what it says of the route predates that
-// verdict. The probe never is: it is launched after the ejection.
-func (r *routeHealth) stale(launched time.Time) bool {
-	return launched.Before(r.ejectedAt)
+// epoch is what an attempt launched now records, for stale.
+func (h *health) epoch() uint64 { return h.seq.Load() }
+
+// eject marks r ejected until until; h.mu is held.
+func (h *health) eject(r *routeHealth, until time.Time) {
+	r.until, r.ejectedSeq = until, h.seq.Add(1)
+}
+
+// stale reports whether an attempt launched at epoch launched (see
+// health.epoch) began before the route's latest ejection: what it says of
+// the route predates that verdict. The probe never is: it is launched
+// after the ejection.
+func (r *routeHealth) stale(launched uint64) bool {
+	return launched < r.ejectedSeq
 }
 
 // extend keeps the route away until now + retryAfter, when that is later
@@ -139,7 +152,7 @@ func (h *health) soonest(names func(i int) string, n int) int {
 }
 
 // failure records a transient failure of an attempt on name, launched at
-// launched, probe telling whether it was the attempt admitted to probe the
+// epoch launched (health.epoch), probe telling whether it was the attempt admitted to probe the
 // route; it returns the ejection it caused, if any. retryAfter > 0 is the
 // upstream's pushback, which ejects (or pushes back) until then by itself.
 //
@@ -150,7 +163,7 @@ func (h *health) soonest(names func(i int) string, n int) int {
 // to its time, without counting as another. Attempts launched during an
 // ejection (every route ejected: the one whose ejection ends first serves)
 // count as any other.
-func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched time.Time, probe bool) (ev RouteEvent, ejected bool) {
+func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched uint64, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.route(name)
@@ -171,7 +184,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	case retryAfter > 0:
 		r.ejections++
 		r.fails = 0
-		r.until, r.ejectedAt = now.Add(retryAfter), now
+		h.eject(r, now.Add(retryAfter))
 		return RouteEvent{Route: name, Reason: EjectRetryAfter, For: retryAfter, Ejections: r.ejections}, true
 	case r.fails >= h.threshold || probe && r.ejections > 0:
 		r.ejections++
@@ -182,18 +195,18 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		if h.base <= h.max/time.Duration(r.ejections) {
 			d = h.base * time.Duration(r.ejections)
 		}
-		r.until, r.ejectedAt = now.Add(d), now
+		h.eject(r, now.Add(d))
 		return RouteEvent{Route: name, Reason: EjectFailures, For: d, Ejections: r.ejections}, true
 	}
 	return RouteEvent{}, false
 }
 
-// success records an attempt on name, launched at launched, whose stream
+// success records an attempt on name, launched at epoch launched, whose stream
 // completed, probe telling whether it was the route's probe; it reports
 // whether that restored an ejected route. A stale attempt (launched before
 // the latest ejection, not the probe) restores nothing: it completing
 // during the ejection says nothing of the calls the ejection keeps away.
-func (h *health) success(name string, launched time.Time, probe bool) (restored bool) {
+func (h *health) success(name string, launched uint64, probe bool) (restored bool) {
 	if h.marked.Load() == 0 {
 		return false
 	}
@@ -209,7 +222,7 @@ func (h *health) success(name string, launched time.Time, probe bool) (restored 
 	restored = h.on() && r.ejections > 0
 	r.fails = 0
 	if h.on() {
-		r.ejections, r.until, r.ejectedAt, r.probing = 0, time.Time{}, time.Time{}, false
+		r.ejections, r.until, r.ejectedSeq, r.probing = 0, time.Time{}, 0, false
 	}
 	h.settle(name, r, false)
 	return restored

@@ -123,10 +123,11 @@ func TestHealthInFlightDuringEjection(t *testing.T) {
 func TestHealthRetryAfterDuringEjection(t *testing.T) {
 	h := newHealth(Config{EjectFailures: 1, EjectBase: 10 * time.Second, EjectMax: time.Minute})
 	t0 := time.Unix(1000, 0)
-	if _, ejected := h.failure("a", t0, 0, t0, false); !ejected {
+	before := h.epoch() // a stream launched before the ejection
+	if _, ejected := h.failure("a", t0, 0, h.epoch(), false); !ejected {
 		t.Fatal("not ejected")
 	}
-	if ev, ejected := h.failure("a", t0.Add(time.Second), 30*time.Second, t0.Add(-time.Second), false); ejected {
+	if ev, ejected := h.failure("a", t0.Add(time.Second), 30*time.Second, before, false); ejected {
 		t.Fatalf("ejected again: %+v", ev)
 	}
 	if ok, _ := h.admit("a", t0.Add(30*time.Second), true); ok {
@@ -145,20 +146,21 @@ func TestHealthRetryAfterDuringEjection(t *testing.T) {
 func TestHealthAttemptsLaunchedDuringEjectionCount(t *testing.T) {
 	h := newHealth(Config{EjectFailures: 2, EjectBase: 10 * time.Second, EjectMax: time.Minute})
 	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
-	h.failure("a", at(0), 0, at(0), false)
-	if ev, ejected := h.failure("a", at(0), 0, at(0), false); !ejected || ev.For != 10*time.Second {
+	h.failure("a", at(0), 0, h.epoch(), false)
+	if ev, ejected := h.failure("a", at(0), 0, h.epoch(), false); !ejected || ev.For != 10*time.Second {
 		t.Fatalf("first ejection: %+v, %v", ev, ejected)
 	}
-	if _, ejected := h.failure("a", at(2), 0, at(1), false); ejected {
+	during := h.epoch() // attempts launched during the first ejection
+	if _, ejected := h.failure("a", at(2), 0, during, false); ejected {
 		t.Fatal("ejected again after one failure")
 	}
-	if ev, ejected := h.failure("a", at(3), 0, at(1), false); !ejected || ev.For != 20*time.Second || ev.Ejections != 2 {
+	if ev, ejected := h.failure("a", at(3), 0, during, false); !ejected || ev.For != 20*time.Second || ev.Ejections != 2 {
 		t.Fatalf("second ejection: %+v, %v; want 20s after EjectFailures failures", ev, ejected)
 	}
-	if h.success("a", at(2), false) {
+	if h.success("a", during, false) {
 		t.Fatal("restored by an attempt launched before the second ejection")
 	}
-	if !h.success("a", at(4), false) {
+	if !h.success("a", h.epoch(), false) {
 		t.Fatal("not restored by an attempt launched during the second ejection")
 	}
 	if h.marked.Load() != 0 {

@@ -78,12 +78,15 @@ type launch[T any] struct {
 // launch starts an attempt; false when the Stream is closing or the
 // budget refused it (then counted and reported).
 func (s *Stream[T]) launch(l launch[T]) bool {
-	if s.life.closeReq.Load() {
-		return false
-	}
-	now := time.Now()
 	route := &s.routes[l.route]
-	a, refused := s.add(l, route, now)
+	var a *attempt[T]
+	refused := false
+	if !s.life.closeReq.Load() {
+		a, refused = s.add(l, route, time.Now())
+	}
+	// A probe admitted for an attempt that never started (the Stream is
+	// closing, or the budget refused it) is given back, else the route
+	// would wait for its verdict for good.
 	if a == nil && s.race.probe {
 		s.p.health.abandon(route.Name)
 		s.race.probe = false
@@ -127,7 +130,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	}
 	a = &attempt[T]{
 		idx: len(s.attempts), route: route, trigger: l.trigger,
-		launchAt: now, launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
+		launchAt: now, epoch: s.p.health.epoch(), launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -627,10 +629,70 @@ func TestRegressionHugeEjectBase(t *testing.T) {
 	h := newHealth(Config{EjectFailures: 1, EjectBase: huge, EjectMax: huge})
 	now := time.Now()
 	for i := 1; i <= 3; i++ {
-		ev, ejected := h.failure("a", now, 0, now, false)
+		ev, ejected := h.failure("a", now, 0, h.epoch(), false)
 		if !ejected || ev.For != huge {
 			t.Fatalf("ejection %d: %+v, want one for %v", i, ev, huge)
 		}
 		now = now.Add(time.Second)
 	}
+}
+
+// Regression: a probe admitted for a hedge that never launched because the
+// Stream was closing (a Close at the hedge's instant) was not given back:
+// the route waited for the probe's verdict for good, and no call tried it
+// again unless every route was ejected.
+func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, EjectFailures: 1, EjectBase: time.Second})
+		drain(p.Stream(t.Context(), down("b").route()), time.Now())
+		time.Sleep(time.Second)
+		ok, probe := p.health.admit("b", time.Now(), false) // the hedge's route choice
+		if !ok || !probe {
+			t.Fatalf("b after its ejection: admitted %v, probe %v", ok, probe)
+		}
+		s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
+		s.race.probe = true
+		s.Close()
+		if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
+			t.Fatal("an attempt launched on a closed Stream")
+		}
+		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe {
+			t.Fatalf("the next call: b admitted %v, probe %v; want its probe back", ok, probe)
+		}
+	})
+}
+
+// Regression: attempts launched at the same clock reading as their route's
+// ejection counted as launched after it, so one wave of calls failing at
+// once (every Open answering 503 at one instant, as virtual time makes
+// them, and a coarse clock can) ejected the route once per EjectFailures
+// of them, each time for longer. Launches are ordered by the ejection
+// count now, not by the clock.
+func TestRegressionOneInstantWaveOneEjection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const calls = 30
+		var ejections atomic.Int32
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 1000, EjectBase: 10 * time.Second},
+			OnEject(func(RouteEvent) { ejections.Add(1) }))
+		// Every call opens the failing route before any failure counts.
+		var entered atomic.Int32
+		all := make(chan struct{})
+		failing := Route[chunk]{Name: "a", Provider: "prov-a", Model: "model-a", Open: func(context.Context, Attempt) (Source[chunk], error) {
+			if entered.Add(1) == calls {
+				close(all)
+			}
+			<-all
+			return nil, &statusErr{code: 503}
+		}}
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Go(func() {
+				drain(p.Stream(t.Context(), failing, newUpstream("b", texts("b", 1, 100*time.Millisecond, 0)).route()), time.Now())
+			})
+		}
+		wg.Wait()
+		if n := ejections.Load(); n != 1 {
+			t.Fatalf("%d calls failing at one instant: %d ejections, want 1", calls, n)
+		}
+	})
 }
