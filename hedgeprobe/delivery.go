@@ -118,8 +118,8 @@ func (s *Stream[T]) toDirect() {
 
 // nextDirect is the hot path after a Streaming commit: it reads the
 // winner's source on the caller's goroutine. The stall watchdog costs a
-// clock read and two atomic stores per content chunk (two clock reads per
-// other item), and only when StallTimeout is set.
+// clock read, an atomic load and two compare-and-swaps per content chunk
+// (two clock reads per other item), and only when StallTimeout is set.
 func (s *Stream[T]) nextDirect() bool {
 	dr := &s.direct
 	var from time.Duration
@@ -138,8 +138,18 @@ func (s *Stream[T]) nextDirect() bool {
 		s.finish(err, OutcomeError)
 		return false
 	}
-	if dr.wd != nil && dr.wd.fired.Load() {
-		return s.endDirect()
+	// The item and the watchdog race for the wait it ends: an item that
+	// lost was not on time, and the stall stands.
+	if dr.wd != nil {
+		onTime := false
+		if k == Content {
+			onTime = dr.wd.content(from)
+		} else {
+			onTime = dr.wd.away(from)
+		}
+		if !onTime {
+			return s.endDirect()
+		}
 	}
 	a := s.race.winner
 	if a.rec != nil {
@@ -163,12 +173,6 @@ func (s *Stream[T]) nextDirect() bool {
 		if s.rec != nil {
 			s.rec.delivered(time.Now())
 		}
-		if dr.wd != nil {
-			dr.wd.content()
-		}
-	}
-	if k != Content && dr.wd != nil {
-		dr.wd.away(from)
 	}
 	s.cur = v
 	s.out.items++
@@ -180,7 +184,9 @@ func (s *Stream[T]) endDirect() bool {
 	a := s.race.winner
 	dr := &s.direct
 	switch {
-	case dr.wd != nil && dr.wd.fired.Load():
+	case s.stopping():
+		// A Close or cancel under way comes first, as in the race.
+	case dr.wd != nil && dr.wd.fired():
 		err := &TimeoutError{
 			Kind: TimeoutStall, After: s.p.cfg.StallTimeout, Attempt: a.idx,
 			Route: a.route.Name, Model: a.route.Model,
@@ -188,7 +194,6 @@ func (s *Stream[T]) endDirect() bool {
 		}
 		s.watchdogFired(TimeoutStall, a, dr.wd.firedAfter())
 		s.finish(err, OutcomeStallTimeout)
-	case s.stopping():
 	default:
 		dr.inSource = true
 		err := dr.src.Err()

@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -135,4 +136,40 @@ func TestCloseDuringResumeIsCanceled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Regression: a content chunk that reached the caller's Next as the stall
+// watchdog decided to fire (the caller's check of "fired" came before the
+// timer set it) was delivered, and the watchdog then closed the source: a
+// call that got its chunk in time failed with a stall timeout. The chunk
+// and the timer now claim the wait with one compare-and-swap: here the
+// chunk claims it in the window, so the watchdog re-arms and never fires;
+// and a chunk after the watchdog fired is refused.
+func TestRegressionWatchdogChunkAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fired atomic.Int32
+		var onTime atomic.Bool
+		w := &watchdog{after: time.Second, start: time.Now(), fire: func() { fired.Add(1) }}
+		from := w.enter()                                         // the caller waits in Next from the start
+		w.testHookFire = func() { onTime.Store(w.content(from)) } // the chunk arrives in the window
+		w.arm()
+		defer w.stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !onTime.Load() || fired.Load() != 0 || w.fired() {
+			t.Fatalf("chunk on time %v, watchdog fired %d times; want the chunk delivered and no stall", onTime.Load(), fired.Load())
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		var fired atomic.Int32
+		w := &watchdog{after: time.Second, start: time.Now(), fire: func() { fired.Add(1) }}
+		from := w.enter()
+		w.arm()
+		defer w.stop()
+		time.Sleep(time.Second) // a stall: nothing comes
+		synctest.Wait()
+		if fired.Load() != 1 || w.content(from) || w.away(from) {
+			t.Fatalf("fired %d times, or an item after the stall was accepted", fired.Load())
+		}
+	})
 }

@@ -459,7 +459,8 @@ func TestRegressionLosingHedgeNotCensoredAtCeiling(t *testing.T) {
 // and started an attempt span (then ended it, unnumbered in Stats) before
 // it found the Stream closed. Now the closed check comes first, under the
 // lock Close takes. Close runs from an OnAttemptDone hook of the failing
-// primary, just before its error hedge would launch.
+// primary, just before its error hedge would launch; the call, closed
+// before it ended, is canceled.
 func TestRegressionNoHedgeAfterClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", []step{fail(time.Second, &statusErr{code: 503})})
@@ -472,8 +473,7 @@ func TestRegressionNoHedgeAfterClose(t *testing.T) {
 		s = p.Stream(t.Context(), a.route(), a.route())
 		g := drain(s, time.Now())
 		<-closed
-		se, _ := errors.AsType[*statusErr](g.err)
-		if st := s.Stats(); len(st.Attempts) != 1 || st.Outcome != OutcomeError || se == nil || se.code != 503 {
+		if st := s.Stats(); len(st.Attempts) != 1 || st.Outcome != OutcomeCanceled || g.err != nil {
 			t.Fatalf("attempts %d, outcome %q, err %v", len(st.Attempts), st.Outcome, g.err)
 		}
 		if n := len(exp.GetSpans()); n != 2 {
@@ -695,4 +695,52 @@ func TestRegressionOneInstantWaveOneEjection(t *testing.T) {
 			t.Fatalf("%d calls failing at one instant: %d ejections, want 1", calls, n)
 		}
 	})
+}
+
+// Regression: a watchdog that fell due while a Close was under way (its
+// sources take a while to close, as an HTTP body does) ended the call as a
+// timeout: attempts failed, routes charged — one ejected here — though the
+// caller had hung up first. Close comes first now, before commit, relayed
+// and direct.
+func TestRegressionCloseBeforeWatchdogIsCanceled(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		cfg     Config
+		a, b    *upstream
+		closeAt time.Duration
+	}{
+		{"ttft timeout", Config{HedgeAfter: time.Hour, TTFTTimeout: time.Second},
+			newUpstream("a", []step{hang()}), nil, 999 * time.Millisecond},
+		{"stall timeout, relayed", Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, StallTimeout: time.Second, MaxAttempts: 2},
+			newUpstream("a", []step{content(100*time.Millisecond, "A"), hang()}), continuing("b", []step{hang()}), 1099 * time.Millisecond},
+		{"stall timeout, direct", Config{HedgeAfter: time.Hour, StallTimeout: time.Second},
+			newUpstream("a", []step{content(100*time.Millisecond, "A"), hang()}), nil, 1099 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				routes := []Route[chunk]{}
+				for _, u := range []*upstream{c.a, c.b} {
+					if u != nil {
+						u.closeDelay = 5 * time.Millisecond
+						routes = append(routes, u.route())
+					}
+				}
+				var failed, ejected atomic.Int32
+				c.cfg.EjectFailures = 1
+				p := mustNew(t, c.cfg, withText(),
+					OnAttemptDone(func(e AttemptEvent) {
+						if e.Outcome == AttemptFailed {
+							failed.Add(1)
+						}
+					}),
+					OnEject(func(RouteEvent) { ejected.Add(1) }))
+				s := p.Stream(t.Context(), routes...)
+				time.AfterFunc(c.closeAt, func() { s.Close() })
+				drain(s, time.Now())
+				if st := s.Stats(); st.Outcome != OutcomeCanceled || s.Err() != nil || failed.Load() != 0 || ejected.Load() != 0 {
+					t.Fatalf("outcome %q, err %v, %d attempts failed, %d ejections; want a canceled call", st.Outcome, s.Err(), failed.Load(), ejected.Load())
+				}
+			})
+		})
+	}
 }

@@ -174,8 +174,13 @@ func (s *Stream[T]) nextDeadline() (time.Duration, bool) {
 }
 
 // onDeadline fires every trigger whose time has come, in table order,
-// each judged on the state the ones before it left.
+// each judged on the state the ones before it left. A Close or cancel
+// already under way comes first: a watchdog firing after the caller hung
+// up would end the call as a timeout and charge its routes with failures.
 func (s *Stream[T]) onDeadline() {
+	if s.stopping() {
+		return
+	}
 	for i := range s.p.triggers {
 		if s.phase == phaseDone {
 			return
