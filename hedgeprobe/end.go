@@ -110,7 +110,9 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
 		r.errorHedge = true
-	case transient && a == r.winner && r.resumable && canLaunch:
+	case transient && a == r.winner && r.resumable && canLaunch && s.live() == nil:
+		// A resume already racing the failed stream carries on alone:
+		// another would continue the same text, for another token.
 		r.resumeNow = true
 	}
 	if r.errorHedge || r.resumeNow {

@@ -209,6 +209,26 @@ func TestResumeSkippedDuringPushback(t *testing.T) {
 	})
 }
 
+// The committed stream fails with a transient error while its resume
+// races it: the resume carries on alone, and no second resume continues
+// the same text.
+func TestResumeRacingWhenStalledStreamFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(time.Second, "A"), fail(2500*time.Millisecond, &statusErr{code: 503})})
+		b := continuing("b", []step{content(time.Second, " X")})
+		c := continuing("c", []step{content(10*time.Millisecond, " Y")})
+		s := mustNew(t, resumeCfg(), withText()).Stream(t.Context(), a.route(), b.route(), c.route())
+		g := drain(s, time.Now())
+		// Resume on b at 3 s; a fails at 3.5 s; b's " X" at 4 s.
+		if g.err != nil || joined(g) != "A X" {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if st := s.Stats(); len(st.Attempts) != 2 || len(c.attempts()) != 0 {
+			t.Fatalf("%d attempts, c asked %d times: a second resume continued the same text", len(st.Attempts), len(c.attempts()))
+		}
+	})
+}
+
 // A continuation that stalls too is resumed in turn, within MaxAttempts,
 // on the next route that continues (round robin: back to the first).
 func TestResumeTwice(t *testing.T) {
