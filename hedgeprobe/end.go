@@ -66,7 +66,8 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 }
 
 // fail ends attempt a with err: a transient error asks for the next
-// attempt at once (a hedge before commit, a resume after it), a fatal one
+// attempt at once (a hedge before commit, a resume after it when no other
+// attempt carries the answer on), a fatal one
 // ends the call — except on a resume attempt that has had no content yet,
 // where it means the route refused to continue: that route is not asked
 // again for a while, and the call goes on. Once a continuation has content
@@ -110,9 +111,11 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
 		r.errorHedge = true
-	case transient && a == r.winner && r.resumable && canLaunch && s.live() == nil:
-		// A resume already racing the failed stream carries on alone:
-		// another would continue the same text, for another token.
+	case transient && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
+		// After commit, the committed stream or the last resume racing it
+		// failed, and nothing carries the answer on: resume it now. While
+		// a resume still races, it carries on alone: another would
+		// continue the same text, for another token.
 		r.resumeNow = true
 	}
 	if r.errorHedge || r.resumeNow {

@@ -1,6 +1,7 @@
 package hedgeprobe
 
 import (
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -172,4 +173,31 @@ func TestRegressionWatchdogChunkAtDeadline(t *testing.T) {
 			t.Fatalf("fired %d times, or an item after the stall was accepted", fired.Load())
 		}
 	})
+}
+
+// Regression: in a direct read, an item that met the stall watchdog at its
+// deadline could be given to the caller and the call then fail with a
+// stall timeout (a chunk: 3 to 5 in 40 runs), and a keepalive or control
+// item at the deadline went three ways. Now a chunk and the watchdog claim
+// the wait once — the chunk is delivered and the stream goes on, or it is
+// not and the call fails — and an item that ends no stall never answers
+// one. Each case runs in many bubbles, for both orders of the tie.
+func TestRegressionDirectItemAtStallDeadline(t *testing.T) {
+	for i := range 100 {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", []step{content(100*time.Millisecond, "A"), content(time.Second, "B"), {after: time.Millisecond, end: true}})
+			g := drain(mustNew(t, Config{HedgeAfter: time.Hour, StallTimeout: time.Second}).Stream(t.Context(), a.route()), time.Now())
+			stalled := errors.Is(g.err, ErrStallTimeout)
+			if !(g.err == nil && joined(g) == "AB") && !(stalled && joined(g) == "A") {
+				t.Fatalf("run %d: text %q err %v; want AB and a clean end, or A and a stall timeout", i, joined(g), g.err)
+			}
+		})
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", []step{content(100*time.Millisecond, "A"), control(time.Second, "stop"), {after: time.Millisecond, end: true}})
+			g := drain(mustNew(t, Config{HedgeAfter: time.Hour, StallTimeout: time.Second}).Stream(t.Context(), a.route()), time.Now())
+			if !errors.Is(g.err, ErrStallTimeout) || len(g.kinds) != 1 {
+				t.Fatalf("run %d: items %v err %v; want A alone, then the stall timeout", i, g.kinds, g.err)
+			}
+		})
+	}
 }

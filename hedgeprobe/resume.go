@@ -50,7 +50,9 @@ func (t *transcript) appendText(s string, ok bool) {
 		t.b = strings.Builder{} // the text is of no use any more
 	default:
 		t.b.WriteString(s)
-		t.closed = false
+		if s != "" { // reasoning is content without text: it opens nothing
+			t.closed = false
+		}
 	}
 }
 

@@ -162,6 +162,18 @@ func TestResumeNotAfterAnswerClosed(t *testing.T) {
 			t.Fatalf("b asked %+v, want a fresh stall hedge", got)
 		}
 	})
+	// Content without text (reasoning) after the control item opens
+	// nothing.
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), content(10*time.Millisecond, ""), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "X")})
+		cfg := resumeCfg()
+		cfg.StallTimeout = 5 * time.Second
+		g := drain(mustNew(t, cfg, withText()).Stream(t.Context(), a.route(), b.route()), time.Now())
+		if !errors.Is(g.err, ErrStallTimeout) || len(b.attempts()) != 0 {
+			t.Fatalf("err %v, b asked %+v; want no resume after reasoning", g.err, b.attempts())
+		}
+	})
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "usage"), content(10*time.Millisecond, "B"), hang()})
 		b := continuing("b", []step{content(100*time.Millisecond, "C")})
@@ -225,6 +237,18 @@ func TestResumeRacingWhenStalledStreamFails(t *testing.T) {
 		}
 		if st := s.Stats(); len(st.Attempts) != 2 || len(c.attempts()) != 0 {
 			t.Fatalf("%d attempts, c asked %d times: a second resume continued the same text", len(st.Attempts), len(c.attempts()))
+		}
+	})
+	// When that resume then fails too, nothing carries the answer on: the
+	// next resume launches at once.
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(time.Second, "A"), fail(2500*time.Millisecond, &statusErr{code: 503})})
+		b := continuing("b", []step{fail(time.Second, &statusErr{code: 503})}, []step{content(10*time.Millisecond, " Y")})
+		s := mustNew(t, resumeCfg(), withText()).Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		// Resume on b at 3 s; a fails at 3.5 s; b fails at 4 s; b again.
+		if g.err != nil || joined(g) != "A Y" || len(s.Stats().Attempts) != 3 {
+			t.Fatalf("text %q err %v, %d attempts; want the third to carry the answer on", joined(g), g.err, len(s.Stats().Attempts))
 		}
 	})
 }

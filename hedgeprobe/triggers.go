@@ -138,7 +138,8 @@ func triggerTable[T any]() []trigger[T] {
 		{
 			// Resume after commit: the caller waited ResumeAfter in Next
 			// since the latest content chunk or resume launch, or the
-			// committed stream failed with a transient error.
+			// committed stream (or the last resume racing it) failed with a
+			// transient error and no attempt is left to carry it on.
 			name: "resume",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				r := &s.race

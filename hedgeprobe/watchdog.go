@@ -88,6 +88,13 @@ func (w *watchdog) content(from time.Duration) bool {
 // false when the watchdog fired first.
 func (w *watchdog) away(from time.Duration) bool {
 	waited := time.Since(w.start) - from
+	if waited >= w.after {
+		// The wait reached the timeout before this item, which ends no
+		// stall: the stall stands, whether the timer has run yet or not.
+		w.firedAt.Store(int64(from + w.after))
+		w.wait.CompareAndSwap(int64(from), firedWait)
+		return false
+	}
 	if !w.wait.CompareAndSwap(int64(from), -1-int64(waited)) {
 		return false
 	}
