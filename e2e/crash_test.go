@@ -92,11 +92,12 @@ func TestCrashShippedConfig(t *testing.T) {
 	if stored == 0 {
 		t.Fatalf("Prometheus holds no call: nothing was scraped before the kill, so the test measured nothing")
 	}
-	// 0.5 s of slack: the pacing of the load (0.25 s in TestReplicas) and
-	// the scrape's own jitter on a loaded machine. This bound's three
-	// terms add up to 4 s, and a kill late in all three at once comes
-	// close to it (3.7 s in one of the first runs).
-	if lostSeconds > bound+0.5 {
+	// 1 s of slack: the pacing of the load (0.25 s in TestReplicas) and a
+	// scrape that comes late on a loaded machine (one scrape interval).
+	// The bound's three terms add up to 4 s, and a kill late in all three
+	// at once comes close to it (3.7 s in some runs); a bound that does
+	// not hold loses far more (all 6.5 s of the load).
+	if lostSeconds > bound+1 {
 		t.Errorf("lost %.2f s of traffic, bound %.2f s", lostSeconds, bound)
 	}
 }
