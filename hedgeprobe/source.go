@@ -135,7 +135,9 @@ type Items[T any] struct {
 	// Text reads the answer text a content item adds, for resume
 	// (docs/design.md §2 rule 10): text is what a continuation must carry
 	// on from, and resumable is false for an item that cannot be continued
-	// (a tool-call delta: a half-written call is never resumed). Reasoning
+	// (a tool-call delta: a half-written call is never resumed; an item
+	// that also ends the answer, as a last chunk that carries its finish
+	// reason: a continuation would follow the answer's end). Reasoning
 	// is content but not answer text: report ("", true). Without Text a
 	// Prober never resumes, and a committed stream costs what it costs
 	// without resume. Called only on delivered content items while resume

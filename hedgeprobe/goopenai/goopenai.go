@@ -156,7 +156,9 @@ var Items = hedgeprobe.Items[Chunk]{
 // Text is the hedgeprobe Items.Text of go-openai chunks: the first
 // choice's content (and refusal) delta is answer text; reasoning_content
 // is not (it is content, but a continuation carries on the answer); a
-// tool-call or function-call fragment cannot be continued.
+// tool-call or function-call fragment cannot be continued, nor a chunk
+// that carries the finish reason with its text (some servers send the
+// last text so).
 func Text(c Chunk) (text string, resumable bool) {
 	if len(c.Choices) == 0 {
 		return "", true
@@ -165,7 +167,8 @@ func Text(c Chunk) (text string, resumable bool) {
 	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
 		return "", false
 	}
-	return d.Content + d.Refusal, true
+	// A last chunk that carries its finish reason ends the answer.
+	return d.Content + d.Refusal, c.Choices[0].FinishReason == ""
 }
 
 // RouteOptions configures Route.

@@ -62,3 +62,8 @@ func TestE2EResumeAnthropic(t *testing.T) {
 func openAIResumeRoute(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Continuation) hedgeprobe.Route[sse.ChatChunk] {
 	return openaiProfileRoute(t, up.ProfileURL(profile), profile, how)
 }
+
+// TestChatTextCases: ChatText reads the chunks every OpenAI adapter's
+// Items.Text reads alike (a last text with its finish reason ends the
+// answer: not resumable).
+func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText) }

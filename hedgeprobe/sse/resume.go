@@ -53,7 +53,8 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the first choice's
 // content (and refusal) delta is answer text; reasoning is not (it is
 // content, but a continuation carries on the answer); a tool-call or
-// function-call fragment cannot be continued.
+// function-call fragment cannot be continued, nor a chunk that carries the
+// finish reason with its text (some servers send the last text so).
 func ChatText(c ChatChunk) (text string, resumable bool) {
 	if len(c.Choices) == 0 {
 		return "", true
@@ -62,7 +63,8 @@ func ChatText(c ChatChunk) (text string, resumable bool) {
 	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
 		return "", false
 	}
-	return d.Content + d.Refusal, true
+	// A last chunk that carries its finish reason ends the answer.
+	return d.Content + d.Refusal, c.Choices[0].FinishReason == ""
 }
 
 // AnthropicText is the hedgeprobe Items.Text of AnthropicEvent: text

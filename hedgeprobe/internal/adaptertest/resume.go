@@ -272,6 +272,9 @@ var ChatTextCases = []ChatTextCase{
 	{"usage only", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, "", true},
 	{"tool call", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, "", false},
 	{"function call", `{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}`, "", false},
+	// Some servers send the last text with the finish reason: the answer
+	// ends there, and a continuation would follow its end.
+	{"last text with its finish reason", `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, "!", false},
 }
 
 // CheckChatText runs a subtest per ChatTextCases entry: it decodes the
