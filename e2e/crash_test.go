@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/internal/testbed/loadgen"
-	"github.com/streamwatch/streamwatch/internal/testbed/stack"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -33,28 +32,9 @@ func TestCrashShippedConfig(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	col, err := stack.StartCollector(ctx, dir, collectorBin,
+	col, prom := startScraped(ctx, t, dir, collectorBin, promBin,
 		[]string{filepath.Join(root, "deploy", "collector.yaml")},
 		"STREAMWATCH_METRICS_INTERVAL="+interval.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		col.Stop()
-		if t.Failed() {
-			t.Logf("collector log:\n%s", tail(col.Log(), 40))
-		}
-	}()
-	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		prom.Stop()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
-		}
-	}()
 
 	reqs, err := loadgen.DefaultShape().Requests(16, 1, time.Now())
 	if err != nil {

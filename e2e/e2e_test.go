@@ -104,6 +104,34 @@ func stackBinaries(t *testing.T, root string) (collectorBin, promBin string) {
 	return collectorBin, promBin
 }
 
+// startScraped starts otelcol-streamwatch with configs and env on free
+// localhost ports, and a Prometheus scraping it every second. Both stop
+// when the test ends; when it failed, the tails of their logs are logged.
+func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin string, configs []string, env ...string) (*stack.Collector, *stack.Prometheus) {
+	t.Helper()
+	col, err := stack.StartCollector(ctx, dir, collectorBin, configs, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		col.Stop()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", tail(col.Log(), 60))
+		}
+	})
+	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		prom.Stop()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
+		}
+	})
+	return col, prom
+}
+
 // TestCollectorEndToEnd runs the demo workload against the real collector
 // and checks what Prometheus and the traces say against the script.
 func TestCollectorEndToEnd(t *testing.T) {
@@ -139,28 +167,9 @@ func TestCollectorEndToEnd(t *testing.T) {
 	sinkSrv := httptest.NewServer(traces)
 	defer sinkSrv.Close()
 
-	col, err := stack.StartCollector(ctx, dir, collectorBin,
+	col, prom := startScraped(ctx, t, dir, collectorBin, promBin,
 		[]string{filepath.Join(root, "deploy", "collector.yaml"), filepath.Join(root, "e2e", "testdata", "sink.yaml")},
 		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		col.Stop()
-		if t.Failed() {
-			t.Logf("collector log:\n%s", tail(col.Log(), 60))
-		}
-	}()
-	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		prom.Stop()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
-		}
-	}()
 
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
 	if err != nil {

@@ -200,25 +200,10 @@ func startCollectorStack(ctx context.Context, t *testing.T, dir, collectorBin, p
 	root := repoRoot(t)
 	sinkSrv := httptest.NewServer(traces)
 	t.Cleanup(sinkSrv.Close)
-	col, err := stack.StartCollector(ctx, dir, collectorBin,
+	return startScraped(ctx, t, dir, collectorBin, promBin,
 		[]string{filepath.Join(root, "deploy", "collector.yaml"), filepath.Join(root, "e2e", "testdata", "sink.yaml")},
 		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"),
 		fmt.Sprintf("STREAM__STALL_THRESHOLD_MS=%d", stallThreshold.Milliseconds()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		col.Stop()
-		if t.Failed() {
-			t.Logf("collector log:\n%s", tail(col.Log(), 40))
-		}
-	})
-	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prom.Stop() })
-	return col, prom
 }
 
 // ---- Adapters: how each client library talks to Ollama. ----
