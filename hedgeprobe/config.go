@@ -129,9 +129,10 @@ type Config struct {
 	// delivered text on the next route that can (Route.Continues) and races
 	// the stalled stream; the first to deliver its next content chunk
 	// wins (the stalled stream also with a control item, which reaches the
-	// caller at once: a finish reason ends the answer). It counts like StallTimeout (only the caller's waits, summed
-	// since the latest content chunk), from the latest content chunk or
-	// resume launch, so a resume that is silent too is resumed in turn.
+	// caller at once: a finish reason ends the answer). It counts like
+	// StallTimeout (only the caller's waits, summed since the latest
+	// content chunk), from the latest content chunk or resume launch, so a
+	// resume that is silent too is resumed in turn.
 	// It must be below StallTimeout when both are set: the watchdog is the
 	// last resort. It has effect only when Items.Text is set and a route
 	// Continues. Default 2s — half of StallTimeout when that is set to 2s

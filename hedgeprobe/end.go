@@ -67,10 +67,10 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 
 // fail ends attempt a with err: a transient error asks for the next
 // attempt at once (a hedge before commit, a resume after it when no other
-// attempt carries the answer on), a fatal one
-// ends the call — except on a resume attempt that has had no content yet,
-// where it means the route refused to continue: that route is not asked
-// again for a while, and the call goes on. Once a continuation has content
+// attempt carries the answer on), a fatal one ends the call — except on a
+// resume attempt that has had no content yet, where it means the route
+// refused to continue: that route is not asked again for a while, and the
+// call goes on. Once a continuation has content
 // the route has accepted it, and a fatal error is the stream's own, as on
 // any attempt. A panic is never a refusal: it is a bug in the caller's
 // code or an adapter, and fails the call wherever it happens.

@@ -152,8 +152,8 @@ func (h *health) soonest(names func(i int) string, n int) int {
 }
 
 // failure records a transient failure of an attempt on name, launched at
-// epoch launched (health.epoch), probe telling whether it was the attempt admitted to probe the
-// route; it returns the ejection it caused, if any. retryAfter > 0 is the
+// epoch launched (health.epoch), probe telling whether it was the attempt
+// admitted to probe the route; it returns the ejection it caused, if any. retryAfter > 0 is the
 // upstream's pushback, which ejects (or pushes back) until then by itself.
 //
 // An attempt launched before the route's latest ejection is stale: one
@@ -201,8 +201,8 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	return RouteEvent{}, false
 }
 
-// success records an attempt on name, launched at epoch launched, whose stream
-// completed, probe telling whether it was the route's probe; it reports
+// success records an attempt on name, launched at epoch launched, whose
+// stream completed, probe telling whether it was the route's probe; it reports
 // whether that restored an ejected route. A stale attempt (launched before
 // the latest ejection, not the probe) restores nothing: it completing
 // during the ejection says nothing of the calls the ejection keeps away.
