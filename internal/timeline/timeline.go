@@ -147,15 +147,21 @@ func isTimelineEvent(name string) bool {
 //
 // A span carrying the caller's view (streamwatch.caller.chunk.offsets_us, a
 // call span) is read from it alone: the call span's figures are what the
-// caller lived through. Otherwise the compact form wins when both attempt
-// forms are present: it is what hedgeprobe emits and it cannot lose its
-// first chunks to an SDK's event limit; Input.Note then says so.
+// caller lived through; a call span without it has no timeline, whatever
+// attempt-form offsets or events another producer put on it (the connector
+// measures such a span the same, with or without the processor). Otherwise
+// the compact form wins when both attempt forms are present: it is what
+// hedgeprobe emits and it cannot lose its first chunks to an SDK's event
+// limit; Input.Note then says so.
 func Read(span ptrace.Span, b *Buffers) Input {
 	in := Input{ExpectedChunks: -1}
 	attrs := span.Attributes()
 	b.Chunks, b.Keepalives = b.Chunks[:0], b.Keepalives[:0]
 	if v, ok := attrs.Get(string(semconv.CallerChunkOffsetsUs)); ok {
 		return readCaller(span, v, b)
+	}
+	if span.Name() == semconv.CallSpanName {
+		return in
 	}
 	offs, compact := attrs.Get(string(semconv.ChunkOffsetsUs))
 	var chunkEvents, kaEvents int

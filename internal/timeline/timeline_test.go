@@ -135,6 +135,23 @@ func TestReadCaller(t *testing.T) {
 	assert.False(t, ok, "Drop removes the caller's view too")
 }
 
+// Regression: a call span without the caller's view was read from the
+// attempt forms another producer put on it, and derived as an attempt
+// (gap counts and stall events on a call span, and caller-view metrics
+// only when the processor ran). It has no timeline: it passes untouched.
+func TestReadCallSpanWithoutCallerView(t *testing.T) {
+	span := ptrace.NewSpan()
+	span.SetName(semconv.CallSpanName)
+	span.SetStartTimestamp(start)
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(100_000), int64(5_000_000)})
+	ev := span.Events().AppendEmpty()
+	ev.SetName(semconv.EventChunk)
+	ev.SetTimestamp(pcommon.Timestamp(start + 100_000_000))
+	in := Read(span, &Buffers{})
+	assert.Equal(t, None, in.Form)
+	assert.Empty(t, in.Chunks)
+}
+
 // TestDerive: the one path both components take, from a span to its
 // figures; a malformed timeline is an anomaly whose problem is the reader's.
 func TestDerive(t *testing.T) {
