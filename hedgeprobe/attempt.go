@@ -64,6 +64,11 @@ type attempt[T any] struct {
 	tokens     int64
 	hasTokens  bool
 	rec        *attemptRecorder
+	// answer is, on a resume attempt whose items reach the caller, the
+	// latest content item the caller had before its first (Items.Relabel);
+	// anchored once it is set. Used on the caller's goroutine only.
+	answer   T
+	anchored bool
 }
 
 // chainContent is the content chunks that count towards a Streaming

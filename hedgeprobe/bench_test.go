@@ -95,6 +95,15 @@ func BenchmarkChunkStreamResumable(b *testing.B) {
 	benchCommittedOn(b, Config{MaxAttempts: 2, StallTimeout: time.Minute}, r, withText())
 }
 
+// The same with Items.Relabel set: each content chunk delivered is also
+// kept as the answer a continuation would be relabelled from.
+func BenchmarkChunkStreamResumableRelabel(b *testing.B) {
+	r := endlessRoute()
+	r.Continues = true
+	benchCommittedOn(b, Config{MaxAttempts: 2, StallTimeout: time.Minute}, r, withText(),
+		itemsOpt(func(i *Items[chunk]) { i.Relabel = func(_, v chunk) chunk { return v } }))
+}
+
 // Per-call set-up and tear-down of a single-route call whose upstream
 // answers one chunk at once.
 func BenchmarkCallSingleRoute(b *testing.B) {

@@ -27,6 +27,9 @@ type delivery[T any] struct {
 	resumeMark time.Duration
 
 	text transcript
+	// last is the latest content item returned, while a continuation may
+	// need it as its answer (Items.Relabel).
+	last T
 }
 
 func (d *delivery[T]) ready() bool { return d.pos < len(d.pending) }
@@ -62,6 +65,24 @@ func (s *Stream[T]) deliver() bool {
 	d.pos++
 	if d.pos == len(d.pending) {
 		d.pending, d.pos = d.pending[:0], 0
+	}
+	if relabel := s.p.items.Relabel; relabel != nil && s.race.resumable {
+		if a := it.from; a.trigger == TriggerResume {
+			// The continuation's items come after everything of the answer
+			// it continues: its answer is the latest content returned.
+			if !a.anchored {
+				a.answer, a.anchored = d.last, true
+			}
+			v, err := relabelSafe(relabel, a.answer, it.v)
+			if err != nil {
+				s.finish(err, OutcomeError)
+				return false
+			}
+			it.v = v
+		}
+		if it.kind == Content {
+			d.last = it.v
+		}
 	}
 	if it.kind == Content && s.race.resumable {
 		// Before anything counts the item as delivered: a panic in Text

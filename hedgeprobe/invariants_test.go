@@ -32,12 +32,19 @@ type ivItem struct {
 	Text string // content: the word; control: "open", "finish", "usage"
 	Att  int    // attempt index of the open that produced it
 	Word int    // content: word index
+	// Answer labels the answer the item is part of: the source sets it to
+	// Att+1, and Relabel gives a continuation's items their answer's.
+	Answer int
 }
 
 var ivItems = hedgeprobe.Items[ivItem]{
 	Classify: func(v ivItem) hedgeprobe.Kind { return v.Kind },
 	Text: func(v ivItem) (string, bool) {
 		return v.Text, true
+	},
+	Relabel: func(answer, v ivItem) ivItem {
+		v.Answer = answer.Answer
+		return v
 	},
 }
 
@@ -139,6 +146,7 @@ func (s *ivSrc) Next() bool {
 		return false
 	}
 	s.cur = op.item
+	s.cur.Answer = op.item.Att + 1
 	if op.item.Kind == hedgeprobe.Content && s.firstContent.IsZero() {
 		s.firstContent = time.Now()
 	}
@@ -674,6 +682,14 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 			if it.Text != "finish" && it.Text != "usage" && finishes > 0 {
 				viol = append(viol, fmt.Sprintf("item %d: %q after the finish item", i, it.Text))
 			}
+		}
+	}
+	// One answer: a continuation's items carry the labels of the answer
+	// they continue (Items.Relabel).
+	for i, it := range res.items {
+		if it.Answer != res.items[0].Answer {
+			viol = append(viol, fmt.Sprintf("item %d: labelled answer %d, the first item %d", i, it.Answer, res.items[0].Answer))
+			break
 		}
 	}
 	opens := 0

@@ -92,6 +92,17 @@ func textOf[T any](text func(T) (string, bool), items []item[T], max int) (strin
 	return t.b.String(), "", nil
 }
 
+// relabelSafe calls Items.Relabel; a panic becomes an error wrapping
+// ErrExtractorPanic.
+func relabelSafe[T any](relabel func(answer, v T) T, answer, v T) (out T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: relabel: %v", ErrExtractorPanic, r)
+		}
+	}()
+	return relabel(answer, v), nil
+}
+
 // textSafe calls Items.Text; a panic becomes an error wrapping
 // ErrExtractorPanic.
 func textSafe[T any](text func(T) (string, bool), v T) (s string, ok bool, err error) {

@@ -825,3 +825,75 @@ func TestResumeNotDueWithPendingItems(t *testing.T) {
 		}
 	})
 }
+
+// Items.Relabel gives a continuation's items the labels of the answer it
+// continues: each continuation's answer is the latest content item the
+// caller read before its first item, relabelled in turn after a second
+// resume, before commit and after, and only a continuation's items are
+// relabelled. A panic in it fails the call, and the item is not read.
+func TestResumeRelabel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      func(*Config)
+		a, b     [][]step
+		text     string
+		relabels string // answer|item, per call of Relabel
+	}{
+		{"after commit, twice", func(*Config) {},
+			[][]step{{content(time.Second, "A"), hang()}, {content(100*time.Millisecond, "C")}},
+			[][]step{{content(100*time.Millisecond, "B"), hang()}},
+			"ABC", "[A|B B|C]"},
+		{"before commit (Buffered)", func(c *Config) { c.Delivery, c.StallAfter = Buffered, time.Second },
+			[][]step{{control(500*time.Millisecond, "role"), content(500*time.Millisecond, "A"), content(10*time.Millisecond, "B"), hang()}},
+			[][]step{{control(50*time.Millisecond, "role"), content(50*time.Millisecond, "C"), control(10*time.Millisecond, "stop")}},
+			"ABC", "[B|C B|stop]"},
+		{"a hedge's items are its own", func(c *Config) { c.HedgeAfter = 500 * time.Millisecond },
+			[][]step{{content(time.Second, "A")}},
+			[][]step{{content(100*time.Millisecond, "B")}},
+			"B", "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := continuing("a", tc.a...), continuing("b", tc.b...)
+				cfg := resumeCfg()
+				tc.cfg(&cfg)
+				var relabels []string
+				p := mustNew(t, cfg, withText(), itemsOpt(func(i *Items[chunk]) {
+					i.Relabel = func(answer, v chunk) chunk {
+						relabels = append(relabels, answer.Text+"|"+v.Text)
+						v.Route = answer.Route
+						return v
+					}
+				}))
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if g.err != nil || joined(g) != tc.text {
+					t.Fatalf("text %q err %v", joined(g), g.err)
+				}
+				if fmt.Sprint(relabels) != tc.relabels {
+					t.Fatalf("Relabel called with %v, want %s", relabels, tc.relabels)
+				}
+				if want := len(g.kinds); tc.relabels != "[]" && g.from["a"] != want {
+					t.Fatalf("items read by route %v: every item must carry the answer's labels", g.from)
+				}
+			})
+		})
+	}
+	t.Run("panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", []step{content(time.Second, "A"), hang()})
+			b := continuing("b", []step{content(100*time.Millisecond, "B"), content(10*time.Millisecond, "C")})
+			p := mustNew(t, resumeCfg(), withText(), itemsOpt(func(i *Items[chunk]) {
+				i.Relabel = func(answer, v chunk) chunk { panic("relabel") }
+			}))
+			s := p.Stream(t.Context(), a.route(), b.route())
+			g := drain(s, time.Now())
+			if !errors.Is(g.err, ErrExtractorPanic) || joined(g) != "A" {
+				t.Fatalf("text %q err %v, want A and ErrExtractorPanic", joined(g), g.err)
+			}
+			if st := s.Stats(); st.Outcome != OutcomeError || st.ChunksDelivered != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	})
+}

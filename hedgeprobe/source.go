@@ -143,6 +143,19 @@ type Items[T any] struct {
 	// without resume. Called only on delivered content items while resume
 	// is possible for the call.
 	Text func(v T) (text string, resumable bool)
+	// Relabel gives an item of a continuation the labels of the answer it
+	// continues, so that a caller who accumulates items reads one answer:
+	// answer is the latest content item the caller was given before the
+	// continuation's first (relabelled in turn, after a second resume), v
+	// an item of the continuation, as the server sent it. The OpenAI
+	// adapters give v the answer's chunk id (openai-go's
+	// ChatCompletionAccumulator refuses a chunk of another id); the
+	// Anthropic ones move v's content block to the block it continues
+	// (the server numbers its blocks from 0, whatever the answer had
+	// opened before). Optional: without it the caller reads the
+	// continuation's items as the server sent them. It changes only what
+	// the caller reads; a panic fails the call like OutputTokens.
+	Relabel func(answer, v T) T
 }
 
 // TransientError is implemented by upstream errors that know whether a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -46,15 +47,48 @@ func Tokens(e Event) (int64, bool) {
 }
 
 // Items tells a hedgeprobe.Prober about anthropic-sdk-go events:
-// Classify, Tokens, the model that answered (message_start), and Text for
-// resume.
+// Classify, Tokens, the model that answered (message_start), and Text and
+// Relabel for resume.
 var Items = hedgeprobe.Items[Event]{
 	Classify:     Classify,
 	OutputTokens: Tokens,
 	ResponseModel: func(e Event) (string, bool) {
 		return e.Message.Model, e.Type == "message_start" && e.Message.Model != ""
 	},
-	Text: Text,
+	Text:    Text,
+	Relabel: Relabel,
+}
+
+// Relabel is the hedgeprobe Items.Relabel of anthropic-sdk-go events: a
+// continuation numbers its content blocks from 0, and its block j is the
+// answer's block answer.Index + j, so Message.Accumulate puts the
+// continued text on the block it continues (after a thinking block, say,
+// not on the thinking). The SDK reads an event's raw JSON, so a moved
+// event is decoded anew from its JSON with the index changed; an event
+// whose JSON cannot be read so is left as it is.
+func Relabel(answer, e Event) Event {
+	if answer.Index == 0 || !blockEvent(answer.Type) || !blockEvent(e.Type) {
+		return e
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(e.RawJSON()), &fields); err != nil {
+		return e
+	}
+	fields["index"] = json.RawMessage(strconv.FormatInt(answer.Index+e.Index, 10))
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return e
+	}
+	var moved Event
+	if err := moved.UnmarshalJSON(b); err != nil {
+		return e
+	}
+	return moved
+}
+
+// blockEvent reports an event type that carries a content block's index.
+func blockEvent(typ string) bool {
+	return typ == "content_block_start" || typ == "content_block_delta" || typ == "content_block_stop"
 }
 
 // Text is the hedgeprobe Items.Text of anthropic-sdk-go events: text

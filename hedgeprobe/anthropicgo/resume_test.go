@@ -2,9 +2,11 @@ package anthropicgo_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
@@ -78,5 +80,43 @@ func TestItemsText(t *testing.T) {
 				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.text, tc.resumable)
 			}
 		})
+	}
+}
+
+// TestResumeKeepsTheBlock: an answer whose text is block 1, after a
+// thinking block, falls silent and is continued; the continuation's text
+// comes in its own block 0, and Relabel moves it to block 1, so
+// Message.Accumulate holds the thinking and the whole text each in its
+// block (without it, the continuation's text would land on the thinking
+// block).
+func TestResumeKeepsTheBlock(t *testing.T) {
+	stalls, continues := adaptertest.ServeThinkingThenText(t)
+	route := func(name, url string) hedgeprobe.Route[anthropicgo.Event] {
+		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0),
+			option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
+		return anthropicgo.Route(name, client, params, anthropicgo.RouteOptions{Prefill: true})
+	}
+	stream := adapter.NewProber(t, adaptertest.ResumeConfig).Stream(t.Context(), route("stalls", stalls), route("continues", continues))
+	defer stream.Close()
+	message := anthropic.Message{}
+	for stream.Next() {
+		if err := message.Accumulate(stream.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
+		t.Fatalf("stats %+v: the continuation must win", st)
+	}
+	c := message.Content
+	if len(c) != 2 || c[0].Type != "thinking" || c[0].Thinking != adaptertest.Thinking || c[0].Text != "" ||
+		c[1].Type != "text" || c[1].Text != adaptertest.BlockText {
+		var blocks []string
+		for _, b := range c {
+			blocks = append(blocks, fmt.Sprintf("%s thinking %q text %q", b.Type, b.Thinking, b.Text))
+		}
+		t.Fatalf("Message.Accumulate has %q, want the thinking in block 0 and %q in block 1", blocks, adaptertest.BlockText)
 	}
 }

@@ -30,9 +30,10 @@ var adapter = adaptertest.Adapter[goopenai.Chunk]{Items: goopenai.Items}
 
 // receive is go-openai's Recv loop: the first choice's content of each
 // response up to io.EOF, and the error the loop ended with (nil at
-// io.EOF).
-func receive(stream *goopenai.Receiver) (string, error) {
-	text := ""
+// io.EOF). Every response must carry the first one's id, as the chunks of
+// one completion do, resumed or not (Items.Relabel).
+func receive(t testing.TB, stream *goopenai.Receiver) (string, error) {
+	text, id := "", ""
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -40,6 +41,11 @@ func receive(stream *goopenai.Receiver) (string, error) {
 		}
 		if err != nil {
 			return text, err
+		}
+		if id == "" {
+			id = resp.ID
+		} else if resp.ID != id {
+			t.Fatalf("a response of id %q after %q: one answer has one id", resp.ID, id)
 		}
 		if len(resp.Choices) > 0 {
 			text += resp.Choices[0].Delta.Content
@@ -49,8 +55,8 @@ func receive(stream *goopenai.Receiver) (string, error) {
 
 // recvText reads a call with receive, through a Receiver on the stream;
 // closing the stream, which the Receiver's Close does, is the caller's.
-func recvText(_ testing.TB, hs *hedgeprobe.Stream[goopenai.Chunk]) (string, error) {
-	return receive(goopenai.NewReceiver(hs))
+func recvText(t testing.TB, hs *hedgeprobe.Stream[goopenai.Chunk]) (string, error) {
+	return receive(t, goopenai.NewReceiver(hs))
 }
 
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
@@ -65,7 +71,7 @@ func TestHedgeStallToSteady(t *testing.T) {
 		goopenai.Route("steady", newClient(t, up, "steady", false), req, goopenai.RouteOptions{}))
 	stream := goopenai.NewReceiver(hs)
 	defer stream.Close()
-	text, err := receive(stream)
+	text, err := receive(t, stream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,14 +31,23 @@ var params = openai.ChatCompletionNewParams{
 var adapter = adaptertest.Adapter[openaigo.Chunk]{Items: openaigo.Items}
 
 // readText is openai-go's usual loop: the first choice's content of each
-// chunk, and the stream's error at the end.
-func readText(_ testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, error) {
+// chunk, and the stream's error at the end. The chunks also go to a
+// ChatCompletionAccumulator, which must accept every one (resumed or not:
+// Items.Relabel) and hold the same text.
+func readText(t testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, error) {
 	text := ""
+	acc := openai.ChatCompletionAccumulator{}
 	for stream.Next() {
 		chunk := stream.Current()
+		if chunk.ID != "" && !acc.AddChunk(chunk) { // a tapped keepalive has no id
+			t.Fatalf("ChatCompletionAccumulator refused chunk %q after %q", chunk.ID, acc.ID)
+		}
 		if len(chunk.Choices) > 0 {
 			text += chunk.Choices[0].Delta.Content
 		}
+	}
+	if len(acc.Choices) > 0 && acc.Choices[0].Message.Content != text {
+		t.Fatalf("ChatCompletionAccumulator has %q, the loop read %q", acc.Choices[0].Message.Content, text)
 	}
 	return text, stream.Err()
 }

@@ -82,12 +82,26 @@ func Tokens(c Chunk) (int64, bool) {
 }
 
 // Items tells a hedgeprobe.Prober about openai-go chunks: Classify,
-// Tokens, the model that answered, and Text for resume.
+// Tokens, the model that answered, and Text and Relabel for resume.
 var Items = hedgeprobe.Items[Chunk]{
 	Classify:      Classify,
 	OutputTokens:  Tokens,
 	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
 	Text:          Text,
+	Relabel:       Relabel,
+}
+
+// Relabel is the hedgeprobe Items.Relabel of openai-go chunks: a
+// continuation's chunk takes the id and creation time of the answer it
+// continues, as every chunk of one completion shares them (openai-go's
+// ChatCompletionAccumulator refuses a chunk of another id). Its model
+// stays the one that wrote it. A tapped keepalive (no id) is left as it
+// is.
+func Relabel(answer, c Chunk) Chunk {
+	if c.ID != "" {
+		c.ID, c.Created = answer.ID, answer.Created
+	}
+	return c
 }
 
 // Text is the hedgeprobe Items.Text of openai-go chunks: the first

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -14,17 +15,31 @@ var (
 )
 
 // itemsText reads a stream to its end with items.Text and returns the
-// answer text and the stream's error.
-func itemsText[T any](items hedgeprobe.Items[T]) adaptertest.ReadFunc[T] {
-	return func(_ testing.TB, s *hedgeprobe.Stream[T]) (string, error) {
-		text := ""
+// answer text and the stream's error. With id, every item that has one
+// must have the first one's, as the chunks of one completion do, resumed
+// or not (Items.Relabel).
+func itemsText[T any](items hedgeprobe.Items[T], id func(T) string) adaptertest.ReadFunc[T] {
+	return func(t testing.TB, s *hedgeprobe.Stream[T]) (string, error) {
+		text, first := "", ""
 		for s.Next() {
 			chunk, _ := items.Text(s.Current())
 			text += chunk
+			if id == nil {
+				continue
+			}
+			switch got := id(s.Current()); {
+			case first == "":
+				first = got
+			case got != "" && got != first:
+				t.Fatalf("a chunk of id %q after %q: one answer has one id", got, first)
+			}
 		}
 		return text, s.Err()
 	}
 }
+
+// chatID is a ChatChunk's id.
+func chatID(c sse.ChatChunk) string { return c.ID }
 
 // TestE2EResumeOpenAI: the raw OpenAI route resumes a stalled stream on
 // the next route that continues, once, twice, past a refusal, or leaves it
@@ -32,13 +47,13 @@ func itemsText[T any](items hedgeprobe.Items[T]) adaptertest.ReadFunc[T] {
 func TestE2EResumeOpenAI(t *testing.T) {
 	openAIAdapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[sse.ChatChunk] {
 		return openAIResumeRoute(t, up, r.Profile, r.Continuation())
-	}, itemsText(sse.OpenAIItems))
+	}, itemsText(sse.OpenAIItems, chatID))
 }
 
 // TestE2EResumeSwitches: continue_final_message and "prefix": true reach
 // the wire — fakellm's profiles that need them answer afresh without.
 func TestE2EResumeSwitches(t *testing.T) {
-	openAIAdapter.CheckResumeSwitches(t, openAIResumeRoute, itemsText(sse.OpenAIItems))
+	openAIAdapter.CheckResumeSwitches(t, openAIResumeRoute, itemsText(sse.OpenAIItems, chatID))
 }
 
 // TestE2EResumeAnthropic: the raw Anthropic route resumes with a prefill;
@@ -54,7 +69,7 @@ func TestE2EResumeAnthropic(t *testing.T) {
 			Client:   client(t),
 			Prefill:  r.Continues,
 		})
-	}, itemsText(sse.AnthropicItems))
+	}, itemsText(sse.AnthropicItems, nil))
 }
 
 // openAIResumeRoute is the raw OpenAI route of one fakellm profile that
@@ -67,3 +82,36 @@ func openAIResumeRoute(t *testing.T, up *adaptertest.Upstream, profile string, h
 // Items.Text reads alike (a last text with its finish reason ends the
 // answer: not resumable).
 func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText) }
+
+// TestE2EResumeAnthropicKeepsTheBlock: an answer whose text is block 1,
+// after a thinking block, falls silent and is continued; the
+// continuation's blocks, numbered from 0, reach the caller as blocks 1…
+// (AnthropicRelabel), so the text is all in block 1.
+func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
+	stalls, continues := adaptertest.ServeThinkingThenText(t)
+	route := func(name, url string) hedgeprobe.Route[sse.AnthropicEvent] {
+		return sse.AnthropicRoute(name, sse.AnthropicRequest{BaseURL: url, APIKey: "test", Model: "claude-fake",
+			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t), Prefill: true})
+	}
+	stream := anthropicAdapter.NewProber(t, adaptertest.ResumeConfig).Stream(t.Context(), route("stalls", stalls), route("continues", continues))
+	defer stream.Close()
+	blocks := map[int]string{}
+	var stops []int
+	for stream.Next() {
+		switch e := stream.Current(); e.Type {
+		case "content_block_delta":
+			blocks[e.Index] += e.Delta.Thinking + e.Delta.Text
+		case "content_block_stop":
+			stops = append(stops, e.Index)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
+		t.Fatalf("stats %+v: the continuation must win", st)
+	}
+	if len(blocks) != 2 || blocks[0] != adaptertest.Thinking || blocks[1] != adaptertest.BlockText || fmt.Sprint(stops) != "[0 1]" {
+		t.Fatalf("blocks %v, ends %v: want the thinking in block 0 and %q in block 1, each ended once", blocks, stops, adaptertest.BlockText)
+	}
+}

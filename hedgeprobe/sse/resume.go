@@ -35,6 +35,7 @@ var OpenAIItems = hedgeprobe.Items[ChatChunk]{
 	OutputTokens:  OpenAITokens,
 	ResponseModel: func(c ChatChunk) (string, bool) { return c.Model, c.Model != "" },
 	Text:          ChatText,
+	Relabel:       ChatRelabel,
 }
 
 // AnthropicItems tells a hedgeprobe.Prober about AnthropicEvent.
@@ -47,7 +48,37 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 		}
 		return "", false
 	},
-	Text: AnthropicText,
+	Text:    AnthropicText,
+	Relabel: AnthropicRelabel,
+}
+
+// ChatRelabel is the hedgeprobe Items.Relabel of ChatChunk: a
+// continuation's chunk takes the id and creation time of the answer it
+// continues, as every chunk of one completion shares them (an accumulator
+// such as openai-go's refuses a chunk of another id). Its model stays the
+// one that wrote it. A comment is left as it is.
+func ChatRelabel(answer, c ChatChunk) ChatChunk {
+	if !c.IsComment {
+		c.ID, c.Created = answer.ID, answer.Created
+	}
+	return c
+}
+
+// AnthropicRelabel is the hedgeprobe Items.Relabel of AnthropicEvent: a
+// continuation numbers its content blocks from 0, and its block j is the
+// answer's block answer.Index + j (the continued text block is rarely
+// block 0 after thinking or citations).
+func AnthropicRelabel(answer, e AnthropicEvent) AnthropicEvent {
+	if anthropicBlockEvent(answer.Type) && anthropicBlockEvent(e.Type) {
+		e.Index += answer.Index
+	}
+	return e
+}
+
+// anthropicBlockEvent reports an event type that carries a content
+// block's index.
+func anthropicBlockEvent(typ string) bool {
+	return typ == "content_block_start" || typ == "content_block_delta" || typ == "content_block_stop"
 }
 
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the first choice's

@@ -212,3 +212,33 @@ func TestAnthropicPrefill(t *testing.T) {
 		})
 	}
 }
+
+// TestRelabel: a continuation's OpenAI chunk takes the answer's id and
+// creation time and keeps its model; a comment is left alone. An
+// Anthropic block event moves by the answer's block; an event without a
+// block, or an answer item without one, moves nothing.
+func TestRelabel(t *testing.T) {
+	answer := ChatChunk{ID: "chatcmpl-1", Created: 100, Model: "a"}
+	got := ChatRelabel(answer, ChatChunk{ID: "chatcmpl-2", Created: 200, Model: "b", Choices: []ChatChoice{{Delta: ChatDelta{Content: "x"}}}})
+	if got.ID != "chatcmpl-1" || got.Created != 100 || got.Model != "b" || got.Choices[0].Delta.Content != "x" {
+		t.Fatalf("ChatRelabel: %+v", got)
+	}
+	if got := ChatRelabel(answer, ChatChunk{IsComment: true}); got.ID != "" || got.Created != 0 {
+		t.Fatalf("ChatRelabel of a comment: %+v", got)
+	}
+	block1 := AnthropicEvent{Type: "content_block_delta", Index: 1}
+	for _, tc := range []struct {
+		answer, e AnthropicEvent
+		want      int
+	}{
+		{block1, AnthropicEvent{Type: "content_block_delta", Index: 0}, 1},
+		{block1, AnthropicEvent{Type: "content_block_start", Index: 1}, 2},
+		{block1, AnthropicEvent{Type: "content_block_stop", Index: 0}, 1},
+		{block1, AnthropicEvent{Type: "message_delta"}, 0},
+		{AnthropicEvent{Type: "message_start"}, AnthropicEvent{Type: "content_block_delta", Index: 1}, 1},
+	} {
+		if got := AnthropicRelabel(tc.answer, tc.e); got.Index != tc.want || got.Type != tc.e.Type {
+			t.Errorf("AnthropicRelabel(%s %d, %s %d) = index %d, want %d", tc.answer.Type, tc.answer.Index, tc.e.Type, tc.e.Index, got.Index, tc.want)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package adaptertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// An Anthropic answer whose text is its second content block, after a
+// thinking block, for the resume tests of block numbering
+// (hedgeprobe.Items.Relabel): a continuation numbers its blocks from 0,
+// and its block 0 carries on the answer's block 1.
+const (
+	// Thinking is the answer's thinking, block 0.
+	Thinking = "Let me think."
+	// BlockText is the answer's text, block 1: the primary sends
+	// BlockPrefix and falls silent, the continuation sends the rest.
+	BlockText   = BlockPrefix + " a time."
+	BlockPrefix = "Once upon"
+)
+
+// ServeThinkingThenText serves two scripted Anthropic upstreams on
+// 127.0.0.1 until the test ends and returns their API roots: stalls sends
+// the thinking block and BlockPrefix in block 1, then nothing until its
+// request ends (or 5 s pass: then it ends the response without
+// message_stop); continues answers a request whose last message is the
+// assistant's BlockPrefix (a prefill) with the rest of BlockText in its
+// own block 0, and anything else with a 400.
+func ServeThinkingThenText(t testing.TB) (stalls, continues string) {
+	t.Helper()
+	start := `{"type":"message_start","message":{"id":"msg_%s","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`
+	stalling := []string{
+		fmt.Sprintf(start, "stalls"),
+		`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"` + Thinking + `"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"` + BlockPrefix + `"}}`,
+	}
+	continuing := []string{
+		fmt.Sprintf(start, "continues"),
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + BlockText[len(BlockPrefix):] + `"}}`,
+		`{"type":"content_block_stop","index":0}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`,
+		`{"type":"message_stop"}`,
+	}
+	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
+		writeEvents(w, stalling)
+		// Silent until the request ends; a test that does not resume
+		// fails in seconds (a stream cut before message_stop), not at its
+		// timeout.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	continues = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []struct {
+				Role    string          `json:"role"`
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if n := len(body.Messages); n == 0 || body.Messages[n-1].Role != "assistant" || prefillText(body.Messages[n-1].Content) != BlockPrefix {
+			http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"not a continuation of the script"}}`, http.StatusBadRequest)
+			return
+		}
+		writeEvents(w, continuing)
+	})
+	return stalls, continues
+}
+
+// prefillText is the text of a message's content, a string or text
+// blocks.
+func prefillText(content json.RawMessage) string {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		return s
+	}
+	var blocks []struct{ Text string }
+	_ = json.Unmarshal(content, &blocks)
+	for _, b := range blocks {
+		s += b.Text
+	}
+	return s
+}
+
+// serveEvents serves h on 127.0.0.1 until the test ends.
+func serveEvents(t testing.TB, h http.HandlerFunc) string {
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// writeEvents writes Anthropic SSE events, each named by its type, and
+// flushes them.
+func writeEvents(w http.ResponseWriter, events []string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, data := range events {
+		var e struct{ Type string }
+		_ = json.Unmarshal([]byte(data), &e)
+		_, _ = io.WriteString(w, "event: "+e.Type+"\ndata: "+data+"\n\n")
+	}
+	w.(http.Flusher).Flush()
+}
