@@ -152,9 +152,12 @@ type Items[T any] struct {
 	// ChatCompletionAccumulator refuses a chunk of another id); the
 	// Anthropic ones move v's content block to the block it continues
 	// (the server numbers its blocks from 0, whatever the answer had
-	// opened before). Optional: without it the caller reads the
-	// continuation's items as the server sent them. It changes only what
-	// the caller reads; a panic fails the call like OutputTokens.
+	// opened before). Called on every item of a continuation that the
+	// caller reads (content, control and keepalive alike), only while
+	// resume is possible for the call. Optional: without it the caller
+	// reads the continuation's items as the server sent them. It changes
+	// only what the caller reads; a panic fails the call like
+	// OutputTokens.
 	Relabel func(answer, v T) T
 }
 
