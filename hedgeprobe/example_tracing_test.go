@@ -36,9 +36,9 @@ func newTracerProvider(ctx context.Context, endpoint, service string) (*sdktrace
 	if err != nil {
 		return nil, err
 	}
-	// service.name becomes the job label of every streamwatch metric. Without
-	// it the SDK reports "unknown_service:<binary>", which Prometheus files
-	// under exported_job. OTEL_SERVICE_NAME, if set, still wins.
+	// service.name becomes the job label of every streamwatch metric (with
+	// deploy/prometheus.yml's honor_labels). Without it the SDK reports
+	// "unknown_service:<binary>". OTEL_SERVICE_NAME, if set, still wins.
 	res, err := resource.New(ctx,
 		resource.WithAttributes(otelsemconv.ServiceName(service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())

@@ -56,7 +56,7 @@ func startPrometheusOnce(ctx context.Context, dir, bin string, o prometheusOptio
 	cfg := filepath.Join(dir, name+".yml")
 	body := "global:\n  evaluation_interval: 1s\n"
 	if o.ScrapeTarget != "" {
-		body = fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
+		body = fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
 	}
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return nil, nil, err
