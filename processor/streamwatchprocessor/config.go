@@ -43,7 +43,8 @@ type Config struct {
 	DropTimeline bool `mapstructure:"drop_timeline"`
 
 	// StallSpans adds one synthetic child span per stall segment (name
-	// streamwatch.stall, parent the attempt span, same trace) so silences
+	// streamwatch.stall, same trace, parent the span whose silence it is:
+	// the attempt span, or the call span for the caller's view) so silences
 	// show as bars in a trace waterfall. Default false. The span id is
 	// derived from the parent span id and the segment index, so output is
 	// the same on any replica and batch split. Costs one span per segment
