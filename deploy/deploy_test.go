@@ -43,6 +43,7 @@ func TestCollectorConfigDocumentsItsVariables(t *testing.T) {
 
 type promConfig struct {
 	ScrapeConfigs []struct {
+		HonorLabels   bool `yaml:"honor_labels"`
 		StaticConfigs []struct {
 			Targets []string `yaml:"targets"`
 		} `yaml:"static_configs"`
@@ -80,6 +81,28 @@ func TestPrometheusConfigScrapesCollectorDefault(t *testing.T) {
 	}
 	if got := targets(t, "prometheus.yml"); !slices.Equal(got, []string{string(m[1])}) {
 		t.Errorf("prometheus.yml scrapes %v, the collector exports on %s", got, m[1])
+	}
+}
+
+// Both scrape configurations keep the exporter's job and instance labels
+// (the sender's service.name, the replica's service.instance.id), as the
+// connector's README and docs/telemetry.md say; e2e checks the labels a
+// scrape with honor_labels gets.
+func TestPrometheusConfigsHonorLabels(t *testing.T) {
+	for _, path := range []string{"prometheus.yml", "prometheus-compose.yml"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c promConfig
+		if err := yaml.Unmarshal(b, &c); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for i, sc := range c.ScrapeConfigs {
+			if !sc.HonorLabels {
+				t.Errorf("%s: scrape config %d has no honor_labels: true; job and instance would become exported_job and exported_instance", path, i)
+			}
+		}
 	}
 }
 

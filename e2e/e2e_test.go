@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/streamwatch/streamwatch/dashboards"
@@ -134,6 +135,13 @@ func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin 
 
 // TestCollectorEndToEnd runs the demo workload against the real collector
 // and checks what Prometheus and the traces say against the script.
+// The service.name the end-to-end test's spans carry, and the
+// service.instance.id of its collector.
+const (
+	e2eService  = "streamwatch-e2e"
+	e2eInstance = "e2e-collector-0"
+)
+
 func TestCollectorEndToEnd(t *testing.T) {
 	root := repoRoot(t)
 	collectorBin, promBin := stackBinaries(t, root)
@@ -168,14 +176,17 @@ func TestCollectorEndToEnd(t *testing.T) {
 	defer sinkSrv.Close()
 
 	col, prom := startScraped(ctx, t, dir, collectorBin, promBin,
-		[]string{filepath.Join(root, "deploy", "collector.yaml"), filepath.Join(root, "e2e", "testdata", "sink.yaml")},
-		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"))
+		[]string{filepath.Join(root, "deploy", "collector.yaml"), filepath.Join(root, "e2e", "testdata", "sink.yaml"),
+			filepath.Join(root, "e2e", "testdata", "instance.yaml")},
+		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"),
+		"STREAMWATCH_INSTANCE="+e2eInstance)
 
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", e2eService))))
 	start := time.Now()
 	results, err := workload.Run(ctx, workload.Options{BaseURL: llm.URL + "/v1", TracerProvider: tp})
 	if err != nil {
@@ -193,6 +204,18 @@ func TestCollectorEndToEnd(t *testing.T) {
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total.Calls))
 
+	t.Run("job is the sender's service.name, instance the replica's", func(t *testing.T) {
+		// As the docs say of a scrape with honor_labels: true (the scrape
+		// configurations in deploy/ set it, and so does the test's).
+		v, err := prom.Query(ctx, "count by (job, instance, exported_job, exported_instance) ("+calls+")")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) != 1 || string(v[0].Metric["job"]) != e2eService || string(v[0].Metric["instance"]) != e2eInstance ||
+			v[0].Metric["exported_job"] != "" || v[0].Metric["exported_instance"] != "" {
+			t.Fatalf("calls series labelled %v, want job %q and instance %q only", v, e2eService, e2eInstance)
+		}
+	})
 	t.Run("calls by outcome match the probe", func(t *testing.T) {
 		for outcome, n := range total.Outcomes {
 			got := scalar(ctx, t, prom, `sum(`+calls+`{streamwatch_outcome="`+string(outcome)+`"})`)
