@@ -148,7 +148,7 @@ type Items[T any] struct {
 	// answer is the latest content item the caller was given before the
 	// continuation's first (relabelled in turn, after a second resume), v
 	// an item of the continuation, as the server sent it. The OpenAI
-	// adapters give v the answer's chunk id (openai-go's
+	// adapters give v the answer's chunk id and creation time (openai-go's
 	// ChatCompletionAccumulator refuses a chunk of another id); the
 	// Anthropic ones move v's content block to the block it continues
 	// (the server numbers its blocks from 0, whatever the answer had

@@ -166,7 +166,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			Terminal:   func(e Event) bool { return e.Type == "message_stop" },
 			CloseAtEnd: true,
 		}
-		if cut != "" {
+		if a.Trigger == hedgeprobe.TriggerResume && o.Prefill {
 			return &continued{Source: src, u: prefill.NewUncut(cut)}, nil
 		}
 		return src, nil
@@ -179,10 +179,15 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 	return r
 }
 
-// continued is the Source of a resume attempt: its text deltas lose the
-// whitespace the prefill cut, where the continuation repeats it. The SDK's
-// AsAny and Message.Accumulate read an event's raw JSON, not its fields,
-// so a mended delta is a new event decoded from mended JSON.
+// continued is the Source of a resume attempt. Its text deltas lose the
+// whitespace the prefill cut, where the continuation repeats it. Its first
+// block, which carries on the answer's text block, is a block the caller
+// has open already: a start of it that carries text (some
+// Anthropic-compatible servers send the first text so; Anthropic sends
+// "") is that text as a delta, or the caller would read the block started
+// twice. The SDK's AsAny and Message.Accumulate read an event's raw JSON,
+// not its fields, so a mended delta is a new event decoded from mended
+// JSON.
 type continued struct {
 	hedgeprobe.Source[Event]
 	u   *prefill.Uncut
@@ -195,14 +200,18 @@ func (c *continued) Next() bool {
 		return false
 	}
 	c.cur = c.Source.Current()
-	if c.cur.Type != "content_block_delta" || c.cur.Delta.Type != "text_delta" || !c.u.Pending() {
+	var text string
+	switch e := &c.cur; {
+	case e.Type == "content_block_start" && e.Index == 0 && e.ContentBlock.Type == "text" && e.ContentBlock.Text != "":
+		text = c.u.Text(e.ContentBlock.Text)
+	case e.Type == "content_block_delta" && e.Delta.Type == "text_delta" && c.u.Pending():
+		if text = c.u.Text(e.Delta.Text); text == e.Delta.Text {
+			return true
+		}
+	default:
 		return true
 	}
-	text := c.u.Text(c.cur.Delta.Text)
-	if text == c.cur.Delta.Text {
-		return true
-	}
-	b, err := json.Marshal(textDelta{Type: c.cur.Type, Index: c.cur.Index, Delta: textDeltaBody{Type: "text_delta", Text: text}})
+	b, err := json.Marshal(textDelta{Type: "content_block_delta", Index: c.cur.Index, Delta: textDeltaBody{Type: "text_delta", Text: text}})
 	if err == nil {
 		var e Event
 		if err = e.UnmarshalJSON(b); err == nil {

@@ -88,9 +88,17 @@ func TestItemsText(t *testing.T) {
 // comes in its own block 0, and Relabel moves it to block 1, so
 // Message.Accumulate holds the thinking and the whole text each in its
 // block (without it, the continuation's text would land on the thinking
-// block).
+// block). A continuation whose block start carries text does not start
+// block 1 again (Message.Accumulate refuses that), and a space the
+// prefill cut is read once.
 func TestResumeKeepsTheBlock(t *testing.T) {
-	stalls, continues := adaptertest.ServeThinkingThenText(t)
+	for name, script := range adaptertest.BlockScripts {
+		t.Run(name, func(t *testing.T) { checkResumeKeepsTheBlock(t, script) })
+	}
+}
+
+func checkResumeKeepsTheBlock(t *testing.T, script adaptertest.BlockScript) {
+	stalls, continues := adaptertest.ServeThinkingThenText(t, script)
 	route := func(name, url string) hedgeprobe.Route[anthropicgo.Event] {
 		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0),
 			option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))

@@ -158,10 +158,10 @@ var Items = hedgeprobe.Items[Chunk]{
 // continuation's chunk takes the id and creation time of the answer it
 // continues, as every chunk of one completion shares them (openai-go's
 // ChatCompletionAccumulator refuses a chunk of another id). Its model
-// stays the one that wrote it. A tapped keepalive (no id) is left as it
-// is.
+// stays the one that wrote it. A tapped keepalive (no id, no content) is
+// left as it is: it is no part of the answer.
 func Relabel(answer, c Chunk) Chunk {
-	if c.ID != "" {
+	if c.ID != "" || Classify(c) != hedgeprobe.Keepalive {
 		c.ID, c.Created = answer.ID, answer.Created
 	}
 	return c

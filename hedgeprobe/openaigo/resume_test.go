@@ -87,3 +87,9 @@ func TestResumeExtendsPrefill(t *testing.T) {
 		})
 	}
 }
+
+// TestRelabel: a continuation's chunks take the answer's id and created,
+// keep their model; a tapped keepalive stays empty.
+func TestRelabel(t *testing.T) {
+	adaptertest.CheckChatRelabel(t, openaigo.Relabel, func(c openaigo.Chunk) (string, int64, string) { return c.ID, c.Created, c.Model })
+}

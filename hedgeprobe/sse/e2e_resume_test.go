@@ -86,9 +86,17 @@ func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText
 // TestE2EResumeAnthropicKeepsTheBlock: an answer whose text is block 1,
 // after a thinking block, falls silent and is continued; the
 // continuation's blocks, numbered from 0, reach the caller as blocks 1…
-// (AnthropicRelabel), so the text is all in block 1.
+// (AnthropicRelabel), so the text is all in block 1, read once, the
+// block started and ended once — also when the continuation's block start
+// carries text, and with a space the prefill cut.
 func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
-	stalls, continues := adaptertest.ServeThinkingThenText(t)
+	for name, script := range adaptertest.BlockScripts {
+		t.Run(name, func(t *testing.T) { checkAnthropicKeepsTheBlock(t, script) })
+	}
+}
+
+func checkAnthropicKeepsTheBlock(t *testing.T, script adaptertest.BlockScript) {
+	stalls, continues := adaptertest.ServeThinkingThenText(t, script)
 	route := func(name, url string) hedgeprobe.Route[sse.AnthropicEvent] {
 		return sse.AnthropicRoute(name, sse.AnthropicRequest{BaseURL: url, APIKey: "test", Model: "claude-fake",
 			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t), Prefill: true})
@@ -96,9 +104,12 @@ func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
 	stream := anthropicAdapter.NewProber(t, adaptertest.ResumeConfig).Stream(t.Context(), route("stalls", stalls), route("continues", continues))
 	defer stream.Close()
 	blocks := map[int]string{}
-	var stops []int
+	var starts, stops []int
 	for stream.Next() {
 		switch e := stream.Current(); e.Type {
+		case "content_block_start":
+			starts = append(starts, e.Index)
+			blocks[e.Index] += e.ContentBlock.Thinking + e.ContentBlock.Text
 		case "content_block_delta":
 			blocks[e.Index] += e.Delta.Thinking + e.Delta.Text
 		case "content_block_stop":
@@ -111,7 +122,15 @@ func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
 	if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
 		t.Fatalf("stats %+v: the continuation must win", st)
 	}
-	if len(blocks) != 2 || blocks[0] != adaptertest.Thinking || blocks[1] != adaptertest.BlockText || fmt.Sprint(stops) != "[0 1]" {
-		t.Fatalf("blocks %v, ends %v: want the thinking in block 0 and %q in block 1, each ended once", blocks, stops, adaptertest.BlockText)
+	if len(blocks) != 2 || blocks[0] != adaptertest.Thinking || blocks[1] != adaptertest.BlockText ||
+		fmt.Sprint(starts) != "[0 1]" || fmt.Sprint(stops) != "[0 1]" {
+		t.Fatalf("blocks %v, starts %v, ends %v: want the thinking in block 0 and %q in block 1, each started and ended once",
+			blocks, starts, stops, adaptertest.BlockText)
 	}
+}
+
+// TestChatRelabelCases: ChatRelabel relabels as the SDK adapters' Relabel
+// do.
+func TestChatRelabelCases(t *testing.T) {
+	adaptertest.CheckChatRelabel(t, sse.ChatRelabel, func(c sse.ChatChunk) (string, int64, string) { return c.ID, c.Created, c.Model })
 }

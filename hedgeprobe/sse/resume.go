@@ -56,9 +56,10 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 // continuation's chunk takes the id and creation time of the answer it
 // continues, as every chunk of one completion shares them (an accumulator
 // such as openai-go's refuses a chunk of another id). Its model stays the
-// one that wrote it. A comment is left as it is.
+// one that wrote it. A comment, or another keepalive without an id, is
+// left as it is: it is no part of the answer.
 func ChatRelabel(answer, c ChatChunk) ChatChunk {
-	if !c.IsComment {
+	if !c.IsComment && (c.ID != "" || ClassifyOpenAI(c) != hedgeprobe.Keepalive) {
 		c.ID, c.Created = answer.ID, answer.Created
 	}
 	return c
@@ -119,7 +120,11 @@ func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 
 // anthropicContinued is the Source of a resume attempt on Anthropic: the
 // text deltas lose the whitespace the prefill cut, when the continuation
-// repeats it (see hedgeprobe/internal/prefill).
+// repeats it (see hedgeprobe/internal/prefill). Its first block carries on
+// the answer's text block, which the caller has open already: a start of
+// it that carries text (some Anthropic-compatible servers send the first
+// text so; Anthropic sends "") is that text as a delta, or the caller
+// would read the block started twice.
 type anthropicContinued struct {
 	hedgeprobe.Source[AnthropicEvent]
 	u   *prefill.Uncut
@@ -131,6 +136,11 @@ func (c *anthropicContinued) Next() bool {
 		return false
 	}
 	c.cur = c.Source.Current()
+	if b := c.cur.ContentBlock; b != nil && c.cur.Type == "content_block_start" && c.cur.Index == 0 && b.Type == "text" && b.Text != "" {
+		c.cur = AnthropicEvent{Type: "content_block_delta", Index: 0, Received: c.cur.Received,
+			Delta: &AnthropicDelta{Type: "text_delta", Text: c.u.Text(b.Text)}}
+		return true
+	}
 	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.Pending() {
 		nd := *d
 		nd.Text = c.u.Text(d.Text)

@@ -208,7 +208,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 				return nil, err
 			}
 			src := NewAnthropicStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel})
-			if cut != "" {
+			if a.Trigger == hedgeprobe.TriggerResume && req.Prefill {
 				return &anthropicContinued{Source: src, u: prefill.NewUncut(cut)}, nil
 			}
 			return src, nil

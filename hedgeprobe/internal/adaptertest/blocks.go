@@ -23,6 +23,24 @@ const (
 	BlockPrefix = "Once upon"
 )
 
+// BlockScript varies the answer of ServeThinkingThenText.
+type BlockScript struct {
+	// Space: the primary's text ends in a space, BlockPrefix + " ", which
+	// the prefill cuts and the continuation repeats.
+	Space bool
+	// TextInStart: the continuation's block start carries its first text
+	// (" a"), as some Anthropic-compatible servers send it; Anthropic's
+	// carries "".
+	TextInStart bool
+}
+
+// BlockScripts are the variants every Anthropic adapter runs.
+var BlockScripts = map[string]BlockScript{
+	"text in deltas":                     {},
+	"text in the block start":            {TextInStart: true},
+	"cut space, text in the block start": {Space: true, TextInStart: true},
+}
+
 // ServeThinkingThenText serves two scripted Anthropic upstreams on
 // 127.0.0.1 until the test ends and returns their API roots: stalls sends
 // the thinking block and BlockPrefix in block 1, then nothing until its
@@ -30,8 +48,17 @@ const (
 // message_stop); continues answers a request whose last message is the
 // assistant's BlockPrefix (a prefill) with the rest of BlockText in its
 // own block 0, and anything else with a 400.
-func ServeThinkingThenText(t testing.TB) (stalls, continues string) {
+func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues string) {
 	t.Helper()
+	sent := BlockPrefix
+	if s.Space {
+		sent += " "
+	}
+	rest := BlockText[len(BlockPrefix):] // " a time."
+	startText, deltaText := "", rest
+	if s.TextInStart {
+		startText, deltaText = rest[:2], rest[2:]
+	}
 	start := `{"type":"message_start","message":{"id":"msg_%s","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`
 	stalling := []string{
 		fmt.Sprintf(start, "stalls"),
@@ -39,12 +66,12 @@ func ServeThinkingThenText(t testing.TB) (stalls, continues string) {
 		`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"` + Thinking + `"}}`,
 		`{"type":"content_block_stop","index":0}`,
 		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
-		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"` + BlockPrefix + `"}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"` + sent + `"}}`,
 	}
 	continuing := []string{
 		fmt.Sprintf(start, "continues"),
-		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + BlockText[len(BlockPrefix):] + `"}}`,
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"` + startText + `"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + deltaText + `"}}`,
 		`{"type":"content_block_stop","index":0}`,
 		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`,
 		`{"type":"message_stop"}`,

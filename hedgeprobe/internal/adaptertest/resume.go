@@ -293,3 +293,43 @@ func CheckChatText[T any](t *testing.T, text func(T) (string, bool)) {
 		})
 	}
 }
+
+// CheckChatRelabel checks an OpenAI adapter's Items.Relabel on chunks
+// decoded from JSON: every chunk of a continuation but a keepalive without
+// an id (a tapped keepalive) takes the answer's id and creation time and
+// keeps its own model; fields reads a chunk's id, created and model.
+func CheckChatRelabel[T any](t *testing.T, relabel func(answer, v T) T, fields func(T) (id string, created int64, model string)) {
+	t.Helper()
+	decode := func(t *testing.T, s string) T {
+		var v T
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	answer := `{"id":"chatcmpl-A","object":"chat.completion.chunk","created":100,"model":"a","choices":[{"index":0,"delta":{"content":"x"}}]}`
+	for _, tc := range []struct {
+		name, json string
+		relabelled bool
+	}{
+		{"content of another id", `{"id":"chatcmpl-B","object":"chat.completion.chunk","created":200,"model":"b","choices":[{"index":0,"delta":{"content":"y"}}]}`, true},
+		{"content without an id", `{"model":"b","choices":[{"index":0,"delta":{"content":"y"}}]}`, true},
+		{"finish reason", `{"id":"chatcmpl-B","created":200,"model":"b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, true},
+		{"usage without an id", `{"model":"b","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`, true},
+		{"keepalive without an id", `{}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := decode(t, tc.json)
+			_, _, model := fields(v)
+			id, created, gotModel := fields(relabel(decode(t, answer), v))
+			switch {
+			case gotModel != model:
+				t.Fatalf("model %q, want the continuation's %q", gotModel, model)
+			case tc.relabelled && (id != "chatcmpl-A" || created != 100):
+				t.Fatalf("id %q created %d, want the answer's chatcmpl-A, 100", id, created)
+			case !tc.relabelled && (id != "" || created != 0):
+				t.Fatalf("id %q created %d, want the keepalive left as it is", id, created)
+			}
+		})
+	}
+}
