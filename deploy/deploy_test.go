@@ -50,7 +50,8 @@ type promConfig struct {
 	} `yaml:"scrape_configs"`
 }
 
-func targets(t *testing.T, path string) []string {
+// readPromConfig reads a Prometheus configuration file.
+func readPromConfig(t *testing.T, path string) promConfig {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -60,8 +61,13 @@ func targets(t *testing.T, path string) []string {
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	return c
+}
+
+func targets(t *testing.T, path string) []string {
+	t.Helper()
 	var out []string
-	for _, sc := range c.ScrapeConfigs {
+	for _, sc := range readPromConfig(t, path).ScrapeConfigs {
 		for _, st := range sc.StaticConfigs {
 			out = append(out, st.Targets...)
 		}
@@ -90,15 +96,7 @@ func TestPrometheusConfigScrapesCollectorDefault(t *testing.T) {
 // scrape with honor_labels gets.
 func TestPrometheusConfigsHonorLabels(t *testing.T) {
 	for _, path := range []string{"prometheus.yml", "prometheus-compose.yml"} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c promConfig
-		if err := yaml.Unmarshal(b, &c); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		for i, sc := range c.ScrapeConfigs {
+		for i, sc := range readPromConfig(t, path).ScrapeConfigs {
 			if !sc.HonorLabels {
 				t.Errorf("%s: scrape config %d has no honor_labels: true; job and instance would become exported_job and exported_instance", path, i)
 			}

@@ -2,7 +2,6 @@ package anthropicgo_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -92,39 +91,25 @@ func TestItemsText(t *testing.T) {
 // block 1 again (Message.Accumulate refuses that), and a space the
 // prefill cut is read once.
 func TestResumeKeepsTheBlock(t *testing.T) {
-	for name, script := range adaptertest.BlockScripts {
-		t.Run(name, func(t *testing.T) { checkResumeKeepsTheBlock(t, script) })
-	}
-}
-
-func checkResumeKeepsTheBlock(t *testing.T, script adaptertest.BlockScript) {
-	stalls, continues := adaptertest.ServeThinkingThenText(t, script)
-	route := func(name, url string) hedgeprobe.Route[anthropicgo.Event] {
+	adapter.CheckResumeKeepsTheBlock(t, func(t *testing.T, name, url string) hedgeprobe.Route[anthropicgo.Event] {
 		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0),
 			option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
 		return anthropicgo.Route(name, client, params, anthropicgo.RouteOptions{Prefill: true})
-	}
-	stream := adapter.NewProber(t, adaptertest.ResumeConfig).Stream(t.Context(), route("stalls", stalls), route("continues", continues))
-	defer stream.Close()
+	}, accumulateBlocks)
+}
+
+// accumulateBlocks reads a call with Message.Accumulate and returns the
+// message's blocks.
+func accumulateBlocks(t testing.TB, stream *hedgeprobe.Stream[anthropicgo.Event]) ([]string, error) {
 	message := anthropic.Message{}
 	for stream.Next() {
 		if err := message.Accumulate(stream.Current()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
+	var blocks []string
+	for _, b := range message.Content {
+		blocks = append(blocks, b.Type+":"+b.Thinking+b.Text)
 	}
-	if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
-		t.Fatalf("stats %+v: the continuation must win", st)
-	}
-	c := message.Content
-	if len(c) != 2 || c[0].Type != "thinking" || c[0].Thinking != adaptertest.Thinking || c[0].Text != "" ||
-		c[1].Type != "text" || c[1].Text != adaptertest.BlockText {
-		var blocks []string
-		for _, b := range c {
-			blocks = append(blocks, fmt.Sprintf("%s thinking %q text %q", b.Type, b.Thinking, b.Text))
-		}
-		t.Fatalf("Message.Accumulate has %q, want the thinking in block 0 and %q in block 1", blocks, adaptertest.BlockText)
-	}
+	return blocks, stream.Err()
 }

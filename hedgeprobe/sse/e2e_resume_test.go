@@ -90,43 +90,35 @@ func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText
 // block started and ended once — also when the continuation's block start
 // carries text, and with a space the prefill cut.
 func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
-	for name, script := range adaptertest.BlockScripts {
-		t.Run(name, func(t *testing.T) { checkAnthropicKeepsTheBlock(t, script) })
-	}
-}
-
-func checkAnthropicKeepsTheBlock(t *testing.T, script adaptertest.BlockScript) {
-	stalls, continues := adaptertest.ServeThinkingThenText(t, script)
-	route := func(name, url string) hedgeprobe.Route[sse.AnthropicEvent] {
+	anthropicAdapter.CheckResumeKeepsTheBlock(t, func(t *testing.T, name, url string) hedgeprobe.Route[sse.AnthropicEvent] {
 		return sse.AnthropicRoute(name, sse.AnthropicRequest{BaseURL: url, APIKey: "test", Model: "claude-fake",
 			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t), Prefill: true})
-	}
-	stream := anthropicAdapter.NewProber(t, adaptertest.ResumeConfig).Stream(t.Context(), route("stalls", stalls), route("continues", continues))
-	defer stream.Close()
-	blocks := map[int]string{}
+	}, readBlocks)
+}
+
+// readBlocks reads a call's events and returns its blocks; every block
+// must be started and ended once, in order.
+func readBlocks(t testing.TB, stream *hedgeprobe.Stream[sse.AnthropicEvent]) ([]string, error) {
+	var blocks []string
 	var starts, stops []int
 	for stream.Next() {
 		switch e := stream.Current(); e.Type {
 		case "content_block_start":
 			starts = append(starts, e.Index)
-			blocks[e.Index] += e.ContentBlock.Thinking + e.ContentBlock.Text
+			blocks = append(blocks, e.ContentBlock.Type+":"+e.ContentBlock.Thinking+e.ContentBlock.Text)
 		case "content_block_delta":
+			if e.Index >= len(blocks) {
+				t.Fatalf("a delta of block %d, which was not started", e.Index)
+			}
 			blocks[e.Index] += e.Delta.Thinking + e.Delta.Text
 		case "content_block_stop":
 			stops = append(stops, e.Index)
 		}
 	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
+	if want := fmt.Sprint(stops); fmt.Sprint(starts) != want || want != "[0 1]" {
+		t.Fatalf("blocks started %v and ended %v: want each of blocks 0 and 1 started and ended once", starts, stops)
 	}
-	if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
-		t.Fatalf("stats %+v: the continuation must win", st)
-	}
-	if len(blocks) != 2 || blocks[0] != adaptertest.Thinking || blocks[1] != adaptertest.BlockText ||
-		fmt.Sprint(starts) != "[0 1]" || fmt.Sprint(stops) != "[0 1]" {
-		t.Fatalf("blocks %v, starts %v, ends %v: want the thinking in block 0 and %q in block 1, each started and ended once",
-			blocks, starts, stops, adaptertest.BlockText)
-	}
+	return blocks, stream.Err()
 }
 
 // TestChatRelabelCases: ChatRelabel relabels as the SDK adapters' Relabel

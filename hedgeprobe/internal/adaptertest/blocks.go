@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 // An Anthropic answer whose text is its second content block, after a
@@ -25,6 +28,8 @@ const (
 
 // BlockScript varies the answer of ServeThinkingThenText.
 type BlockScript struct {
+	// Name names the subtest.
+	Name string
 	// Space: the primary's text ends in a space, BlockPrefix + " ", which
 	// the prefill cuts and the continuation repeats.
 	Space bool
@@ -35,10 +40,42 @@ type BlockScript struct {
 }
 
 // BlockScripts are the variants every Anthropic adapter runs.
-var BlockScripts = map[string]BlockScript{
-	"text in deltas":                     {},
-	"text in the block start":            {TextInStart: true},
-	"cut space, text in the block start": {Space: true, TextInStart: true},
+var BlockScripts = []BlockScript{
+	{Name: "text in deltas"},
+	{Name: "text in the block start", TextInStart: true},
+	{Name: "cut space, text in the block start", Space: true, TextInStart: true},
+}
+
+// BlockRead is the caller's loop over a call of ServeThinkingThenText: it
+// reads the stream to its end and returns the answer's content blocks, each
+// as "type:text" (a thinking block's thinking), and the error the loop
+// ended with. It fails the test itself on what only it can see (a block
+// started twice, say).
+type BlockRead[T any] func(t testing.TB, stream *hedgeprobe.Stream[T]) (blocks []string, err error)
+
+// CheckResumeKeepsTheBlock runs a call per BlockScripts entry: route builds
+// a route that can continue (a prefill) on an API root, read is the
+// caller's loop. The continuation must win, and the caller must read the
+// thinking in block 0 and BlockText, once, in block 1.
+func (a Adapter[T]) CheckResumeKeepsTheBlock(t *testing.T, route func(t *testing.T, name, url string) hedgeprobe.Route[T], read BlockRead[T]) {
+	t.Helper()
+	for _, script := range BlockScripts {
+		t.Run(script.Name, func(t *testing.T) {
+			stalls, continues := ServeThinkingThenText(t, script)
+			stream := a.NewProber(t, ResumeConfig).Stream(t.Context(), route(t, "stalls", stalls), route(t, "continues", continues))
+			defer stream.Close()
+			blocks, err := read(t, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
+				t.Fatalf("stats %+v: the continuation must win", st)
+			}
+			if want := []string{"thinking:" + Thinking, "text:" + BlockText}; !slices.Equal(blocks, want) {
+				t.Fatalf("the caller read blocks %q, want %q", blocks, want)
+			}
+		})
+	}
 }
 
 // ServeThinkingThenText serves two scripted Anthropic upstreams on
