@@ -333,8 +333,8 @@ func coarse(sc Scenario) Scenario {
 	return sc
 }
 
-// The targets of resume on the seed's own workload (docs/design.md §6),
-// on 2,000 calls: Streaming + resume within 1.5× the oracle's p99 at no
+// The targets of resume on the seed's workload (docs/design.md §6), at
+// coarse grain (25 chunks, silences after chunk 1–3), on 2,000 calls: Streaming + resume within 1.5× the oracle's p99 at no
 // more than 0.25 extra attempts per call; the zero-value Config within
 // 15 % of the best hedgeprobe row and never worse than no hedge, on the
 // seed and the stress scenario.

@@ -119,8 +119,8 @@ func Strategies() ([]Strategy, error) {
 		cfg        hedgeprobe.Config
 		retry      bool
 	}{
-		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog",
-			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off}, false},
+		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog, + one retry",
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off}, true},
 		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, then one retry on the other route", watchdogTimeout),
 			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off}, true},
 		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry, no resume", stallAfter, stallTimeout),
@@ -132,6 +132,12 @@ func Strategies() ([]Strategy, error) {
 		{"hedgeprobe streaming + resume", fmt.Sprintf("Streaming, ResumeAfter %v, MaxAttempts 3, StallTimeout %v + one retry", resumeAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
 				ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
+		// Buffered + resume comes with the earlier stall trigger it can
+		// afford (a continuation, not a fresh answer): this row has the
+		// trigger without the continuation, so the two gains read apart.
+		{"hedgeprobe buffered, StallAfter 2s", fmt.Sprintf("Buffered, StallAfter %v, StallTimeout %v + one retry, no resume: buffered + resume's trigger without the continuation", resumeAfter, stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
+				StallAfter: resumeAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
 		{"hedgeprobe buffered + resume", fmt.Sprintf("Buffered, StallAfter %v (the stall hedge continues the stalled text), StallTimeout %v + one retry", resumeAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
 				StallAfter: resumeAfter, ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
