@@ -32,7 +32,9 @@ type options struct {
 	traceOptions
 }
 
-// OnHedge registers a hook called at every hedge launch. Hooks are called
+// OnHedge registers a hook called at every hedge launch but a resume (a
+// continuation, also the stall hedge's before commit, goes to OnResume
+// alone). Hooks are called
 // on the goroutine that calls Stream.Next or Stream.Close, must be quick
 // and must not call back into the Stream. A panicking hook is recovered
 // and ignored: a listener cannot fail or wedge a call. Every event carries
@@ -45,8 +47,10 @@ func OnHedge(f func(HedgeEvent)) Option { return func(o *options) { o.onHedge = 
 func OnThrottle(f func(ThrottleEvent)) Option { return func(o *options) { o.onThrottle = f } }
 
 // OnCommit registers a hook called when an attempt commits: at most once
-// per call (never when nothing is delivered), and once more for every resume attempt that takes over a stalled
-// stream (docs/design.md §2 rule 10), since the caller then reads from it.
+// per call (never for a call that ends before any attempt commits; an
+// attempt that ends cleanly with nothing to deliver commits at its end),
+// and once more for every resume attempt that takes over a stalled stream
+// (docs/design.md §2 rule 10), since the caller then reads from it.
 func OnCommit(f func(CommitEvent)) Option { return func(o *options) { o.onCommit = f } }
 
 // OnAttemptDone registers a hook called once per attempt when it ends,
@@ -58,7 +62,10 @@ func OnCommit(f func(CommitEvent)) Option { return func(o *options) { o.onCommit
 // ahead of the continuation's, and its ChunksDelivered counts them.
 func OnAttemptDone(f func(AttemptEvent)) Option { return func(o *options) { o.onAttemptDone = f } }
 
-// OnWatchdog registers a hook called when the TTFT or stall watchdog fires.
+// OnWatchdog registers a hook called when the TTFT or stall watchdog fires:
+// when it ends the call, and also before commit for each attempt a stall
+// timeout fails, where the call goes on with its other attempts or an
+// error hedge (WatchdogEvent.Attempt says which attempt).
 func OnWatchdog(f func(WatchdogEvent)) Option { return func(o *options) { o.onWatchdog = f } }
 
 // OnResume registers a hook called when a resume attempt is launched, or
