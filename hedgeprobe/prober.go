@@ -87,17 +87,19 @@ func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestor
 // New returns a Prober with the policy cfg for items of type T. Fields of
 // cfg left zero are read from the environment (see Config: a value set in
 // code wins), then take their defaults; New fails, naming the field or the
-// variable and the value, on anything invalid, and never panics on bad
-// input. Prober.Config shows the values in force.
+// variable and the value, on anything invalid — every malformed variable,
+// invalid field and a missing Items.Classify at once — and never panics
+// on bad input. Prober.Config shows the values in force.
 func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) {
-	if err := cfg.fillFromEnv(); err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+	// A malformed variable applies no variable, and the code's fields are
+	// still validated: one start-up reports every mistake.
+	envErr := cfg.fillFromEnv()
+	var classifyErr error
 	if items.Classify == nil {
-		return nil, fmt.Errorf("%w: Items.Classify is nil", ErrInvalidConfig)
+		classifyErr = fmt.Errorf("%w: Items.Classify is nil", ErrInvalidConfig)
+	}
+	if err := errors.Join(envErr, cfg.Validate(), classifyErr); err != nil {
+		return nil, err
 	}
 	var o options
 	for _, opt := range opts {

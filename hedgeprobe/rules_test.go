@@ -256,7 +256,7 @@ func TestRule9Env(t *testing.T) {
 	// Negative before rounding (-1e-12 would round to 0, "off"), and the
 	// first value past a Duration's range, which overflowed into a
 	// negative and was reported as such.
-	for _, bad := range []string{"-1", "soon", "NaN", "1e300", "-1e-12", "-0.1ns", "9223372036.854775807"} {
+	for _, bad := range []string{"-1", "soon", "NaN", "1e300", "-1e-12", "-0.1ns", "9223372036.854775807", "1e-12"} {
 		t.Setenv(EnvStallTimeout, bad)
 		_, err := newProber(Config{})
 		if !errors.Is(err, ErrInvalidConfig) || !contains(err.Error(), EnvStallTimeout) || !contains(err.Error(), bad) {
@@ -271,6 +271,14 @@ func TestRule9Env(t *testing.T) {
 	t.Setenv(EnvEjectFailures, "x")
 	if _, err := newProber(Config{}); err == nil || !contains(err.Error(), EnvEjectFailures+`="x"`) {
 		t.Fatalf("err = %v", err)
+	}
+	// Every mistake at once: a malformed variable, an invalid field and a
+	// missing classifier.
+	_, err := New(Config{HedgeQuantile: 2}, Items[chunk]{})
+	for _, want := range []string{EnvEjectFailures + `="x"`, "HedgeQuantile", "Items.Classify"} {
+		if !errors.Is(err, ErrInvalidConfig) || err == nil || !contains(err.Error(), want) {
+			t.Errorf("New's error %v does not name %s", err, want)
+		}
 	}
 }
 
