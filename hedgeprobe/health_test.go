@@ -2,6 +2,7 @@ package hedgeprobe
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -343,6 +344,35 @@ func TestHealthTimeoutsCount(t *testing.T) {
 		}
 		if ok, _ := q.health.admit("f", time.Now(), true); ok {
 			t.Fatal("two TTFT timeouts did not eject the route")
+		}
+	})
+}
+
+// When every route is ejected the call starts on the one whose ejection
+// ends first: the call span reports the others skipped, not the route it
+// used.
+func TestRegressionAllEjectedSkipsOthersOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, exp := recorded(t, Config{MaxAttempts: 1, EjectFailures: 1, EjectBase: 10 * time.Second})
+		drain(p.Stream(t.Context(), down("a").route()), time.Now())
+		time.Sleep(time.Second)
+		drain(p.Stream(t.Context(), down("b").route()), time.Now())
+		exp.Reset()
+		// a's ejection ends first: the call uses a and passes over b.
+		s := p.Stream(t.Context(), newUpstream("a", texts("a", 1, 10*time.Millisecond, 0)).route(),
+			newUpstream("b", texts("b", 1, 10*time.Millisecond, 0)).route())
+		drain(s, time.Now())
+		var skipped []string
+		for _, sp := range exp.GetSpans() {
+			for _, ev := range sp.Events {
+				if ev.Name == semconv.EventRouteSkipped {
+					v, _ := attrOf(ev.Attributes, semconv.EventRoute)
+					skipped = append(skipped, v.AsString())
+				}
+			}
+		}
+		if st := s.Stats(); st.Attempts[0].Route != "a" || fmt.Sprint(skipped) != "[b]" {
+			t.Fatalf("first attempt on %s, routes reported skipped %v: want a used and only b skipped", st.Attempts[0].Route, skipped)
 		}
 	})
 }

@@ -53,11 +53,24 @@ func (s *Stream[T]) primary() int {
 	for i := range s.routes {
 		if ok, probe := s.p.health.admit(s.routes[i].Name, now, true); ok {
 			s.race.probe = probe
+			s.skipped(now, i, i)
 			return i
 		}
-		s.obs.routeSkipped(s.routes[i].Name, now)
 	}
-	return s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	// Every route is ejected: the one whose ejection ends first is used,
+	// so it is not one the call passed over.
+	use := s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	s.skipped(now, use, len(s.routes))
+	return use
+}
+
+// skipped reports the routes before end, but use, as passed over.
+func (s *Stream[T]) skipped(now time.Time, use, end int) {
+	for j := range end {
+		if j != use {
+			s.obs.routeSkipped(s.routes[j].Name, now)
+		}
+	}
 }
 
 // launch describes an attempt to start.
