@@ -208,6 +208,9 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 		return
 	}
 	now := time.Now()
+	if outcome == OutcomeCanceled {
+		s.recordQueued()
+	}
 	w := s.race.winner
 	for _, a := range s.attempts {
 		if !a.reportAt.IsZero() {
@@ -238,6 +241,37 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 		s.rec.end(s.stats(), err, now)
 	}
 	s.life.wg.Wait()
+}
+
+// recordQueued puts on their attempts' timelines the items the readers had
+// queued when the caller hung up (Close, or its context), though nobody
+// will read them: they arrived, and an attempt span says what its upstream
+// did, so that they count as received and never delivered (wasted). Bounded
+// by the queue's size: a reader still running may queue more meanwhile.
+func (s *Stream[T]) recordQueued() {
+	for range cap(s.race.events) {
+		select {
+		case ev := <-s.race.events:
+			a := ev.a
+			if a.done || ev.typ != evItem {
+				continue
+			}
+			at := s.start.Add(ev.at)
+			switch ev.kind {
+			case Content:
+				a.content++
+				if a.rec != nil {
+					a.rec.content(at)
+				}
+			case Keepalive:
+				if a.rec != nil {
+					a.rec.keepalive(at)
+				}
+			}
+		default:
+			return
+		}
+	}
 }
 
 // timeoutOf builds the TimeoutError of kind for attempt a.

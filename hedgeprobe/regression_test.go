@@ -14,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // Regression: the stall watchdog released the winner (cancel, then a
@@ -739,6 +741,52 @@ func TestRegressionCloseBeforeWatchdogIsCanceled(t *testing.T) {
 				drain(s, time.Now())
 				if st := s.Stats(); st.Outcome != OutcomeCanceled || s.Err() != nil || failed.Load() != 0 || ejected.Load() != 0 {
 					t.Fatalf("outcome %q, err %v, %d attempts failed, %d ejections; want a canceled call", st.Outcome, s.Err(), failed.Load(), ejected.Load())
+				}
+			})
+		})
+	}
+}
+
+// A caller that Closes (or cancels) while its committed stream's reader has
+// chunks queued for it: they arrived, so the attempt span and Stats count
+// them as received, and never delivered (wasted). They were dropped
+// unrecorded: the span said 2 chunks where the upstream had sent 3.
+func TestRegressionCloseRecordsQueuedChunks(t *testing.T) {
+	for _, how := range []string{"close", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(100*time.Millisecond, "A"), content(100*time.Millisecond, "B"),
+					content(100*time.Millisecond, "C"), hang()})
+				b := continuing("b", []step{hang()})
+				p, exp := recorded(t, resumeCfg(), withText()) // resumable: the reader relays every item
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				start := time.Now()
+				s := p.Stream(ctx, a.route(), b.route())
+				for range 2 {
+					if !s.Next() {
+						t.Fatalf("Next: %v", s.Err())
+					}
+				}
+				time.Sleep(500*time.Millisecond - time.Since(start)) // C arrives at 300 ms, unread
+				if how == "close" {
+					s.Close()
+				} else {
+					cancel()
+					for s.Next() {
+					}
+					s.Close()
+				}
+				st := s.Stats().Attempts[0]
+				if st.ContentChunks != 3 || st.ChunksDelivered != 2 {
+					t.Fatalf("stats: %d chunks received, %d delivered; want 3 and 2", st.ContentChunks, st.ChunksDelivered)
+				}
+				_, atts := spansOf(t, exp)
+				if n := mustAttr(t, atts[0], semconv.ChunkCount).AsInt64(); n != 3 {
+					t.Fatalf("attempt span chunk.count %d, want 3", n)
+				}
+				if offs := mustAttr(t, atts[0], semconv.ChunkOffsetsUs).AsInt64Slice(); fmt.Sprint(offs) != "[100000 200000 300000]" {
+					t.Fatalf("attempt span offsets %v", offs)
 				}
 			})
 		})
