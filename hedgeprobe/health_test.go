@@ -376,3 +376,68 @@ func TestRegressionAllEjectedSkipsOthersOnly(t *testing.T) {
 		}
 	})
 }
+
+// A committed stream silent for two minutes with its resumes used up is
+// skipped every ResumeAfter (240 times here): the call span records the
+// skip once, so the SDK's limit of 128 events per span, which drops the
+// oldest, keeps the ejection, the hedge and the commit that the connector
+// counts. It recorded every repeat, and the ejection was lost.
+func TestRegressionRepeatedSkipsKeepEjection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		skips := 0
+		p, exp := recorded(t, Config{HedgeAfter: 10 * time.Second, MaxAttempts: 2, EjectFailures: 1,
+			ResumeAfter: 500 * time.Millisecond}, withText(), OnResume(func(e ResumeEvent) {
+			if e.Skipped != "" {
+				skips++
+			}
+		}))
+		a := continuing("a", []step{fail(10*time.Millisecond, &statusErr{code: 503})})
+		b := continuing("b", []step{content(100*time.Millisecond, "w0"), hang()})
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if !s.Next() {
+			t.Fatal(s.Err())
+		}
+		time.AfterFunc(120*time.Second, func() { s.Close() })
+		for s.Next() {
+		}
+		counts := map[string]int{}
+		call, _ := spansOf(t, exp)
+		for _, ev := range call.Events {
+			counts[ev.Name]++
+		}
+		if skips < 200 {
+			t.Fatalf("OnResume saw %d skips: the hook must see every one", skips)
+		}
+		if counts[semconv.EventRouteEjected] != 1 || counts[semconv.EventHedge] != 1 || counts[semconv.EventCommit] != 1 ||
+			counts[semconv.EventResumeSkipped] != 1 || call.DroppedEvents != 0 {
+			t.Fatalf("call span events %v, %d dropped: want the ejection, hedge and commit kept and one skip", counts, call.DroppedEvents)
+		}
+	})
+}
+
+// The same for a resume the budget refuses every ResumeAfter: one
+// throttle event on the span, every throttle counted in
+// streamwatch.hedges.throttled and seen by OnThrottle.
+func TestRegressionRepeatedThrottlesOneEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		throttles := 0
+		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 3},
+			withText(), OnThrottle(func(ThrottleEvent) { throttles++ }))
+		p.budget.tokens = 0
+		s := p.Stream(t.Context(), continuing("a", []step{content(time.Second, "A"), hang()}).route(),
+			continuing("b", []step{content(100*time.Millisecond, "B")}).route())
+		time.AfterFunc(time.Minute, func() { s.Close() })
+		drain(s, time.Now())
+		call, _ := spansOf(t, exp)
+		events := 0
+		for _, ev := range call.Events {
+			if ev.Name == semconv.EventHedgeThrottled {
+				events++
+			}
+		}
+		n := mustAttr(t, call, semconv.HedgesThrottled).AsInt64()
+		if events != 1 || throttles < 100 || n != int64(throttles) {
+			t.Fatalf("%d throttle events on the span, %d throttles seen by the hook, %d counted: want 1 event and every throttle counted", events, throttles, n)
+		}
+	})
+}

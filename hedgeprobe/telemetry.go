@@ -105,6 +105,14 @@ type callRecorder struct {
 	// delivery is the caller's view: the arrival at the caller of every
 	// content chunk delivered, in µs since the call span's start.
 	delivery []int64
+	// The latest resume skip and throttle put on the span since the latest
+	// launch or content chunk delivered: a repeat of it is not added again. A silence that lasts
+	// repeats them every ResumeAfter, and an SDK keeps only the newest 128
+	// events of a span: the repeats would push out the hedges, commits and
+	// ejections that the connector counts.
+	lastSkip     ResumeSkip
+	lastThrottle ThrottleEvent
+	throttled    bool
 }
 
 var _ observer = (*callRecorder)(nil)
@@ -127,12 +135,18 @@ func (t *tracing) startCall(ctx context.Context, start time.Time, model string, 
 type routeNames struct{ name, provider, model string }
 
 func (r *callRecorder) hedge(e HedgeEvent) {
+	r.throttled = false
 	r.span.AddEvent(semconv.EventHedge, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
 		semconv.EventRoute.String(e.Route), semconv.EventDelayMs.Float64(ms(e.Delay))))
 }
 
 func (r *callRecorder) throttle(e ThrottleEvent) {
+	last := r.lastThrottle
+	if r.throttled && e.Trigger == last.Trigger && e.Route == last.Route && e.Reason == last.Reason {
+		return // counted all the same, in streamwatch.hedges.throttled
+	}
+	r.lastThrottle, r.throttled = e, true
 	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
 		semconv.EventRoute.String(e.Route), semconv.EventThrottleReason.String(string(e.Reason))))
@@ -156,6 +170,10 @@ func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
 func (r *callRecorder) resume(e ResumeEvent) {
 	at := trace.WithTimestamp(r.start.Add(e.Elapsed))
 	if e.Skipped != "" {
+		if e.Skipped == r.lastSkip {
+			return
+		}
+		r.lastSkip = e.Skipped
 		attrs := []attribute.KeyValue{semconv.EventAttemptIndex.Int(e.Attempt),
 			semconv.EventResumeReason.String(string(e.Skipped))}
 		// A resume skipped before a route was chosen (no_route,
@@ -167,6 +185,7 @@ func (r *callRecorder) resume(e ResumeEvent) {
 		r.span.AddEvent(semconv.EventResumeSkipped, at, trace.WithAttributes(attrs...))
 		return
 	}
+	r.lastSkip = ""
 	r.span.AddEvent(semconv.EventResume, at, trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventRoute.String(e.Route),
 		semconv.ResumeDeliveredChunks.Int64(e.DeliveredChunks)))
