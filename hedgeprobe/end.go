@@ -209,7 +209,7 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 	}
 	now := time.Now()
 	if outcome == OutcomeCanceled {
-		s.recordQueued()
+		s.recordQueued(now)
 	}
 	w := s.race.winner
 	for _, a := range s.attempts {
@@ -246,20 +246,28 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 // recordQueued puts on their attempts' timelines the items the readers had
 // queued when the caller hung up (Close, or its context), though nobody
 // will read them: they arrived, and an attempt span says what its upstream
-// did, so that they count as received and never delivered (wasted). Bounded
-// by the queue's size: a reader still running may queue more meanwhile.
-func (s *Stream[T]) recordQueued() {
+// did, so that they count as received and never delivered (wasted). Only
+// what arrived by now, the call's end: a reader still running may queue
+// more meanwhile (hence the bound, the queue's size). Tokens and the
+// response model are not read from them: they are no part of the answer.
+// A chunk a reader holds, or one taken by a Next that the hang-up
+// overtook, is not recorded: Close at the instant of a chunk is a tie.
+func (s *Stream[T]) recordQueued(now time.Time) {
 	for range cap(s.race.events) {
 		select {
 		case ev := <-s.race.events:
 			a := ev.a
-			if a.done || ev.typ != evItem {
+			at := s.start.Add(ev.at)
+			if a.done || ev.typ != evItem || at.After(now) {
 				continue
 			}
-			at := s.start.Add(ev.at)
 			switch ev.kind {
 			case Content:
 				a.content++
+				if a.content == 1 {
+					a.first = ev.at
+				}
+				a.last = ev.at
 				if a.rec != nil {
 					a.rec.content(at)
 				}

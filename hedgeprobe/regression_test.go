@@ -792,3 +792,28 @@ func TestRegressionCloseRecordsQueuedChunks(t *testing.T) {
 		})
 	}
 }
+
+// A caller away from Next (a keepalive of the stalled stream returned)
+// when a resume attempt's first chunk arrives, then Close: the queued
+// chunk is recorded with its arrival, and the attempt's TTFT is its own
+// (it was -3 s: the chunk counted, its time not).
+func TestRegressionQueuedFirstChunkTTFT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), keepalive(2050 * time.Millisecond), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "B"), hang()})
+		p := mustNew(t, resumeCfg(), withText())
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		for range 2 { // A, then the keepalive at 3.05 s; the resume opened at 3 s
+			if !s.Next() {
+				t.Fatal(s.Err())
+			}
+		}
+		time.Sleep(3200*time.Millisecond - time.Since(start)) // B arrives at 3.1 s, unread
+		s.Close()
+		at := s.Stats().Attempts
+		if len(at) != 2 || at[1].ContentChunks != 1 || at[1].TTFT != 100*time.Millisecond || at[1].ChunksDelivered != 0 {
+			t.Fatalf("resume attempt %+v: want its queued chunk received at TTFT 100ms, not delivered", at[len(at)-1])
+		}
+	})
+}
