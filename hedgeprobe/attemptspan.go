@@ -54,7 +54,7 @@ func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, 
 // delivered records the delivery of a content chunk to the caller at at.
 func (r *callRecorder) delivered(at time.Time) {
 	r.delivery = appendOffset(r.delivery, at.Sub(r.start).Microseconds())
-	r.lastSkip, r.throttled = "", false // a new silence reports its skips anew
+	r.forget() // a new silence reports its skips anew
 }
 
 // offsetPool recycles timeline buffers: SetAttributes copies the offsets

@@ -441,3 +441,26 @@ func TestRegressionRepeatedThrottlesOneEvent(t *testing.T) {
 		}
 	})
 }
+
+// Each silence records its skip anew: two silences of the committed
+// stream, its resumes used up, give two skip events (the repeats within
+// each are one).
+func TestRegressionEachSilenceRecordsItsSkip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, exp := recorded(t, Config{HedgeAfter: 10 * time.Second, MaxAttempts: 2, ResumeAfter: 500 * time.Millisecond}, withText())
+		a := continuing("a", []step{fail(10*time.Millisecond, &statusErr{code: 503})})
+		b := continuing("b", []step{content(100*time.Millisecond, "w0"), content(3*time.Second, "w1"),
+			content(3*time.Second, "w2")})
+		drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		call, _ := spansOf(t, exp)
+		skips := 0
+		for _, ev := range call.Events {
+			if ev.Name == semconv.EventResumeSkipped {
+				skips++
+			}
+		}
+		if skips != 2 {
+			t.Fatalf("%d skip events, want one per silence: 2", skips)
+		}
+	})
+}

@@ -106,14 +106,21 @@ type callRecorder struct {
 	// content chunk delivered, in µs since the call span's start.
 	delivery []int64
 	// The latest resume skip and throttle put on the span since the latest
-	// launch or content chunk delivered: a repeat of it is not added again. A silence that lasts
+	// launch (hedge or resume) or content chunk delivered: a repeat of
+	// either, the same attempt index, route and reason, is not added again
+	// (forget clears them). A silence that lasts
 	// repeats them every ResumeAfter, and an SDK keeps only the newest 128
 	// events of a span: the repeats would push out the hedges, commits and
 	// ejections that the connector counts.
-	lastSkip     ResumeSkip
+	lastSkip     ResumeEvent
+	skipped      bool
 	lastThrottle ThrottleEvent
 	throttled    bool
 }
+
+// forget ends a run of repeats: after a launch or a content chunk, a skip
+// or throttle is news again.
+func (r *callRecorder) forget() { r.skipped, r.throttled = false, false }
 
 var _ observer = (*callRecorder)(nil)
 
@@ -135,7 +142,7 @@ func (t *tracing) startCall(ctx context.Context, start time.Time, model string, 
 type routeNames struct{ name, provider, model string }
 
 func (r *callRecorder) hedge(e HedgeEvent) {
-	r.throttled = false
+	r.forget()
 	r.span.AddEvent(semconv.EventHedge, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
 		semconv.EventRoute.String(e.Route), semconv.EventDelayMs.Float64(ms(e.Delay))))
@@ -143,7 +150,7 @@ func (r *callRecorder) hedge(e HedgeEvent) {
 
 func (r *callRecorder) throttle(e ThrottleEvent) {
 	last := r.lastThrottle
-	if r.throttled && e.Trigger == last.Trigger && e.Route == last.Route && e.Reason == last.Reason {
+	if r.throttled && e.Attempt == last.Attempt && e.Trigger == last.Trigger && e.Route == last.Route && e.Reason == last.Reason {
 		return // counted all the same, in streamwatch.hedges.throttled
 	}
 	r.lastThrottle, r.throttled = e, true
@@ -170,10 +177,11 @@ func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
 func (r *callRecorder) resume(e ResumeEvent) {
 	at := trace.WithTimestamp(r.start.Add(e.Elapsed))
 	if e.Skipped != "" {
-		if e.Skipped == r.lastSkip {
+		last := r.lastSkip
+		if r.skipped && e.Skipped == last.Skipped && e.Attempt == last.Attempt && e.Route == last.Route {
 			return
 		}
-		r.lastSkip = e.Skipped
+		r.lastSkip, r.skipped = e, true
 		attrs := []attribute.KeyValue{semconv.EventAttemptIndex.Int(e.Attempt),
 			semconv.EventResumeReason.String(string(e.Skipped))}
 		// A resume skipped before a route was chosen (no_route,
@@ -185,7 +193,7 @@ func (r *callRecorder) resume(e ResumeEvent) {
 		r.span.AddEvent(semconv.EventResumeSkipped, at, trace.WithAttributes(attrs...))
 		return
 	}
-	r.lastSkip = ""
+	r.forget()
 	r.span.AddEvent(semconv.EventResume, at, trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventRoute.String(e.Route),
 		semconv.ResumeDeliveredChunks.Int64(e.DeliveredChunks)))
