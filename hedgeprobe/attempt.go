@@ -65,10 +65,10 @@ type attempt[T any] struct {
 	hasTokens  bool
 	rec        *attemptRecorder
 	// answer is, on a resume attempt whose items reach the caller, the
-	// latest content item the caller had before its first (Items.Relabel);
-	// anchored once it is set. Used on the caller's goroutine only.
-	answer   T
-	anchored bool
+	// latest content item the caller had before its first (Items.Relabel),
+	// set then: a pointer, as an SDK's item can weigh kilobytes. Used on
+	// the caller's goroutine only.
+	answer *T
 }
 
 // chainContent is the content chunks that count towards a Streaming

@@ -70,10 +70,11 @@ func (s *Stream[T]) deliver() bool {
 		if a := it.from; a.trigger == TriggerResume {
 			// The continuation's items come after everything of the answer
 			// it continues: its answer is the latest content returned.
-			if !a.anchored {
-				a.answer, a.anchored = d.last, true
+			if a.answer == nil {
+				answer := d.last
+				a.answer = &answer
 			}
-			v, err := relabelSafe(relabel, a.answer, it.v)
+			v, err := relabelSafe(relabel, *a.answer, it.v)
 			if err != nil {
 				s.finish(err, OutcomeError)
 				return false

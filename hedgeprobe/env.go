@@ -109,6 +109,8 @@ func parseSeconds(s string) (time.Duration, error) {
 		return 0, errors.New("want seconds such as 2.5 or a duration such as 2500ms")
 	case d < 0 || strings.HasPrefix(s, "-") && strings.ContainsAny(s, "123456789"):
 		return 0, negative
+	case d == 0 && strings.ContainsAny(s, "123456789"):
+		return 0, errors.New("must be 0 or at least 1ns") // 0.5ns would round to 0, off
 	}
 	return d, nil
 }

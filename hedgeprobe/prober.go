@@ -88,8 +88,9 @@ func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestor
 // cfg left zero are read from the environment (see Config: a value set in
 // code wins), then take their defaults; New fails, naming the field or the
 // variable and the value, on anything invalid — every malformed variable,
-// invalid field and a missing Items.Classify at once — and never panics
-// on bad input. Prober.Config shows the values in force.
+// the code's invalid fields and a missing Items.Classify at once (no
+// variable is applied while one is malformed) — and never panics on bad
+// input. Prober.Config shows the values in force.
 func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) {
 	// A malformed variable applies no variable, and the code's fields are
 	// still validated: one start-up reports every mistake.

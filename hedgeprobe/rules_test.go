@@ -256,7 +256,7 @@ func TestRule9Env(t *testing.T) {
 	// Negative before rounding (-1e-12 would round to 0, "off"), and the
 	// first value past a Duration's range, which overflowed into a
 	// negative and was reported as such.
-	for _, bad := range []string{"-1", "soon", "NaN", "1e300", "-1e-12", "-0.1ns", "9223372036.854775807", "1e-12"} {
+	for _, bad := range []string{"-1", "soon", "NaN", "1e300", "-1e-12", "-0.1ns", "9223372036.854775807", "1e-12", "0.5ns", "0.0000001ms"} {
 		t.Setenv(EnvStallTimeout, bad)
 		_, err := newProber(Config{})
 		if !errors.Is(err, ErrInvalidConfig) || !contains(err.Error(), EnvStallTimeout) || !contains(err.Error(), bad) {
