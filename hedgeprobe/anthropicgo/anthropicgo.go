@@ -203,7 +203,11 @@ func (c *continued) Next() bool {
 	var text string
 	switch e := &c.cur; {
 	case e.Type == "content_block_start" && e.Index == 0 && e.ContentBlock.Type == "text" && e.ContentBlock.Text != "":
-		text = c.u.Text(e.ContentBlock.Text)
+		if text = c.u.Text(e.ContentBlock.Text); text == "" {
+			// Only the cut whitespace: the start, empty, is the opening
+			// the caller does not read.
+			return c.decode(json.Marshal(emptyTextStart))
+		}
 	case e.Type == "content_block_delta" && e.Delta.Type == "text_delta" && c.u.Pending():
 		if text = c.u.Text(e.Delta.Text); text == e.Delta.Text {
 			return true
@@ -211,7 +215,16 @@ func (c *continued) Next() bool {
 	default:
 		return true
 	}
-	b, err := json.Marshal(textDelta{Type: "content_block_delta", Index: c.cur.Index, Delta: textDeltaBody{Type: "text_delta", Text: text}})
+	return c.decode(json.Marshal(textDelta{Type: "content_block_delta", Index: c.cur.Index, Delta: textDeltaBody{Type: "text_delta", Text: text}}))
+}
+
+// emptyTextStart is the start of a continuation's first text block with
+// no text.
+var emptyTextStart = map[string]any{"type": "content_block_start", "index": 0,
+	"content_block": map[string]any{"type": "text", "text": ""}}
+
+// decode makes b, the JSON of a mended event, the current event.
+func (c *continued) decode(b []byte, err error) bool {
 	if err == nil {
 		var e Event
 		if err = e.UnmarshalJSON(b); err == nil {

@@ -137,8 +137,17 @@ func (c *anthropicContinued) Next() bool {
 	}
 	c.cur = c.Source.Current()
 	if b := c.cur.ContentBlock; b != nil && c.cur.Type == "content_block_start" && c.cur.Index == 0 && b.Type == "text" && b.Text != "" {
+		text := c.u.Text(b.Text)
+		if text == "" {
+			// Only the cut whitespace: the start, empty, is the opening
+			// the caller does not read.
+			nb := *b
+			nb.Text = ""
+			c.cur.ContentBlock = &nb
+			return true
+		}
 		c.cur = AnthropicEvent{Type: "content_block_delta", Index: 0, Received: c.cur.Received,
-			Delta: &AnthropicDelta{Type: "text_delta", Text: c.u.Text(b.Text)}}
+			Delta: &AnthropicDelta{Type: "text_delta", Text: text}}
 		return true
 	}
 	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.Pending() {

@@ -37,6 +37,11 @@ type BlockScript struct {
 	// (" a"), as some Anthropic-compatible servers send it; Anthropic's
 	// carries "".
 	TextInStart bool
+	// Complete: the primary sends the whole BlockText and a space before
+	// it falls silent, and the continuation has no content: its block
+	// start carries only that space (cut from the prefill), then the
+	// block's end and the message's. The caller reads BlockText + " ".
+	Complete bool
 }
 
 // BlockScripts are the variants every Anthropic adapter runs.
@@ -44,6 +49,7 @@ var BlockScripts = []BlockScript{
 	{Name: "text in deltas"},
 	{Name: "text in the block start", TextInStart: true},
 	{Name: "cut space, text in the block start", Space: true, TextInStart: true},
+	{Name: "no content, the cut space alone in the block start", Complete: true},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
@@ -71,7 +77,11 @@ func (a Adapter[T]) CheckResumeKeepsTheBlock(t *testing.T, route func(t *testing
 			if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
 				t.Fatalf("stats %+v: the continuation must win", st)
 			}
-			if want := []string{"thinking:" + Thinking, "text:" + BlockText}; !slices.Equal(blocks, want) {
+			text := BlockText
+			if script.Complete {
+				text += " "
+			}
+			if want := []string{"thinking:" + Thinking, "text:" + text}; !slices.Equal(blocks, want) {
 				t.Fatalf("the caller read blocks %q, want %q", blocks, want)
 			}
 		})
@@ -96,6 +106,10 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 	if s.TextInStart {
 		startText, deltaText = rest[:2], rest[2:]
 	}
+	prefix := BlockPrefix // the prefill the continuation expects
+	if s.Complete {
+		sent, prefix, startText = BlockText+" ", BlockText, " "
+	}
 	start := `{"type":"message_start","message":{"id":"msg_%s","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`
 	stalling := []string{
 		fmt.Sprintf(start, "stalls"),
@@ -112,6 +126,9 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 		`{"type":"content_block_stop","index":0}`,
 		`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":9}}`,
 		`{"type":"message_stop"}`,
+	}
+	if s.Complete {
+		continuing = slices.Delete(continuing, 2, 3) // no delta
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)
@@ -131,7 +148,7 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 			} `json:"messages"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
-		if n := len(body.Messages); n == 0 || body.Messages[n-1].Role != "assistant" || prefillText(body.Messages[n-1].Content) != BlockPrefix {
+		if n := len(body.Messages); n == 0 || body.Messages[n-1].Role != "assistant" || prefillText(body.Messages[n-1].Content) != prefix {
 			http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"not a continuation of the script"}}`, http.StatusBadRequest)
 			return
 		}
