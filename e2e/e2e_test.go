@@ -133,8 +133,6 @@ func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin 
 	return col, prom
 }
 
-// TestCollectorEndToEnd runs the demo workload against the real collector
-// and checks what Prometheus and the traces say against the script.
 // The service.name the end-to-end test's spans carry, and the
 // service.instance.id of its collector.
 const (
@@ -142,6 +140,8 @@ const (
 	e2eInstance = "e2e-collector-0"
 )
 
+// TestCollectorEndToEnd runs the demo workload against the real collector
+// and checks what Prometheus and the traces say against the script.
 func TestCollectorEndToEnd(t *testing.T) {
 	root := repoRoot(t)
 	collectorBin, promBin := stackBinaries(t, root)
