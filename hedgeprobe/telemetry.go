@@ -108,10 +108,10 @@ type callRecorder struct {
 	// The latest resume skip and throttle put on the span since the latest
 	// launch (hedge or resume) or content chunk delivered: a repeat of
 	// either, the same attempt index, route and reason, is not added again
-	// (forget clears them). A silence that lasts
-	// repeats them every ResumeAfter, and an SDK keeps only the newest 128
-	// events of a span: the repeats would push out the hedges, commits and
-	// ejections that the connector counts.
+	// (forget clears them). A silence that lasts repeats them every
+	// ResumeAfter, and an SDK keeps only the newest 128 events of a span:
+	// the repeats would push out the hedges, commits and ejections that the
+	// connector counts.
 	lastSkip     ResumeEvent
 	skipped      bool
 	lastThrottle ThrottleEvent
