@@ -252,32 +252,42 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 // response model are not read from them: they are no part of the answer.
 // A chunk a reader holds, or one taken by a Next that the hang-up
 // overtook, is not recorded: Close at the instant of a chunk is a tie.
+// cancelOthers does the same for the losers of a race.
 func (s *Stream[T]) recordQueued(now time.Time) {
-	for range cap(s.race.events) {
-		select {
-		case ev := <-s.race.events:
-			a := ev.a
-			at := s.start.Add(ev.at)
-			if a.done || ev.typ != evItem || at.After(now) {
-				continue
-			}
-			switch ev.kind {
-			case Content:
-				a.content++
-				if a.content == 1 {
-					a.first = ev.at
-				}
-				a.last = ev.at
-				if a.rec != nil {
-					a.rec.content(at)
-				}
-			case Keepalive:
-				if a.rec != nil {
-					a.rec.keepalive(at)
-				}
-			}
-		default:
+	r := &s.race
+	for range len(r.pending) + cap(r.events) {
+		ev, ok := r.queued()
+		if !ok {
 			return
+		}
+		s.arrived(ev, now)
+	}
+}
+
+// arrived records ev, an item queued for an attempt that nobody will
+// read, on the attempt's timeline if it came by now and the attempt is
+// live: received, never delivered. A first content chunk is the route's
+// TTFT sample like any other.
+func (s *Stream[T]) arrived(ev event[T], now time.Time) {
+	a := ev.a
+	at := s.start.Add(ev.at)
+	if a.done || ev.typ != evItem || at.After(now) {
+		return
+	}
+	switch ev.kind {
+	case Content:
+		a.content++
+		if a.content == 1 {
+			a.first = ev.at
+			s.p.delays.observe(a.route.Name, a.route.Model, ev.at-a.launch, at)
+		}
+		a.last = ev.at
+		if a.rec != nil {
+			a.rec.content(at)
+		}
+	case Keepalive:
+		if a.rec != nil {
+			a.rec.keepalive(at)
 		}
 	}
 }

@@ -92,6 +92,7 @@ type ivSrc struct {
 	// virtual times, written by the reading goroutine, read after the call
 	firstContent time.Time
 	endAt        time.Time
+	contentAt    []time.Time // when Next gave each content item
 }
 
 func (s *ivSrc) Next() bool {
@@ -147,8 +148,11 @@ func (s *ivSrc) Next() bool {
 	}
 	s.cur = op.item
 	s.cur.Answer = op.item.Att + 1
-	if op.item.Kind == hedgeprobe.Content && s.firstContent.IsZero() {
-		s.firstContent = time.Now()
+	if op.item.Kind == hedgeprobe.Content {
+		if s.firstContent.IsZero() {
+			s.firstContent = time.Now()
+		}
+		s.contentAt = append(s.contentAt, time.Now())
 	}
 	return true
 }
@@ -747,6 +751,28 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 	if sum != st.ChunksDelivered {
 		viol = append(viol, fmt.Sprintf("sum of attempts' ChunksDelivered %d != Stats.ChunksDelivered %d", sum, st.ChunksDelivered))
 	}
+	// An attempt's content chunks received are those its source gave
+	// before the attempt ended: a loser's too (rule 5 discards only what
+	// comes later), though the caller was away from Next.
+	c.mu.Lock()
+	for _, o := range c.opens {
+		if o.src == nil || o.a.Index >= len(st.Attempts) {
+			continue
+		}
+		a := st.Attempts[o.a.Index]
+		end := start.Add(a.LaunchOffset + a.Duration)
+		before := 0
+		for _, at := range o.src.contentAt {
+			if at.Before(end) {
+				before++
+			}
+		}
+		if a.ContentChunks > int64(len(o.src.contentAt)) || a.ContentChunks < int64(before) {
+			viol = append(viol, fmt.Sprintf("attempt %d (%s) received %d content chunks; its source gave %d, %d of them before it ended at %v",
+				o.a.Index, a.Outcome, a.ContentChunks, len(o.src.contentAt), before, end.Sub(start)))
+		}
+	}
+	c.mu.Unlock()
 	if len(st.Attempts) > maxAtt || maxAtt > hedgeprobe.MaxAttemptsLimit {
 		viol = append(viol, fmt.Sprintf("%d attempts, MaxAttempts %d", len(st.Attempts), maxAtt))
 	}

@@ -9,8 +9,11 @@ import (
 // won. The goroutine driving the call owns it.
 type race[T any] struct {
 	events chan event[T]
-	timer  *time.Timer
-	winner *attempt[T]
+	// pending holds events taken from events ahead of their turn (see
+	// cancelOthers): they are handled before the channel's.
+	pending []event[T]
+	timer   *time.Timer
+	winner  *attempt[T]
 	// next is the index in Stream.routes of the route the next hedge
 	// tries first.
 	next int
@@ -40,6 +43,11 @@ type race[T any] struct {
 func (s *Stream[T]) step() bool {
 	r := &s.race
 	d, due := s.nextDeadline()
+	if len(r.pending) > 0 {
+		ev, _ := r.queued()
+		s.take(ev, d, due)
+		return s.phase != phaseDone
+	}
 	var tc <-chan time.Time
 	if due {
 		wait := max(d-s.since(), 0)
@@ -83,17 +91,33 @@ func (s *Stream[T]) take(ev event[T], d time.Duration, due bool) {
 // deadline unless one of them ended the call.
 func (s *Stream[T]) drain(d time.Duration) {
 	for s.phase != phaseDone {
-		select {
-		case ev := <-s.race.events:
-			if ev.at > d {
-				s.take(ev, d, true)
-				return
-			}
-			s.handle(ev)
-		default:
+		ev, ok := s.race.queued()
+		if !ok {
 			s.onDeadline()
 			return
 		}
+		if ev.at > d {
+			s.take(ev, d, true)
+			return
+		}
+		s.handle(ev)
+	}
+}
+
+// queued returns, without waiting, the next event the readers queued:
+// those taken ahead of their turn first.
+func (r *race[T]) queued() (event[T], bool) {
+	if len(r.pending) > 0 {
+		ev := r.pending[0]
+		r.pending[0] = event[T]{} // the item, for the GC
+		r.pending = r.pending[1:]
+		return ev, true
+	}
+	select {
+	case ev := <-r.events:
+		return ev, true
+	default:
+		return event[T]{}, false
 	}
 }
 
@@ -243,9 +267,41 @@ func (s *Stream[T]) switchTo(a *attempt[T]) {
 	a.buf = a.buf[:0]
 }
 
+// takeQueued moves what the readers queued to pending, without waiting. A
+// reader the queue had blocked may queue again meanwhile: the queue's size
+// bounds the taking.
+func (r *race[T]) takeQueued() {
+	for range cap(r.events) {
+		select {
+		case ev := <-r.events:
+			r.pending = append(r.pending, ev)
+		default:
+			return
+		}
+	}
+}
+
 // cancelOthers cancels every live attempt but keep: it lost a race.
+//
+// The losers' items that their readers queued before now arrived before
+// the race was decided, though the driver gets to them only now (it runs
+// when the caller calls Next): they are recorded first, as received and
+// never delivered, as at a hang-up (recordQueued), so a loser's span and
+// Stats say what its upstream sent. What keep queued waits its turn.
 func (s *Stream[T]) cancelOthers(keep *attempt[T]) {
 	now := time.Now()
+	r := &s.race
+	r.takeQueued()
+	kept := r.pending[:0]
+	for _, ev := range r.pending {
+		if ev.a == keep {
+			kept = append(kept, ev)
+		} else {
+			s.arrived(ev, now)
+		}
+	}
+	clear(r.pending[len(kept):]) // the items, for the GC
+	r.pending = kept
 	for _, b := range s.attempts {
 		if b == keep || b.done {
 			continue

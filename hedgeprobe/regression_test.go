@@ -817,3 +817,40 @@ func TestRegressionQueuedFirstChunkTTFT(t *testing.T) {
 		}
 	})
 }
+
+// A caller away from Next when a resume attempt's first chunk arrives and
+// the stalled stream then speaks again: when the caller comes back, the
+// resume wins (its chunk came first) and the stalled stream is cancelled.
+// Its chunk that arrived before that was received all the same: its span
+// and Stats count it, as wasted (it was dropped unrecorded).
+func TestRegressionLoserQueuedChunksRecorded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), keepalive(2050 * time.Millisecond),
+			content(150*time.Millisecond, "X"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "B"), hang()})
+		p, exp := recorded(t, resumeCfg(), withText())
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		for range 2 { // A, then the keepalive at 3.05 s; the resume opened at 3 s
+			if !s.Next() {
+				t.Fatal(s.Err())
+			}
+		}
+		time.Sleep(3500*time.Millisecond - time.Since(start)) // B at 3.1 s, X at 3.2 s, both unread
+		if !s.Next() || s.Current().Text != "B" {
+			t.Fatalf("caller read %+v (%v) after the resume, want B", s.Current(), s.Err())
+		}
+		s.Close()
+		at := s.Stats().Attempts
+		if len(at) != 2 || at[0].Outcome != AttemptCanceled || at[0].ContentChunks != 2 || at[0].ChunksDelivered != 1 {
+			t.Fatalf("stalled attempt %+v: want canceled, 2 chunks received (A and X), 1 delivered", at[0])
+		}
+		_, atts := spansOf(t, exp)
+		if offs := mustAttr(t, atts[0], semconv.ChunkOffsetsUs).AsInt64Slice(); fmt.Sprint(offs) != "[1000000 3200000]" {
+			t.Fatalf("stalled attempt's offsets %v, want [1000000 3200000]", offs)
+		}
+		if n := mustAttr(t, atts[0], semconv.ChunkCount).AsInt64(); n != 2 {
+			t.Fatalf("stalled attempt's chunk.count %d, want 2", n)
+		}
+	})
+}
