@@ -172,8 +172,8 @@ type TransientError interface {
 }
 
 // RetryAfterError is implemented by upstream errors that carry a
-// Retry-After hint (HTTP 429 and 503). The route is then avoided for hedges
-// until the hint passes (pushback).
+// Retry-After hint (HTTP 429 and 503 most often). When the error is
+// transient the route is then avoided until the hint passes (pushback).
 type RetryAfterError interface {
 	error
 	// RetryAfter is how long the upstream asked callers to stay away; 0

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // UpstreamError is an error the upstream reported: an HTTP status other
@@ -17,17 +18,21 @@ import (
 // {"error": …} data, Anthropic's "event: error").
 //
 // It implements hedgeprobe.TransientError and hedgeprobe.RetryAfterError:
-// 408, 409, 425, 429, 529 and 5xx are transient, other 4xx are fatal; 429 and
-// 503 carry Retry-After (or retry-after-ms) for pushback. A mid-stream
-// payload is transient unless its type names a request problem
-// (invalid_request_error, authentication_error, permission_error,
-// not_found_error, request_too_large).
+// 408, 409, 425, 429, 529 and 5xx are transient, other 4xx are fatal. A
+// Retry-After (or retry-after-ms) is kept on any status — 429 and 503 carry
+// it most often — and on a transient one it is pushback: hedgeprobe keeps
+// the route away until then. An error payload in a 200 response (inside the
+// stream, or as its whole JSON body) is transient unless its type names a
+// request problem (invalid_request_error, authentication_error,
+// permission_error, not_found_error, request_too_large).
 type UpstreamError struct {
 	// Provider is the route's gen_ai.provider.name, such as "openai".
 	Provider string
-	// StatusCode is the HTTP status; 0 for an error payload mid-stream.
+	// StatusCode is the HTTP status; 0 for an error payload in a 200
+	// response.
 	StatusCode int
-	// MidStream reports an error payload received inside the event stream.
+	// MidStream reports an error payload in a 200 response: inside the
+	// event stream, or the whole body (JSON) instead of a stream.
 	MidStream bool
 	// Type, Code and Message come from the error object, when there is one.
 	Type, Code, Message string
@@ -171,16 +176,15 @@ func NewPayloadError(provider string, data []byte, cause error) *UpstreamError {
 	return e
 }
 
-// responseError reads the body of a non-2xx response (at most 64 KiB) and
-// returns it as an *UpstreamError, with the error object's type, code and
-// message (OpenAI and Anthropic shapes) and the Retry-After hint. It does
-// not close the body.
-func responseError(provider string, resp *http.Response) *UpstreamError {
+// responseError reads the body of a response (at most 64 KiB) and returns
+// it as an *UpstreamError, with the error object's type, code and message
+// (OpenAI and Anthropic shapes) and the Retry-After hint; ok reports that
+// the body is JSON with an "error" member. It does not close the body.
+func responseError(provider string, resp *http.Response) (e *UpstreamError, ok bool) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e := &UpstreamError{Provider: provider, StatusCode: resp.StatusCode}
+	e = &UpstreamError{Provider: provider, StatusCode: resp.StatusCode}
 	e.RetryAfterHint = ParseRetryAfter(resp.Header, time.Now())
-	fillFromPayload(e, body)
-	return e
+	return e, fillFromPayload(e, body)
 }
 
 // payloadError builds the UpstreamError of an error payload mid-stream.
@@ -196,14 +200,17 @@ type errorObject struct {
 	Message string          `json:"message"`
 }
 
-func fillFromPayload(e *UpstreamError, body []byte) {
+// fillFromPayload sets e's body, and its type, code and message from the
+// error object when body is JSON with an "error" member (ok), else its
+// message from the body's start.
+func fillFromPayload(e *UpstreamError, body []byte) (ok bool) {
 	e.Body = bytes.Clone(body[:min(len(body), 4<<10)])
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 {
-		e.Message = strings.TrimSpace(string(e.Body[:min(len(e.Body), 200)]))
-		return
+	if json.Unmarshal(body, &env) != nil || len(env.Error) == 0 || string(env.Error) == "null" {
+		e.Message = strings.TrimSpace(printable(e.Body))
+		return false
 	}
 	var obj errorObject
 	if json.Unmarshal(env.Error, &obj) != nil {
@@ -212,7 +219,7 @@ func fillFromPayload(e *UpstreamError, body []byte) {
 		if json.Unmarshal(env.Error, &s) == nil {
 			e.Message = s
 		}
-		return
+		return true
 	}
 	e.Type, e.Message = obj.Type, obj.Message
 	if len(obj.Code) > 0 && string(obj.Code) != "null" {
@@ -223,6 +230,26 @@ func fillFromPayload(e *UpstreamError, body []byte) {
 			e.Code = string(obj.Code)
 		}
 	}
+	return true
+}
+
+// printable returns the start of an error body as a message: at most 200
+// bytes, cut between characters, invalid UTF-8 replaced — it ends up in
+// span statuses, which OTLP sends as protobuf strings (a string that is not
+// UTF-8 fails the whole export).
+func printable(body []byte) string {
+	if len(body) > 200 {
+		body = body[:200]
+		for i := len(body) - 1; i >= max(len(body)-utf8.UTFMax, 0); i-- {
+			if utf8.RuneStart(body[i]) {
+				if !utf8.FullRune(body[i:]) {
+					body = body[:i] // a character the cut split
+				}
+				break
+			}
+		}
+	}
+	return strings.ToValidUTF8(string(body), "\uFFFD")
 }
 
 // ParseRetryAfter reads the pushback hint of a response: "retry-after-ms"

@@ -27,7 +27,9 @@ func KeepaliveRoute[T any](r hedgeprobe.Route[T]) hedgeprobe.Route[T] {
 // items and, between them, an item made by mk for each keepalive the Tap
 // saw on the stream's request — so that hedgeprobe times the comments and
 // pings an SDK decoder drops. mk must return an item the route's classifier
-// calls Keepalive (an empty chunk).
+// calls Keepalive (an empty chunk). The order is the wire's up to one
+// network read: a keepalive that came in the same read as an item may be
+// yielded just before it (the Tap sees the read before the SDK decodes it).
 //
 // The SDK's Next runs on a goroutine of its own; Close cancels the
 // context, closes the stream and waits for that goroutine. Keepalives that

@@ -125,7 +125,11 @@ func (r *Reader) Err() error {
 
 // parser is the push-style WHATWG state machine shared by Reader and Tap.
 type parser struct {
-	limit    int
+	limit int
+	// watch cuts a line or an event's data at limit instead of refusing
+	// it: the Tap watches a stream for its keepalives and must keep
+	// watching past an event the SDK reading the stream accepts.
+	watch    bool
 	line     []byte // a partial line carried across feeds
 	skipLF   bool   // the last line ended with CR: a leading LF belongs to it
 	bomCheck bool   // the BOM has been looked for
@@ -164,7 +168,10 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 		i := lineEnd(b)
 		if i < 0 {
 			if len(p.line)+len(b) > p.limit {
-				return p.tooLarge("a line")
+				if !p.watch {
+					return p.tooLarge("a line")
+				}
+				b = b[:max(p.limit-len(p.line), 0)]
 			}
 			p.line = append(p.line, b...)
 			return nil
@@ -172,12 +179,18 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 		line := b[:i]
 		if len(p.line) > 0 {
 			if len(p.line)+i > p.limit {
-				return p.tooLarge("a line")
+				if !p.watch {
+					return p.tooLarge("a line")
+				}
+				line = line[:max(p.limit-len(p.line), 0)]
 			}
 			p.line = append(p.line, line...)
 			line = p.line
 		} else if i > p.limit {
-			return p.tooLarge("a line")
+			if !p.watch {
+				return p.tooLarge("a line")
+			}
+			line = line[:p.limit]
 		}
 		p.skipLF = b[i] == '\r'
 		b = b[i+1:]
@@ -242,7 +255,10 @@ func (p *parser) processLine(line []byte, at time.Time, emit func(Event)) error 
 		p.evType = string(value)
 	case "data":
 		if len(p.data)+len(value)+1 > p.limit+1 {
-			return p.tooLarge("the data of an event")
+			if !p.watch {
+				return p.tooLarge("the data of an event")
+			}
+			value = value[:max(p.limit-len(p.data), 0)]
 		}
 		p.data = append(p.data, value...)
 		p.data = append(p.data, '\n')

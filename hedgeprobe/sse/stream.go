@@ -3,9 +3,11 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -81,24 +83,44 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 		s.ctx = resp.Request.Context()
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		s.err = responseError(o.Provider, resp)
+		s.err, _ = responseError(o.Provider, resp)
 		s.finish()
 		return s
 	}
-	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err == nil && mt == "application/json" {
+	switch ct := resp.Header.Get("Content-Type"); mediaType(ct) {
+	case "text/event-stream", "":
+		// No Content-Type at all is read as the stream asked for.
+	case "application/json":
 		// A 200 JSON body instead of a stream: a proxy's error, or a
 		// server that ignored "stream": true.
-		if e := responseError(o.Provider, resp); e.Type != "" || e.Code != "" {
-			e.MidStream = true
+		if e, ok := responseError(o.Provider, resp); ok {
+			e.StatusCode, e.MidStream = 0, true
 			s.err = e
 		} else {
 			s.err = &ProtocolError{Provider: o.Provider, Err: errors.New("got application/json, want text/event-stream")}
 		}
 		s.finish()
 		return s
+	default:
+		// A login page, a proxy's notice: the same upstream will answer
+		// the same way. Its start goes in the error, for whoever reads it.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		s.err = &ProtocolError{Provider: o.Provider,
+			Err: fmt.Errorf("got %s, want text/event-stream: %q", ct, printable(body))}
+		s.finish()
+		return s
 	}
 	s.rd = NewReader(resp.Body, WithMaxEventSize(o.MaxEventSize))
 	return s
+}
+
+// mediaType returns the media type of a Content-Type value, lower case;
+// the value itself, trimmed, when it does not parse.
+func mediaType(ct string) string {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil {
+		return mt
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
 }
 
 // Next advances to the next item.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
@@ -168,13 +169,55 @@ func TestStatusErrors(t *testing.T) {
 func TestJSONInsteadOfStream(t *testing.T) {
 	_, err := collect(NewOpenAIStream(response(t.Context(), 200, "application/json", strings.NewReader(`{"error":{"type":"server_error","message":"x"}}`)), StreamOptions{}))
 	var ue *UpstreamError
-	if !errors.As(err, &ue) || ue.Type != "server_error" {
-		t.Fatalf("err %v", err)
+	if !errors.As(err, &ue) || ue.Type != "server_error" || !ue.MidStream || ue.StatusCode != 0 || !ue.Transient() {
+		t.Fatalf("err %v (%+v): want a transient payload error, status 0", err, ue)
+	}
+	// An error object without type or code, and a proxy's error text, are
+	// errors all the same (they were protocol errors, the message lost).
+	for _, body := range []string{`{"error":{"message":"quota exceeded"}}`, `{"error":"quota exceeded"}`} {
+		_, err = collect(NewOpenAIStream(response(t.Context(), 200, "application/json; charset=utf-8", strings.NewReader(body)), StreamOptions{}))
+		if !errors.As(err, &ue) || ue.Message != "quota exceeded" {
+			t.Fatalf("%s: err %v, want an UpstreamError with its message", body, err)
+		}
 	}
 	_, err = collect(NewOpenAIStream(response(t.Context(), 200, "application/json", strings.NewReader(`{"id":"x","choices":[]}`)), StreamOptions{}))
 	var pe *ProtocolError
 	if !errors.As(err, &pe) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A 200 response that is not an event stream (a login page, a proxy's
+// notice) is a protocol error, fatal, with the body's start: it was read as
+// an empty stream, a transient broken connection that hedged and counted
+// against the route. No Content-Type at all is read as a stream.
+func TestNotAnEventStream(t *testing.T) {
+	for _, ct := range []string{"text/html; charset=utf-8", "text/plain", "application/octet-stream", "garbage;;"} {
+		_, err := collect(NewOpenAIStream(response(t.Context(), 200, ct, strings.NewReader("<html>Please log in</html>")), StreamOptions{}))
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || hedgeprobe.IsTransient(err) || !strings.Contains(err.Error(), "Please log in") {
+			t.Fatalf("%s: err %v, want a fatal ProtocolError quoting the body", ct, err)
+		}
+	}
+	items, err := collect(NewOpenAIStream(response(t.Context(), 200, "", strings.NewReader("data: {\"id\":\"a\"}\n\ndata: [DONE]\n\n")), StreamOptions{}))
+	if err != nil || len(items) != 1 {
+		t.Fatalf("no Content-Type: %d items, %v", len(items), err)
+	}
+}
+
+// An error body's start becomes the message, cut between characters and
+// valid UTF-8 whatever the body: span statuses carry it, and OTLP refuses a
+// string that is not UTF-8 (the whole export fails).
+func TestErrorMessageIsUTF8(t *testing.T) {
+	for name, body := range map[string]string{
+		"cut inside a character": strings.Repeat("a", 199) + "é and more",
+		"not UTF-8":              "bad \xff\xfe bytes",
+	} {
+		_, err := collect(NewOpenAIStream(response(t.Context(), 502, "text/html", strings.NewReader(body)), StreamOptions{}))
+		var ue *UpstreamError
+		if !errors.As(err, &ue) || !utf8.ValidString(ue.Message) || !utf8.ValidString(err.Error()) || len(ue.Message) > 200 {
+			t.Fatalf("%s: message %q", name, ue.Message)
+		}
 	}
 }
 

@@ -54,7 +54,7 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	tb := &tapBody{ReadCloser: resp.Body}
-	tb.p.limit = DefaultMaxEventSize
+	tb.p.limit, tb.p.watch = DefaultMaxEventSize, true
 	tb.emit = func(ev Event) {
 		if !ev.Comment && ev.Type != "ping" {
 			return
@@ -70,20 +70,20 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// tapBody parses the bytes the SDK reads, on the SDK's goroutine.
+// tapBody parses the bytes the SDK reads, on the SDK's goroutine. Its
+// parser watches (parser.watch): a line or an event over the size limit is
+// cut, so the Tap holds at most about twice DefaultMaxEventSize and never
+// stops watching; feed then has no error to report.
 type tapBody struct {
 	io.ReadCloser
-	p      parser
-	emit   func(Event)
-	broken bool // the parser hit its limit: stop watching, keep reading
+	p    parser
+	emit func(Event)
 }
 
 func (b *tapBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 && !b.broken {
-		if b.p.feed(p[:n], time.Now(), b.emit) != nil {
-			b.broken = true
-		}
+	if n > 0 {
+		_ = b.p.feed(p[:n], time.Now(), b.emit)
 	}
 	return n, err
 }

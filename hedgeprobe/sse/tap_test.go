@@ -81,6 +81,32 @@ func TestTapReportsKeepalives(t *testing.T) {
 	})
 }
 
+// An event the SDK accepts though it is over the Reader's limit (a long
+// tool call's arguments) does not stop the watching: the keepalive after it
+// is reported too (the Tap stopped at the first such event).
+func TestTapWatchesPastALargeEvent(t *testing.T) {
+	big := strings.Repeat("x", DefaultMaxEventSize+10)
+	input := ": before\n\ndata: " + big + "\n\n: after\n\ndata: [DONE]\n\n"
+	var got []string
+	tap := &Tap{
+		Base:        fixedTransport{contentType: "text/event-stream", segs: []string{input[:4096], input[4096:]}},
+		OnKeepalive: func(_ *http.Request, ev Event) { got = append(got, string(ev.Data)) },
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://x.test/", nil)
+	resp, err := (&http.Client{Transport: tap}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || string(body) != input {
+		t.Fatalf("body changed (%d bytes of %d), %v", len(body), len(input), err)
+	}
+	if strings.Join(got, ",") != "before,after" {
+		t.Fatalf("keepalives reported: %q, want before and after", got)
+	}
+}
+
 func TestTapLeavesOtherBodiesAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		called := false
