@@ -134,13 +134,13 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int
 		attrs = append(attrs, semconv.GenAIUsageOutputTokens.Int64(a.tokens))
 	}
 	if a.model != "" {
-		attrs = append(attrs, semconv.GenAIResponseModel.String(a.model))
+		attrs = append(attrs, semconv.GenAIResponseModel.String(validUTF8(a.model)))
 	}
 	if o == AttemptFailed {
 		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))
 		desc := "failed"
 		if err != nil {
-			desc = err.Error()
+			desc = validUTF8(err.Error())
 		}
 		a.span.SetStatus(codes.Error, desc)
 	}

@@ -2,9 +2,11 @@ package hedgeprobe
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -131,6 +133,45 @@ func TestTelemetryOTLPRoundTrip(t *testing.T) {
 		// Offsets count from the span's start as exported.
 		if got := w.StartTimestamp().AsTime().Sub(call.StartTimestamp().AsTime()); got != 800*time.Millisecond {
 			t.Fatalf("attempt starts %v after the call", got)
+		}
+	})
+}
+
+// An error text or a response model that is not UTF-8 reaches the
+// collector, replaced: OTLP sends them as protobuf strings, and the SDK's
+// exporter failed the whole export on one that is not UTF-8 (the call's
+// spans were lost).
+func TestTelemetryOTLPInvalidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rx := &otlpReceiver{}
+		exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL("http://collector.invalid/v1/traces"),
+			otlptracehttp.WithHTTPClient(&http.Client{Transport: rx}), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		defer tp.Shutdown(t.Context())
+		a := newUpstream("a", []step{content(time.Second, "x"), fail(time.Second, errors.New("upstream said \xff\xfe"))})
+		p := mustNew(t, Config{}, WithTracerProvider(tp), withModel(func(chunk) (string, bool) { return "model-\xc3", true }))
+		if g := drain(p.Stream(t.Context(), a.route()), time.Now()); g.err == nil {
+			t.Fatal("the call did not fail")
+		}
+		rx.mu.Lock()
+		defer rx.mu.Unlock()
+		var got []string
+		for _, td := range rx.traces {
+			for _, rs := range td.ResourceSpans().All() {
+				for _, ss := range rs.ScopeSpans().All() {
+					for _, sp := range ss.Spans().All() {
+						m, _ := sp.Attributes().Get(string(semconv.GenAIResponseModel))
+						got = append(got, sp.Status().Message()+"|"+m.Str())
+					}
+				}
+			}
+		}
+		slices.Sort(got)
+		if want := []string{"upstream said \uFFFD|", "upstream said \uFFFD|model-\uFFFD"}; !slices.Equal(got, want) {
+			t.Fatalf("spans received (status|response model): %q, want %q", got, want)
 		}
 	})
 }

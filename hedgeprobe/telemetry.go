@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -243,7 +245,7 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		attrs = append(attrs, semconv.ErrorType.String(et))
 		desc := string(st.Outcome)
 		if err != nil {
-			desc = err.Error()
+			desc = validUTF8(err.Error())
 		}
 		r.span.SetStatus(codes.Error, desc)
 	}
@@ -268,7 +270,7 @@ func errorType(err error) string {
 	}
 	if et, ok := errors.AsType[errorTyper](err); ok {
 		if s := et.ErrorType(); s != "" {
-			return s
+			return validUTF8(s)
 		}
 	}
 	switch {
@@ -293,6 +295,17 @@ func errorType(err error) string {
 		}
 		err = u
 	}
+}
+
+// validUTF8 returns s with its invalid UTF-8 replaced. OTLP sends span
+// statuses and attributes as protobuf strings, and a string that is not
+// UTF-8 fails the export of its whole batch; error texts and response
+// models come from upstreams and sources hedgeprobe does not control.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // errorTyper is an error that names its own error.type.
