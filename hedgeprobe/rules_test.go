@@ -17,7 +17,7 @@ import (
 
 // Rule 1: the primary goes to the first route, each hedge to the next
 // (round robin, reusing the only route when there is one); MaxAttempts
-// defaults to 2 and is clamped to 5.
+// defaults to DefaultMaxAttempts and is clamped to 5.
 func TestRule1Attempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ups := []*upstream{newUpstream("a", []step{hang()}), newUpstream("b", []step{hang()}), newUpstream("c", []step{hang()})}
