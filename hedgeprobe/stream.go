@@ -44,6 +44,10 @@ type Stream[T any] struct {
 	direct  direct[T]
 }
 
+// A Stream is itself a Source: wrapping a call is a one-line change, and a
+// Stream can be the Source of another Prober's route.
+var _ Source[struct{}] = (*Stream[struct{}])(nil)
+
 // phase is where a call is.
 type phase uint8
 
