@@ -132,3 +132,18 @@ func TestAdaptiveDelayCensoring(t *testing.T) {
 		}
 	})
 }
+
+// The zero Config's adaptive delay is the p95 of the window (design rule
+// 2): 100 samples 10 ms … 1 s put it at 950 ms, ±1 %, where p90 would say
+// 900 ms and p99 990 ms.
+func TestAdaptiveDelayDefaultIsP95(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{})
+		for i := 1; i <= 100; i++ {
+			p.delays.observe("r", "m", time.Duration(i)*10*time.Millisecond, time.Now())
+		}
+		if got := p.HedgeDelay("r", "m"); !near(got, 950*time.Millisecond, 0.01) {
+			t.Fatalf("default adaptive delay %v, want the p95, 950ms", got)
+		}
+	})
+}
