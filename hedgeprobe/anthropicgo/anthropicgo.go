@@ -115,7 +115,9 @@ type RouteOptions struct {
 	// Provider is the gen_ai.provider.name; default "anthropic".
 	Provider string
 	// RequestOptions are passed to every NewStreaming call, after the
-	// client's own.
+	// client's own. The route adds option.WithResponseInto of its own,
+	// last, to type what the SDK cannot (a 200 that is not a stream, an
+	// undecodable error): one in RequestOptions is not filled.
 	RequestOptions []option.RequestOption
 	// TapKeepalives yields an empty event (Keepalive) for each ping or
 	// comment the client's sse.Tap saw, so hedgeprobe times the pings the
@@ -158,13 +160,20 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 				params.Messages = append(slices.Clip(params.Messages), anthropic.NewAssistantMessage(anthropic.NewTextBlock(sent)))
 			}
 		}
-		s := client.Messages.NewStreaming(ctx, params, o.RequestOptions...)
+		var resp *http.Response
+		s := client.Messages.NewStreaming(ctx, params, append(slices.Clip(o.RequestOptions), option.WithResponseInto(&resp))...)
+		if err := streamend.Opened(o.Provider, resp); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 		src := &streamend.Checked[Event]{
-			Source:     s,
-			Provider:   o.Provider,
-			MapError:   func(err error) error { return MapError(ctx, o.Provider, err) },
-			Terminal:   func(e Event) bool { return e.Type == "message_stop" },
-			CloseAtEnd: true,
+			Source:        s,
+			Provider:      o.Provider,
+			MapError:      func(err error) error { return mapError(ctx, o.Provider, err, resp) },
+			Terminal:      func(e Event) bool { return e.Type == "message_stop" },
+			EndAtTerminal: true,
+			CloseAtEnd:    true,
+			Responded:     resp != nil,
 		}
 		if a.Trigger == hedgeprobe.TriggerResume && o.Prefill {
 			return &continued{Source: src, u: prefill.NewUncut(cut)}, nil
@@ -261,9 +270,18 @@ type textDeltaBody struct {
 // MapError types an anthropic-sdk-go error for hedging: an
 // *anthropic.Error becomes an *sse.UpstreamError (status, type, message,
 // Retry-After; an "event: error" mid-stream has MidStream set), the
-// context's own error stays as it is, and anything else is an
-// *sse.ConnectionError. The result unwraps to err.
+// context's own error stays as it is, an event whose JSON does not parse
+// is an *sse.ProtocolError, and anything else is an *sse.ConnectionError.
+// The result unwraps to err. (Route's streams also type an error response
+// the SDK cannot decode, from the response itself.)
 func MapError(ctx context.Context, provider string, err error) error {
+	return mapError(ctx, provider, err, nil)
+}
+
+// mapError is MapError with the stream's response, when known: an error
+// status whose body the SDK could not decode is read as the raw route
+// reads it.
+func mapError(ctx context.Context, provider string, err error, resp *http.Response) error {
 	if err == nil {
 		return nil
 	}
@@ -272,11 +290,24 @@ func MapError(ctx context.Context, provider string, err error) error {
 	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
+		if apiErr.Message == "" {
+			// The SDK found no error object it reads ("error": "text", a
+			// proxy's page): the response says what it can.
+			if ue, ok := streamend.Undecoded(provider, resp, err); ok {
+				return ue
+			}
+		}
 		var h http.Header
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
 		return sse.NewHTTPError(provider, apiErr.StatusCode, h, string(apiErr.Type()), "", apiErr.Message, err)
+	}
+	if ue, ok := streamend.Undecoded(provider, resp, err); ok {
+		return ue
+	}
+	if pe, ok := streamend.Malformed(provider, err); ok {
+		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
 }

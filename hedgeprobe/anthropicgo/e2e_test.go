@@ -17,8 +17,13 @@ import (
 // newClient is an anthropic-sdk-go client of one fakellm profile, with
 // the SDK's retries off as hedging wants, and optionally the keepalive tap.
 func newClient(t *testing.T, up *adaptertest.Upstream, profile string, tap bool) anthropic.Client {
+	return clientOf(t, up.ProfileURL(profile), tap)
+}
+
+// clientOf is the client of newClient on the upstream at url.
+func clientOf(t *testing.T, url string, tap bool) anthropic.Client {
 	return anthropic.NewClient(
-		option.WithBaseURL(up.ProfileURL(profile)+"/"),
+		option.WithBaseURL(url+"/"),
 		option.WithAPIKey("test"),
 		option.WithMaxRetries(0),
 		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{Tap: tap})),
@@ -62,6 +67,22 @@ func TestHedgeStallToSteady(t *testing.T) {
 func TestTapTimesPings(t *testing.T) {
 	up := adaptertest.Start(t)
 	adapter.CheckTapKeepalives(t, anthropicgo.Route("stall", newClient(t, up, "stall", true), params, anthropicgo.RouteOptions{TapKeepalives: true}))
+}
+
+// TestRepliesTyped: answers the SDK reads its own way end as the raw
+// route types them; after message_stop nothing more is read (a complete
+// answer was reported as stalled, or failed on a reset).
+func TestRepliesTyped(t *testing.T) {
+	for _, tc := range adaptertest.AnthropicReplyCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 2 * time.Second})
+			stream := p.Stream(t.Context(), anthropicgo.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), params, anthropicgo.RouteOptions{}))
+			for stream.Next() {
+			}
+			_ = stream.Close()
+			tc.Check(t, stream.Err())
+		})
+	}
 }
 
 func TestErrorsTyped(t *testing.T) {

@@ -36,6 +36,15 @@
 // one Recv: raise it for upstreams that send keepalives through long
 // silences.
 //
+// What go-openai's types do not hold, the adapter cannot see: a delta's
+// "reasoning" (Ollama's, OpenRouter's; DeepSeek's "reasoning_content" is
+// read) and "annotations" classify as Keepalive, so a long reasoning phase
+// looks like silence to the hedge and the watchdogs — use openaigo or
+// sse.OpenAIRoute for such upstreams. A 200 JSON body instead of a stream
+// ends as an *sse.ConnectionError (go-openai does not hand over the body);
+// another non-stream Content-Type is an *sse.ProtocolError, as on the raw
+// route.
+//
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial
 // answer. go-openai sends only the fields it knows, so a goopenai route

@@ -15,8 +15,13 @@ import (
 // newClient is a go-openai client of one fakellm profile, optionally with
 // the keepalive tap.
 func newClient(t *testing.T, up *adaptertest.Upstream, profile string, tap bool) *openai.Client {
+	return clientOf(t, up.ProfileURL(profile), tap)
+}
+
+// clientOf is the client of newClient on the upstream at url.
+func clientOf(t *testing.T, url string, tap bool) *openai.Client {
 	cfg := openai.DefaultConfig("test")
-	cfg.BaseURL = up.ProfileURL(profile) + "/v1"
+	cfg.BaseURL = url + "/v1"
 	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{Tap: tap})
 	return openai.NewClientWithConfig(cfg)
 }
@@ -89,6 +94,23 @@ func TestTapTimesKeepalives(t *testing.T) {
 
 // TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's
 // own error type stays reachable.
+// TestRepliesTyped: answers the SDK reads its own way end as the raw
+// route types them — a 200 that is not a stream and an undecodable error
+// are not broken connections, one choice's end is not the stream's, an
+// error page's message is its start.
+func TestRepliesTyped(t *testing.T) {
+	for _, tc := range adaptertest.ChatReplyCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
+			stream := p.Stream(t.Context(), goopenai.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), req, goopenai.RouteOptions{}))
+			for stream.Next() {
+			}
+			_ = stream.Close()
+			tc.Check(t, stream.Err())
+		})
+	}
+}
+
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, tc := range append([]adaptertest.ErrorCase{

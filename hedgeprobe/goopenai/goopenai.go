@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -83,6 +85,9 @@ type Source struct {
 	done     bool
 	finished bool
 	items    int
+	// choices follows the finish reasons: with n > 1 the stream is
+	// complete once each choice has one, not at the first.
+	choices streamend.Choices
 
 	closeOnce sync.Once
 	closeErr  error
@@ -93,7 +98,7 @@ func NewSource(ctx context.Context, provider string, stream *openai.ChatCompleti
 	if provider == "" {
 		provider = "openai"
 	}
-	return &Source{stream: stream, ctx: ctx, cancel: cancel, provider: provider}
+	return &Source{stream: stream, ctx: ctx, cancel: cancel, provider: provider, choices: streamend.NewChoices(1)}
 }
 
 // Next receives the next chunk.
@@ -119,9 +124,7 @@ func (s *Source) Next() bool {
 	}
 	s.items++
 	for _, ch := range c.Choices {
-		if ch.FinishReason != "" {
-			s.finished = true
-		}
+		s.finished = s.choices.Add(int64(ch.Index), ch.FinishReason != "")
 	}
 	s.cur = c
 	return true
@@ -248,7 +251,14 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 			cancel()
 			return nil, err
 		}
-		return NewSource(ctx, o.Provider, stream, cancel), nil
+		if err := notAStream(o.Provider, stream.Header()); err != nil {
+			_ = stream.Close()
+			cancel()
+			return nil, err
+		}
+		src := NewSource(ctx, o.Provider, stream, cancel)
+		src.choices = streamend.NewChoices(req.N)
+		return src, nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open,
 		Continues: o.Continue == sse.ContinueTrailingAssistant}
@@ -301,6 +311,13 @@ func MapError(ctx context.Context, provider string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
+	var reqErr *openai.RequestError
+	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
+		// The body as it came, read as the raw route reads it: go-openai
+		// puts an APIError of status 0 inside when the body's "error" is
+		// text, which would read as a payload in a 200 stream.
+		return sse.NewResponseError(provider, reqErr.HTTPStatusCode, nil, reqErr.Body, err)
+	}
 	var apiErr *openai.APIError
 	if errors.As(err, &apiErr) {
 		status := apiErr.HTTPStatusCode
@@ -313,11 +330,23 @@ func MapError(ctx context.Context, provider string, err error) error {
 		}
 		return sse.NewHTTPError(provider, status, nil, apiErr.Type, code, apiErr.Message, err)
 	}
-	var reqErr *openai.RequestError
-	if errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0 {
-		return sse.NewHTTPError(provider, reqErr.HTTPStatusCode, nil, "", "", string(reqErr.Body), err)
+	if pe, ok := streamend.Malformed(provider, err); ok {
+		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
+}
+
+// notAStream returns the *sse.ProtocolError of a 200 response that is
+// neither an event stream nor JSON (a login page, a proxy's notice), which
+// go-openai would read as an empty stream; nil otherwise. A JSON body is
+// go-openai's to read: it reports an error object in it.
+func notAStream(provider string, h http.Header) error {
+	ct := h.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err == nil && (mt == "text/event-stream" || mt == "application/json") {
+		return nil
+	}
+	return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream", ct)}
 }
 
 // Receiver gives a hedgeprobe stream of go-openai chunks the shape of

@@ -15,8 +15,13 @@ import (
 // newClient is an openai-go client of one fakellm profile, with the SDK's
 // retries off as hedging wants, and optionally the keepalive tap.
 func newClient(t *testing.T, up *adaptertest.Upstream, profile string, tap bool) openai.Client {
+	return clientOf(t, up.ProfileURL(profile), tap)
+}
+
+// clientOf is the client of newClient on the upstream at url.
+func clientOf(t *testing.T, url string, tap bool) openai.Client {
 	return openai.NewClient(
-		option.WithBaseURL(up.ProfileURL(profile)+"/v1/"),
+		option.WithBaseURL(url+"/v1/"),
 		option.WithAPIKey("test"),
 		option.WithMaxRetries(0),
 		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{Tap: tap})),
@@ -76,6 +81,22 @@ func TestHedgeStallToSteady(t *testing.T) {
 func TestTapTimesKeepalives(t *testing.T) {
 	up := adaptertest.Start(t)
 	adapter.CheckTapKeepalives(t, openaigo.Route("stall", newClient(t, up, "stall", true), params, openaigo.RouteOptions{TapKeepalives: true}))
+}
+
+// TestRepliesTyped: answers the SDK reads its own way end as the raw
+// route types them — a 200 that is not a stream and an undecodable error
+// are not broken connections, one choice's end is not the stream's.
+func TestRepliesTyped(t *testing.T) {
+	for _, tc := range adaptertest.ChatReplyCases {
+		t.Run(tc.Name, func(t *testing.T) {
+			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
+			stream := p.Stream(t.Context(), openaigo.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), params, openaigo.RouteOptions{}))
+			for stream.Next() {
+			}
+			_ = stream.Close()
+			tc.Check(t, stream.Err())
+		})
+	}
 }
 
 // TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's

@@ -127,7 +127,10 @@ type RouteOptions struct {
 	// Provider is the gen_ai.provider.name; default "openai".
 	Provider string
 	// RequestOptions are passed to every NewStreaming call, after the
-	// client's own (option.WithHeader, option.WithBaseURL…).
+	// client's own (option.WithHeader, option.WithBaseURL…). The route
+	// adds option.WithResponseInto of its own, last, to type what the SDK
+	// cannot (a 200 that is not a stream, an undecodable error): one in
+	// RequestOptions is not filled.
 	RequestOptions []option.RequestOption
 	// TapKeepalives yields an empty chunk (Keepalive) for each comment the
 	// client's sse.Tap saw, so hedgeprobe times keepalives the SDK drops.
@@ -180,12 +183,18 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
 			}
 		}
-		s := client.Chat.Completions.NewStreaming(ctx, params, opts...)
+		var resp *http.Response
+		s := client.Chat.Completions.NewStreaming(ctx, params, append(slices.Clip(opts), option.WithResponseInto(&resp))...)
+		if err := streamend.Opened(o.Provider, resp); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 		return &streamend.Checked[Chunk]{
-			Source:   s,
-			Provider: o.Provider,
-			MapError: func(err error) error { return MapError(ctx, o.Provider, err) },
-			Terminal: finished,
+			Source:    s,
+			Provider:  o.Provider,
+			MapError:  func(err error) error { return mapError(ctx, o.Provider, err, resp) },
+			Terminal:  finished(params.N.Value),
+			Responded: resp != nil,
 		}, nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
@@ -267,23 +276,35 @@ var (
 	errNotText = errors.New("the request ends in an assistant message with a refusal, tool calls or audio, which cannot be continued")
 )
 
-// finished reports a chunk whose choice carries a finish_reason: the end
-// of a complete stream.
-func finished(c Chunk) bool {
-	for _, ch := range c.Choices {
-		if ch.FinishReason != "" {
-			return true
+// finished returns the terminal test of a stream of n choices (the
+// request's n): the chunk after which every choice has its finish_reason
+// (streamend.Choices).
+func finished(n int64) func(Chunk) bool {
+	choices := streamend.NewChoices(int(n))
+	return func(c Chunk) bool {
+		complete := false
+		for _, ch := range c.Choices {
+			complete = choices.Add(ch.Index, ch.FinishReason != "")
 		}
+		return complete
 	}
-	return false
 }
 
 // MapError types an openai-go error for hedging: an *openai.Error becomes
 // an *sse.UpstreamError (status, type, code, message, Retry-After), an
 // error payload mid-stream an *sse.UpstreamError with MidStream set, the
-// context's own error stays as it is, and anything else is an
-// *sse.ConnectionError. The result unwraps to err.
+// context's own error stays as it is, an item whose JSON does not parse is
+// an *sse.ProtocolError, and anything else is an *sse.ConnectionError. The
+// result unwraps to err. (Route's streams also type an error response the
+// SDK cannot decode, from the response itself.)
 func MapError(ctx context.Context, provider string, err error) error {
+	return mapError(ctx, provider, err, nil)
+}
+
+// mapError is MapError with the stream's response, when known: an error
+// status whose body openai-go could not decode (an "error": "text") is
+// read as the raw route reads it.
+func mapError(ctx context.Context, provider string, err error, resp *http.Response) error {
 	if err == nil {
 		return nil
 	}
@@ -292,6 +313,13 @@ func MapError(ctx context.Context, provider string, err error) error {
 	}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
+		if apiErr.Message == "" {
+			// An error object without a message, or none the SDK reads:
+			// the response says what it can.
+			if ue, ok := streamend.Undecoded(provider, resp, err); ok {
+				return ue
+			}
+		}
 		var h http.Header
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
@@ -302,8 +330,14 @@ func MapError(ctx context.Context, provider string, err error) error {
 	if errors.As(err, &se) {
 		return sse.NewPayloadError(provider, se.Event.Data, err)
 	}
+	if ue, ok := streamend.Undecoded(provider, resp, err); ok {
+		return ue
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if pe, ok := streamend.Malformed(provider, err); ok {
+		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
 }

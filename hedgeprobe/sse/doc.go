@@ -39,5 +39,7 @@
 // A stream ends cleanly only at its terminal event: "data: [DONE]" for
 // OpenAI, message_stop for Anthropic. A body that ends before it is a
 // *ConnectionError wrapping io.ErrUnexpectedEOF — a truncated answer is
-// never reported as success.
+// never reported as success. (The SDK adapters do not see [DONE], which
+// the SDKs swallow: theirs end at the last choice's finish_reason, or at
+// message_stop, past which nothing is read.)
 package sse

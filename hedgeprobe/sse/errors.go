@@ -166,6 +166,25 @@ func NewHTTPError(provider string, status int, header http.Header, typ, code, me
 	return e
 }
 
+// NewResponseError builds the *UpstreamError of an error response from its
+// status, headers and body, as the raw routes read one: the error object's
+// type, code and message (the OpenAI and Anthropic shapes, or "error":
+// "text"), else the body's start (at most 200 bytes, valid UTF-8), and the
+// Retry-After hint — for a route over an SDK that keeps the response of an
+// error it cannot decode. A 2xx status means an error payload in a 200
+// response. cause is kept for errors.As.
+func NewResponseError(provider string, status int, header http.Header, body []byte, cause error) *UpstreamError {
+	e := &UpstreamError{Provider: provider, StatusCode: status, Cause: cause}
+	if status >= 200 && status <= 299 {
+		e.StatusCode, e.MidStream = 0, true
+	}
+	if header != nil {
+		e.RetryAfterHint = ParseRetryAfter(header, time.Now())
+	}
+	fillFromPayload(e, body)
+	return e
+}
+
 // NewPayloadError builds the *UpstreamError of an error payload received
 // mid-stream, from its JSON ({"error": {…}} or Anthropic's
 // {"type":"error","error":{…}}), for a route over an SDK that hands over

@@ -87,31 +87,37 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 		s.finish()
 		return s
 	}
-	switch ct := resp.Header.Get("Content-Type"); mediaType(ct) {
-	case "text/event-stream", "":
-		// No Content-Type at all is read as the stream asked for.
-	case "application/json":
-		// A 200 JSON body instead of a stream: a proxy's error, or a
-		// server that ignored "stream": true.
-		if e, ok := responseError(o.Provider, resp); ok {
-			e.StatusCode, e.MidStream = 0, true
-			s.err = e
-		} else {
-			s.err = &ProtocolError{Provider: o.Provider, Err: errors.New("got application/json, want text/event-stream")}
-		}
-		s.finish()
-		return s
-	default:
-		// A login page, a proxy's notice: the same upstream will answer
-		// the same way. Its start goes in the error, for whoever reads it.
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		s.err = &ProtocolError{Provider: o.Provider,
-			Err: fmt.Errorf("got %s, want text/event-stream: %q", ct, printable(body))}
+	if err := CheckEventStream(o.Provider, resp); err != nil {
+		s.err = err
 		s.finish()
 		return s
 	}
 	s.rd = NewReader(resp.Body, WithMaxEventSize(o.MaxEventSize))
 	return s
+}
+
+// CheckEventStream returns nil when resp, a 2xx response to a streaming
+// request, is an event stream or does not say what it is; otherwise the
+// error the raw routes give for it, reading (not closing) the body: a JSON
+// body with an "error" member is an *UpstreamError (a proxy's error, as a
+// payload in a 200 response), anything else a *ProtocolError quoting the
+// body's start (a server that ignored "stream": true, a login page) — the
+// same upstream will answer the same way. For a route over an SDK, which
+// reads any 200 body as a stream.
+func CheckEventStream(provider string, resp *http.Response) error {
+	switch ct := resp.Header.Get("Content-Type"); mediaType(ct) {
+	case "text/event-stream", "":
+		return nil
+	case "application/json":
+		if e, ok := responseError(provider, resp); ok {
+			e.StatusCode, e.MidStream = 0, true
+			return e
+		}
+		return &ProtocolError{Provider: provider, Err: errors.New("got application/json, want text/event-stream")}
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return &ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream: %q", ct, printable(body))}
+	}
 }
 
 // mediaType returns the media type of a Content-Type value, lower case;

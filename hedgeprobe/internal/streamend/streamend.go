@@ -7,8 +7,11 @@
 package streamend
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
+	"math/bits"
+	"net/http"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
@@ -67,6 +70,16 @@ type Checked[T any] struct {
 	// CloseAtEnd closes the wrapped stream as soon as it ends, releasing
 	// its connection before hedgeprobe's own Close.
 	CloseAtEnd bool
+	// EndAtTerminal ends the stream at its terminal item, reading nothing
+	// after it: Anthropic's message_stop is the protocol's last event, and
+	// a connection held open or reset after it must not turn a complete
+	// answer into a stall or an error. (OpenAI's finish_reason is followed
+	// by the usage chunk and [DONE].)
+	EndAtTerminal bool
+	// Responded reports that the response had arrived when the stream was
+	// opened (the SDK's request returned one): an error before any item
+	// is then one of a connection that was made.
+	Responded bool
 
 	terminal bool
 	items    int
@@ -79,13 +92,20 @@ func (s *Checked[T]) Next() bool {
 	if s.ended {
 		return false
 	}
+	if s.EndAtTerminal && s.terminal {
+		s.ended = true
+		if s.CloseAtEnd {
+			_ = s.Source.Close()
+		}
+		return false
+	}
 	if !s.Source.Next() {
 		s.ended = true
 		err := s.Source.Err()
 		if s.MapError != nil {
 			err = s.MapError(err)
 		}
-		s.err = Err(End{Provider: s.Provider, Err: err, Terminal: s.terminal, Connected: s.items > 0, Events: s.items})
+		s.err = Err(End{Provider: s.Provider, Err: err, Terminal: s.terminal, Connected: s.Responded || s.items > 0, Events: s.items})
 		if s.CloseAtEnd {
 			_ = s.Source.Close()
 		}
@@ -101,3 +121,66 @@ func (s *Checked[T]) Next() bool {
 // Err is the typed error the stream ended with; nil before the end and
 // after a clean end past the terminal item.
 func (s *Checked[T]) Err() error { return s.err }
+
+// Opened checks the response of an SDK's streaming request (the SDKs
+// that hand it over: option.WithResponseInto): nil for none, for a status
+// that is not 2xx (the SDK reports those) and for an event stream; else
+// the error the raw route gives for that 200 response
+// (sse.CheckEventStream), where the SDK would read it as an empty stream.
+func Opened(provider string, resp *http.Response) error {
+	if resp == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil
+	}
+	return sse.CheckEventStream(provider, resp)
+}
+
+// Undecoded returns, when an SDK returned err in place of its own error
+// type for resp, an error status, the *sse.UpstreamError the raw route
+// reads from the same response: the SDK could not decode the body (an
+// "error": "text", which openai-go cannot decode). It reads the body the
+// SDK put back (at most 64 KiB). ok is false otherwise.
+func Undecoded(provider string, resp *http.Response, err error) (e *sse.UpstreamError, ok bool) {
+	if resp == nil || resp.StatusCode < 400 {
+		return nil, false
+	}
+	var body []byte
+	if resp.Body != nil {
+		body, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	}
+	return sse.NewResponseError(provider, resp.StatusCode, resp.Header, body, err), true
+}
+
+// Malformed returns, for an SDK's error that is an item whose JSON does
+// not parse, the *sse.ProtocolError the raw route gives: the same
+// upstream will send the same. ok is false otherwise.
+func Malformed(provider string, err error) (pe *sse.ProtocolError, ok bool) {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) {
+		return nil, false
+	}
+	return &sse.ProtocolError{Provider: provider, Err: err}, true
+}
+
+// Choices follows the finish reasons of a chat stream's choices: the
+// stream is complete once every choice it carried has one, and at least
+// the n the request asked for (a choice may not show before another
+// ends). One choice's end is not the stream's: with n > 1 the others may
+// still be cut. Choice indexes past 63 count as 63.
+type Choices struct {
+	n          int
+	seen, done uint64
+}
+
+// NewChoices follows a stream of n choices (the request's n; 0 means 1).
+func NewChoices(n int) Choices { return Choices{n: max(n, 1)} }
+
+// Add records that the choice of index appeared, finished or not, and
+// reports whether the stream is complete.
+func (c *Choices) Add(index int64, finished bool) bool {
+	bit := uint64(1) << min(max(index, 0), 63)
+	c.seen |= bit
+	if finished {
+		c.done |= bit
+	}
+	return c.seen == c.done && bits.OnesCount64(c.done) >= c.n
+}

@@ -118,3 +118,23 @@ func TestChecked(t *testing.T) {
 		})
 	}
 }
+
+// A chat stream is complete once every choice it carried has a finish
+// reason, and at least the n asked for: one choice's end is not the
+// stream's.
+func TestChoices(t *testing.T) {
+	one := NewChoices(0)
+	if one.Add(0, false) || !one.Add(0, true) {
+		t.Fatal("one choice: complete only at its finish reason")
+	}
+	two := NewChoices(1) // the request said nothing; the stream carries two
+	two.Add(0, false)
+	two.Add(1, false)
+	if two.Add(0, true) || !two.Add(1, true) {
+		t.Fatal("two choices seen: complete only when both have finished")
+	}
+	asked := NewChoices(2) // choice 1 not seen yet when choice 0 ends
+	if asked.Add(0, true) || !asked.Add(1, true) {
+		t.Fatal("n=2: complete only when both have finished")
+	}
+}
