@@ -267,6 +267,16 @@ func (s *Stream[T]) switchTo(a *attempt[T]) {
 	a.buf = a.buf[:0]
 }
 
+// othersLive reports a live attempt other than keep.
+func (s *Stream[T]) othersLive(keep *attempt[T]) bool {
+	for _, b := range s.attempts {
+		if b != keep && !b.done {
+			return true
+		}
+	}
+	return false
+}
+
 // takeQueued moves what the readers queued to pending, without waiting. A
 // reader the queue had blocked may queue again meanwhile: the queue's size
 // bounds the taking.
@@ -287,8 +297,14 @@ func (r *race[T]) takeQueued() {
 // the race was decided, though the driver gets to them only now (it runs
 // when the caller calls Next): they are recorded first, as received and
 // never delivered, as at a hang-up (recordQueued), so a loser's span and
-// Stats say what its upstream sent. What keep queued waits its turn.
+// Stats say what its upstream sent. What keep queued waits its turn. With
+// no live loser — the committed stream's every chunk comes here — the
+// queue is left alone: taking from it would let keep's reader run ahead
+// of the caller without bound.
 func (s *Stream[T]) cancelOthers(keep *attempt[T]) {
+	if !s.othersLive(keep) {
+		return
+	}
 	now := time.Now()
 	r := &s.race
 	r.takeQueued()

@@ -854,3 +854,32 @@ func TestRegressionLoserQueuedChunksRecorded(t *testing.T) {
 		}
 	})
 }
+
+// After commit with resume possible the winner's reader relays every item
+// through the events queue, which paces it to a slow caller. Regression:
+// the losers' queued chunks were taken from the queue at every winner
+// chunk (cancelOthers runs there to cancel a racing resume), the winner's
+// set aside, and the reader ran ahead without bound: 603 of 2,000 chunks
+// read for a caller that had 50.
+func TestRegressionRelayPacedBySlowCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", texts("c", 2000, 10*time.Millisecond, time.Millisecond))
+		p := mustNew(t, resumeCfg(), withText())
+		s := p.Stream(t.Context(), a.route())
+		defer s.Close()
+		for i := range 50 {
+			if !s.Next() {
+				t.Fatalf("item %d: %v", i, s.Err())
+			}
+			time.Sleep(100 * time.Millisecond) // a slow consumer
+		}
+		synctest.Wait()
+		a.mu.Lock()
+		read := a.srcs[0].i
+		a.mu.Unlock()
+		// The queue (4 × MaxAttempts) and one item the reader holds.
+		if limit := 50 + 4*resumeCfg().MaxAttempts + 2; read > limit {
+			t.Fatalf("the reader read %d items for a caller that has 50: more than the queue allows (%d)", read, limit)
+		}
+	})
+}
