@@ -41,9 +41,11 @@
 // read) and "annotations" classify as Keepalive, so a long reasoning phase
 // looks like silence to the hedge and the watchdogs — use openaigo or
 // sse.OpenAIRoute for such upstreams. A 200 JSON body instead of a stream
-// ends as an *sse.ConnectionError (go-openai does not hand over the body);
-// another non-stream Content-Type is an *sse.ProtocolError, as on the raw
-// route.
+// is go-openai's to read: an error object in it ends as an
+// *sse.UpstreamError (a payload in a 200 response, as on the raw route),
+// anything else as an *sse.ConnectionError (go-openai does not hand over
+// the body, which the raw route would quote in a ProtocolError); another
+// non-stream Content-Type is an *sse.ProtocolError, as on the raw route.
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial

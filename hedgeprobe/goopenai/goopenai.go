@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -98,7 +98,7 @@ func NewSource(ctx context.Context, provider string, stream *openai.ChatCompleti
 	if provider == "" {
 		provider = "openai"
 	}
-	return &Source{stream: stream, ctx: ctx, cancel: cancel, provider: provider, choices: streamend.NewChoices(1)}
+	return &Source{stream: stream, ctx: ctx, cancel: cancel, provider: provider}
 }
 
 // Next receives the next chunk.
@@ -256,9 +256,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 			cancel()
 			return nil, err
 		}
-		src := NewSource(ctx, o.Provider, stream, cancel)
-		src.choices = streamend.NewChoices(req.N)
-		return src, nil
+		return NewSource(ctx, o.Provider, stream, cancel), nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open,
 		Continues: o.Continue == sse.ContinueTrailingAssistant}
@@ -342,8 +340,9 @@ func MapError(ctx context.Context, provider string, err error) error {
 // go-openai's to read: it reports an error object in it.
 func notAStream(provider string, h http.Header) error {
 	ct := h.Get("Content-Type")
-	mt, _, err := mime.ParseMediaType(ct)
-	if ct == "" || err == nil && (mt == "text/event-stream" || mt == "application/json") {
+	mt, _, _ := strings.Cut(ct, ";") // the parameters are not looked at
+	switch strings.ToLower(strings.TrimSpace(mt)) {
+	case "", "text/event-stream", "application/json":
 		return nil
 	}
 	return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream", ct)}

@@ -193,7 +193,7 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			Source:    s,
 			Provider:  o.Provider,
 			MapError:  func(err error) error { return mapError(ctx, o.Provider, err, resp) },
-			Terminal:  finished(params.N.Value),
+			Terminal:  finished(),
 			Responded: resp != nil,
 		}, nil
 	}
@@ -276,11 +276,10 @@ var (
 	errNotText = errors.New("the request ends in an assistant message with a refusal, tool calls or audio, which cannot be continued")
 )
 
-// finished returns the terminal test of a stream of n choices (the
-// request's n): the chunk after which every choice has its finish_reason
-// (streamend.Choices).
-func finished(n int64) func(Chunk) bool {
-	choices := streamend.NewChoices(int(n))
+// finished returns the terminal test of a stream: the chunk after which
+// every choice has its finish_reason (streamend.Choices).
+func finished() func(Chunk) bool {
+	var choices streamend.Choices
 	return func(c Chunk) bool {
 		complete := false
 		for _, ch := range c.Choices {

@@ -252,8 +252,9 @@ func fillFromPayload(e *UpstreamError, body []byte) (ok bool) {
 	return true
 }
 
-// printable returns the start of an error body as a message: at most 200
-// bytes, cut between characters, invalid UTF-8 replaced — it ends up in
+// printable returns the start of an error body as a message: its first
+// 200 bytes, cut between characters, invalid UTF-8 replaced (each run by
+// U+FFFD, which can make it longer) — it ends up in
 // span statuses, which OTLP sends as protobuf strings (a string that is not
 // UTF-8 fails the whole export).
 func printable(body []byte) string {

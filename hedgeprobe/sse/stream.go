@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -120,13 +119,12 @@ func CheckEventStream(provider string, resp *http.Response) error {
 	}
 }
 
-// mediaType returns the media type of a Content-Type value, lower case;
-// the value itself, trimmed, when it does not parse.
+// mediaType returns the media type of a Content-Type value, lower case:
+// what comes before its parameters, which are not looked at (a malformed
+// parameter, "text/event-stream;; charset=utf-8", is still a stream).
 func mediaType(ct string) string {
-	if mt, _, err := mime.ParseMediaType(ct); err == nil {
-		return mt
-	}
-	return strings.ToLower(strings.TrimSpace(ct))
+	t, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // Next advances to the next item.

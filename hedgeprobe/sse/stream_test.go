@@ -199,9 +199,13 @@ func TestNotAnEventStream(t *testing.T) {
 			t.Fatalf("%s: err %v, want a fatal ProtocolError quoting the body", ct, err)
 		}
 	}
-	items, err := collect(NewOpenAIStream(response(t.Context(), 200, "", strings.NewReader("data: {\"id\":\"a\"}\n\ndata: [DONE]\n\n")), StreamOptions{}))
-	if err != nil || len(items) != 1 {
-		t.Fatalf("no Content-Type: %d items, %v", len(items), err)
+	// No Content-Type, and a malformed parameter (the media type is what
+	// counts), are read as a stream.
+	for _, ct := range []string{"", "text/event-stream;; charset=utf-8", "Text/Event-Stream; charset"} {
+		items, err := collect(NewOpenAIStream(response(t.Context(), 200, ct, strings.NewReader("data: {\"id\":\"a\"}\n\ndata: [DONE]\n\n")), StreamOptions{}))
+		if err != nil || len(items) != 1 {
+			t.Fatalf("Content-Type %q: %d items, %v", ct, len(items), err)
+		}
 	}
 }
 

@@ -123,6 +123,9 @@ var errorText = Reply{Status: 400, ContentType: "application/json", Body: `{"err
 var ChatReplyCases = []ReplyCase{
 	{Name: "200 not an event stream", Reply: loginPage, Check: protocolError("text/html")},
 	{Name: "reset after the headers", Reply: Reply{ContentType: "text/event-stream", Then: "reset"}, Check: resetAfterHeaders},
+	{Name: "a stream, its Content-Type's parameter malformed", Reply: Reply{ContentType: "text/event-stream;; charset=utf-8",
+		Body: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"A\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"},
+		Check: complete},
 	{Name: "400 error as text", Reply: errorText, Check: fatalUpstream(400, "bad model")},
 	{Name: "malformed JSON chunk", Reply: Reply{ContentType: "text/event-stream",
 		Body: "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"A\"}}]}\n\ndata: {\"choices\":[\n\n"},

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/bits"
 	"net/http"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -162,25 +161,33 @@ func Malformed(provider string, err error) (pe *sse.ProtocolError, ok bool) {
 }
 
 // Choices follows the finish reasons of a chat stream's choices: the
-// stream is complete once every choice it carried has one, and at least
-// the n the request asked for (a choice may not show before another
-// ends). One choice's end is not the stream's: with n > 1 the others may
-// still be cut. Choice indexes past 63 count as 63.
+// stream is complete once every choice it carried has one. One choice's
+// end is not the stream's: with n > 1 the others may still be cut. The
+// choices are those seen, not the request's n, which a server may ignore.
+// The zero value is ready to use.
 type Choices struct {
-	n          int
-	seen, done uint64
+	seen, done uint64         // choices 0–63
+	more       map[int64]bool // any other index: finished or not
+	moreDone   int
 }
-
-// NewChoices follows a stream of n choices (the request's n; 0 means 1).
-func NewChoices(n int) Choices { return Choices{n: max(n, 1)} }
 
 // Add records that the choice of index appeared, finished or not, and
 // reports whether the stream is complete.
 func (c *Choices) Add(index int64, finished bool) bool {
-	bit := uint64(1) << min(max(index, 0), 63)
-	c.seen |= bit
-	if finished {
-		c.done |= bit
+	if index >= 0 && index < 64 {
+		bit := uint64(1) << index
+		c.seen |= bit
+		if finished {
+			c.done |= bit
+		}
+	} else {
+		if c.more == nil {
+			c.more = make(map[int64]bool)
+		}
+		if was := c.more[index]; !was && finished {
+			c.moreDone++
+		}
+		c.more[index] = c.more[index] || finished
 	}
-	return c.seen == c.done && bits.OnesCount64(c.done) >= c.n
+	return c.seen == c.done && c.moreDone == len(c.more)
 }
