@@ -2,6 +2,7 @@ package hedgeprobe
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,18 +48,25 @@ func (r *otlpReceiver) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
+// exportedTo returns a receiver and a tracer provider whose spans the
+// SDK's OTLP/HTTP exporter sends it, each as it ends.
+func exportedTo(t *testing.T) (*otlpReceiver, *sdktrace.TracerProvider) {
+	rx := &otlpReceiver{}
+	exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL("http://collector.invalid/v1/traces"),
+		otlptracehttp.WithHTTPClient(&http.Client{Transport: rx}), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return rx, tp
+}
+
 // The timeline survives an OTLP export unchanged: the SDK's OTLP/HTTP
 // exporter encodes it, the collector's pdata decodes it.
 func TestTelemetryOTLPRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rx := &otlpReceiver{}
-		exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL("http://collector.invalid/v1/traces"),
-			otlptracehttp.WithHTTPClient(&http.Client{Transport: rx}), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-		defer tp.Shutdown(t.Context())
+		rx, tp := exportedTo(t)
 
 		const n = 3000
 		steps := make([]step, 0, n+20)
@@ -143,14 +151,7 @@ func TestTelemetryOTLPRoundTrip(t *testing.T) {
 // spans were lost).
 func TestTelemetryOTLPInvalidUTF8(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rx := &otlpReceiver{}
-		exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL("http://collector.invalid/v1/traces"),
-			otlptracehttp.WithHTTPClient(&http.Client{Transport: rx}), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-		defer tp.Shutdown(t.Context())
+		rx, tp := exportedTo(t)
 		a := newUpstream("a", []step{content(time.Second, "x"), fail(time.Second, errors.New("upstream said \xff\xfe"))})
 		p := mustNew(t, Config{}, WithTracerProvider(tp), withModel(func(chunk) (string, bool) { return "model-\xc3", true }))
 		if g := drain(p.Stream(t.Context(), a.route()), time.Now()); g.err == nil {

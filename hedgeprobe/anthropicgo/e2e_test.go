@@ -73,16 +73,9 @@ func TestTapTimesPings(t *testing.T) {
 // route types them; after message_stop nothing more is read (a complete
 // answer was reported as stalled, or failed on a reset).
 func TestRepliesTyped(t *testing.T) {
-	for _, tc := range adaptertest.AnthropicReplyCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 2 * time.Second})
-			stream := p.Stream(t.Context(), anthropicgo.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), params, anthropicgo.RouteOptions{}))
-			for stream.Next() {
-			}
-			_ = stream.Close()
-			tc.Check(t, stream.Err())
-		})
-	}
+	adapter.CheckReplies(t, adaptertest.AnthropicReplyCases, func(t *testing.T, url string) hedgeprobe.Route[anthropicgo.Event] {
+		return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
+	})
 }
 
 func TestErrorsTyped(t *testing.T) {

@@ -99,16 +99,9 @@ func TestTapTimesKeepalives(t *testing.T) {
 // are not broken connections, one choice's end is not the stream's, an
 // error page's message is its start.
 func TestRepliesTyped(t *testing.T) {
-	for _, tc := range adaptertest.ChatReplyCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			stream := p.Stream(t.Context(), goopenai.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), req, goopenai.RouteOptions{}))
-			for stream.Next() {
-			}
-			_ = stream.Close()
-			tc.Check(t, stream.Err())
-		})
-	}
+	adapter.CheckReplies(t, adaptertest.ChatReplyCases, func(t *testing.T, url string) hedgeprobe.Route[goopenai.Chunk] {
+		return goopenai.Route("r", clientOf(t, url, false), req, goopenai.RouteOptions{})
+	})
 }
 
 func TestErrorsTyped(t *testing.T) {

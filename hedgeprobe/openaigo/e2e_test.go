@@ -87,16 +87,9 @@ func TestTapTimesKeepalives(t *testing.T) {
 // route types them — a 200 that is not a stream and an undecodable error
 // are not broken connections, one choice's end is not the stream's.
 func TestRepliesTyped(t *testing.T) {
-	for _, tc := range adaptertest.ChatReplyCases {
-		t.Run(tc.Name, func(t *testing.T) {
-			p := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			stream := p.Stream(t.Context(), openaigo.Route("r", clientOf(t, adaptertest.Serve(t, tc.Reply), false), params, openaigo.RouteOptions{}))
-			for stream.Next() {
-			}
-			_ = stream.Close()
-			tc.Check(t, stream.Err())
-		})
-	}
+	adapter.CheckReplies(t, adaptertest.ChatReplyCases, func(t *testing.T, url string) hedgeprobe.Route[openaigo.Chunk] {
+		return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
+	})
 }
 
 // TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -71,6 +72,24 @@ type ReplyCase struct {
 	// Check fails the test unless err is the error the call must end
 	// with (nil: a clean end).
 	Check func(t testing.TB, err error)
+}
+
+// CheckReplies runs a subtest per case: a call of one attempt (a stall
+// watchdog of 2 s, so that a stream read past its end fails rather than
+// hangs) on the route that route builds for the case's upstream, read to
+// its end with hedgeprobe's loop, and the case's check of its error.
+func (a Adapter[T]) CheckReplies(t *testing.T, cases []ReplyCase, route func(t *testing.T, url string) hedgeprobe.Route[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			p := a.NewProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 2 * time.Second})
+			stream := p.Stream(t.Context(), route(t, Serve(t, tc.Reply)))
+			for stream.Next() {
+			}
+			_ = stream.Close()
+			tc.Check(t, stream.Err())
+		})
+	}
 }
 
 // protocolError checks a fatal *sse.ProtocolError whose text holds want.
