@@ -133,11 +133,12 @@ func Opened(provider string, resp *http.Response) error {
 	return sse.CheckEventStream(provider, resp)
 }
 
-// Undecoded returns, when an SDK returned err in place of its own error
-// type for resp, an error status, the *sse.UpstreamError the raw route
-// reads from the same response: the SDK could not decode the body (an
-// "error": "text", which openai-go cannot decode). It reads the body the
-// SDK put back (at most 64 KiB). ok is false otherwise.
+// Undecoded reads resp, an error response whose body the SDK could not
+// make sense of (err is not its error type, or one without a message: an
+// "error": "text", which openai-go cannot decode; a proxy's page), as the
+// raw route reads it: the *sse.UpstreamError of its status, headers and
+// body, from the body the SDK put back (at most 64 KiB). ok is false when
+// resp is not an error response.
 func Undecoded(provider string, resp *http.Response, err error) (e *sse.UpstreamError, ok bool) {
 	if resp == nil || resp.StatusCode < 400 {
 		return nil, false
