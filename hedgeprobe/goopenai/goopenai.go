@@ -65,10 +65,10 @@ func Tokens(c Chunk) (int64, bool) {
 }
 
 // Source wraps a go-openai stream as a hedgeprobe.Source: Next calls Recv,
-// io.EOF after a finish_reason is the clean end, and errors are typed for
-// hedging (MapError). go-openai reports a body cut before [DONE] as io.EOF;
-// without a finish_reason Source reports it as an *sse.ConnectionError
-// wrapping io.ErrUnexpectedEOF. Close closes the stream and calls cancel
+// io.EOF once each choice has a finish_reason is the clean end, and errors
+// are typed for hedging (MapError). go-openai reports a body cut before
+// [DONE] as io.EOF; before a finish_reason of each choice Source reports it
+// as an *sse.ConnectionError wrapping io.ErrUnexpectedEOF. Close closes the stream and calls cancel
 // (when not nil), which must cancel the stream's request context, so that a
 // Recv blocked on a silent upstream returns.
 //

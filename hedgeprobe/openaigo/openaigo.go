@@ -163,8 +163,10 @@ type RouteOptions struct {
 // as it is) is wrapped only to type its errors for hedging — HTTP errors
 // and error payloads become *sse.UpstreamError (with Retry-After), broken
 // connections *sse.ConnectionError, each unwrapping to the SDK's error —
-// and to turn a stream that ends without a finish_reason into an error
-// (openai-go reports a body cut before [DONE] as a clean end).
+// and to turn a stream that ends before each of its choices has a
+// finish_reason into an error (openai-go reports a body cut before [DONE]
+// as a clean end). A 200 response that is not an event stream, and an
+// error body the SDK cannot decode, are typed from the response itself.
 //
 // Build client with option.WithMaxRetries(0): under hedging a retry is
 // another attempt, which hedgeprobe launches and budgets itself.
