@@ -174,15 +174,21 @@ func NewHTTPError(provider string, status int, header http.Header, typ, code, me
 // error it cannot decode. A 2xx status means an error payload in a 200
 // response. cause is kept for errors.As.
 func NewResponseError(provider string, status int, header http.Header, body []byte, cause error) *UpstreamError {
-	e := &UpstreamError{Provider: provider, StatusCode: status, Cause: cause}
+	e, _ := newResponseError(provider, status, header, body, cause)
+	return e
+}
+
+// newResponseError is NewResponseError; ok reports that the body is JSON
+// with an "error" member.
+func newResponseError(provider string, status int, header http.Header, body []byte, cause error) (e *UpstreamError, ok bool) {
+	e = &UpstreamError{Provider: provider, StatusCode: status, Cause: cause}
 	if status >= 200 && status <= 299 {
 		e.StatusCode, e.MidStream = 0, true
 	}
 	if header != nil {
 		e.RetryAfterHint = ParseRetryAfter(header, time.Now())
 	}
-	fillFromPayload(e, body)
-	return e
+	return e, fillFromPayload(e, body)
 }
 
 // NewPayloadError builds the *UpstreamError of an error payload received
@@ -196,14 +202,12 @@ func NewPayloadError(provider string, data []byte, cause error) *UpstreamError {
 }
 
 // responseError reads the body of a response (at most 64 KiB) and returns
-// it as an *UpstreamError, with the error object's type, code and message
-// (OpenAI and Anthropic shapes) and the Retry-After hint; ok reports that
-// the body is JSON with an "error" member. It does not close the body.
+// it as NewResponseError does (a 2xx one is a payload in a 200 response);
+// ok reports that the body is JSON with an "error" member. It does not
+// close the body.
 func responseError(provider string, resp *http.Response) (e *UpstreamError, ok bool) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	e = &UpstreamError{Provider: provider, StatusCode: resp.StatusCode}
-	e.RetryAfterHint = ParseRetryAfter(resp.Header, time.Now())
-	return e, fillFromPayload(e, body)
+	return newResponseError(provider, resp.StatusCode, resp.Header, body, nil)
 }
 
 // payloadError builds the UpstreamError of an error payload mid-stream.

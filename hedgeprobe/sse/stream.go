@@ -109,8 +109,7 @@ func CheckEventStream(provider string, resp *http.Response) error {
 		return nil
 	case "application/json":
 		if e, ok := responseError(provider, resp); ok {
-			e.StatusCode, e.MidStream = 0, true
-			return e
+			return e // a payload in a 200 response
 		}
 		return &ProtocolError{Provider: provider, Err: errors.New("got application/json, want text/event-stream")}
 	default:
