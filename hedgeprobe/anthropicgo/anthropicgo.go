@@ -92,8 +92,9 @@ func blockEvent(typ string) bool {
 }
 
 // Text is the hedgeprobe Items.Text of anthropic-sdk-go events: text
-// deltas (and a text block's start) are answer text; thinking is not; a
-// tool_use block cannot be continued.
+// deltas (and a text block's start) are answer text; whatever a delta of
+// another type carries (thinking, citations) is not; a tool_use block or
+// its input cannot be continued.
 func Text(e Event) (text string, resumable bool) {
 	switch e.Type {
 	case "content_block_start":
@@ -102,10 +103,12 @@ func Text(e Event) (text string, resumable bool) {
 		}
 		return e.ContentBlock.Text, true
 	case "content_block_delta":
-		if e.Delta.Type == "input_json_delta" {
+		switch e.Delta.Type {
+		case "text_delta":
+			return e.Delta.Text, true
+		case "input_json_delta":
 			return "", false
 		}
-		return e.Delta.Text, true
 	}
 	return "", true
 }

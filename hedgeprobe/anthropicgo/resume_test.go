@@ -1,7 +1,6 @@
 package anthropicgo_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -58,28 +57,7 @@ func TestResume(t *testing.T) {
 // TestItemsText: text deltas and a text block's start are answer text;
 // thinking is not; a tool_use block or its input cannot be continued.
 func TestItemsText(t *testing.T) {
-	for _, tc := range []struct {
-		name, json string
-		text       string
-		resumable  bool
-	}{
-		{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
-		{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
-		{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "", true},
-		{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
-		{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
-		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var e anthropicgo.Event
-			if err := json.Unmarshal([]byte(tc.json), &e); err != nil {
-				t.Fatal(err)
-			}
-			if s, ok := anthropicgo.Items.Text(e); s != tc.text || ok != tc.resumable {
-				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.text, tc.resumable)
-			}
-		})
-	}
+	adaptertest.CheckAnthropicText(t, anthropicgo.Items.Text)
 }
 
 // TestResumeKeepsTheBlock: an answer whose text is block 1, after a

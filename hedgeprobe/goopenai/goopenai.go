@@ -170,15 +170,19 @@ func Relabel(answer, c Chunk) Chunk {
 	return c
 }
 
-// Text is the hedgeprobe Items.Text of go-openai chunks: the first
-// choice's content (and refusal) delta is answer text; reasoning_content
-// is not (it is content, but a continuation carries on the answer); a
-// tool-call or function-call fragment cannot be continued, nor a chunk
-// that carries the finish reason with its text (some servers send the
-// last text so).
+// Text is the hedgeprobe Items.Text of go-openai chunks: the content (and
+// refusal) delta of choice 0 is answer text; reasoning_content is not (it
+// is content, but a continuation carries on the answer); a tool-call or
+// function-call fragment cannot be continued, nor a chunk that carries the
+// finish reason with its text (some servers send the last text so), nor
+// the text of any other choice (n > 1: no continuation carries several
+// answers on).
 func Text(c Chunk) (text string, resumable bool) {
 	if len(c.Choices) == 0 {
 		return "", true
+	}
+	if len(c.Choices) > 1 || c.Choices[0].Index != 0 {
+		return "", false
 	}
 	d := &c.Choices[0].Delta
 	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {

@@ -83,6 +83,10 @@ func openAIResumeRoute(t *testing.T, up *adaptertest.Upstream, profile string, h
 // answer: not resumable).
 func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText) }
 
+// TestAnthropicTextCases: AnthropicText reads the events the Anthropic
+// adapter's Items.Text reads, alike.
+func TestAnthropicTextCases(t *testing.T) { adaptertest.CheckAnthropicText(t, sse.AnthropicText) }
+
 // TestE2EResumeAnthropicKeepsTheBlock: an answer whose text is block 1,
 // after a thinking block, falls silent and is continued; the
 // continuation's blocks, numbered from 0, reach the caller as blocks 1…

@@ -82,14 +82,19 @@ func anthropicBlockEvent(typ string) bool {
 	return typ == "content_block_start" || typ == "content_block_delta" || typ == "content_block_stop"
 }
 
-// ChatText is the hedgeprobe Items.Text of ChatChunk: the first choice's
-// content (and refusal) delta is answer text; reasoning is not (it is
+// ChatText is the hedgeprobe Items.Text of ChatChunk: the content (and
+// refusal) delta of choice 0 is answer text; reasoning is not (it is
 // content, but a continuation carries on the answer); a tool-call or
 // function-call fragment cannot be continued, nor a chunk that carries the
-// finish reason with its text (some servers send the last text so).
+// finish reason with its text (some servers send the last text so), nor
+// the text of any other choice (n > 1: no continuation carries several
+// answers on).
 func ChatText(c ChatChunk) (text string, resumable bool) {
 	if len(c.Choices) == 0 {
 		return "", true
+	}
+	if len(c.Choices) > 1 || c.Choices[0].Index != 0 {
+		return "", false
 	}
 	d := &c.Choices[0].Delta
 	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
@@ -100,20 +105,23 @@ func ChatText(c ChatChunk) (text string, resumable bool) {
 }
 
 // AnthropicText is the hedgeprobe Items.Text of AnthropicEvent: text
-// deltas (and a text block's start) are answer text; thinking is not; a
-// tool_use block cannot be continued.
+// deltas (and a text block's start) are answer text; whatever a delta of
+// another type carries (thinking, citations) is not; a tool_use block or
+// its input cannot be continued.
 func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
-	if b := e.ContentBlock; b != nil && e.Type == "content_block_start" {
-		if b.Type == "tool_use" || b.Type == "server_tool_use" {
+	switch {
+	case e.Type == "content_block_start" && e.ContentBlock != nil:
+		if b := e.ContentBlock; b.Type == "tool_use" || b.Type == "server_tool_use" {
 			return "", false
 		}
-		return b.Text, true
-	}
-	if d := e.Delta; d != nil {
-		if d.Type == "input_json_delta" {
+		return e.ContentBlock.Text, true
+	case e.Type == "content_block_delta" && e.Delta != nil:
+		switch e.Delta.Type {
+		case "text_delta":
+			return e.Delta.Text, true
+		case "input_json_delta":
 			return "", false
 		}
-		return d.Text, true
 	}
 	return "", true
 }

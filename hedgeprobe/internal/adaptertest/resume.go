@@ -254,8 +254,9 @@ func (r Resumed) Check(t testing.TB, tc ResumeCase) {
 	}
 }
 
-// ChatTextCase is an OpenAI-compatible chunk as JSON and what Items.Text
-// must say of it.
+// ChatTextCase is an item as JSON (an OpenAI-compatible chunk, or an
+// Anthropic event in AnthropicTextCases) and what Items.Text must say of
+// it.
 type ChatTextCase struct {
 	Name, JSON string
 	Text       string
@@ -275,13 +276,28 @@ var ChatTextCases = []ChatTextCase{
 	// Some servers send the last text with the finish reason: the answer
 	// ends there, and a continuation would follow its end.
 	{"last text with its finish reason", `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, "!", false},
+	// With n > 1 the answer is several texts: no continuation carries
+	// them all on, and one choice's text is not the others'.
+	{"another choice's text", `{"choices":[{"index":1,"delta":{"content":"Hi"}}]}`, "", false},
+	{"two choices in one chunk", `{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`, "", false},
 }
 
 // CheckChatText runs a subtest per ChatTextCases entry: it decodes the
 // JSON into the adapter's chunk type, as the SDK does, and checks text.
 func CheckChatText[T any](t *testing.T, text func(T) (string, bool)) {
 	t.Helper()
-	for _, tc := range ChatTextCases {
+	checkText(t, ChatTextCases, text)
+}
+
+// CheckAnthropicText is CheckChatText for AnthropicTextCases.
+func CheckAnthropicText[T any](t *testing.T, text func(T) (string, bool)) {
+	t.Helper()
+	checkText(t, AnthropicTextCases, text)
+}
+
+func checkText[T any](t *testing.T, cases []ChatTextCase, text func(T) (string, bool)) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			var v T
 			if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
@@ -292,6 +308,21 @@ func CheckChatText[T any](t *testing.T, text func(T) (string, bool)) {
 			}
 		})
 	}
+}
+
+// AnthropicTextCases are the events every Anthropic adapter's Items.Text
+// reads alike: the text of a text delta and of a text block's start is
+// answer text, what a delta of any other type carries is not; a tool_use
+// block or its input cannot be continued.
+var AnthropicTextCases = []ChatTextCase{
+	{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
+	{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
+	{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "", true},
+	{"thinking delta with a text field", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm","text":"x"}}`, "", true},
+	{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"c"}}}`, "", true},
+	{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
+	{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
+	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, "", true},
 }
 
 // CheckChatRelabel checks an OpenAI adapter's Items.Relabel on chunks
