@@ -118,3 +118,90 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per classification", n)
 	}
 }
+
+// FuzzDecode feeds arbitrary events to both decoders and everything that
+// reads what they return: no panic, errors of the documented types only,
+// and answer text (what a resume would continue) always classified as
+// content — else a resume could continue text the stall watchdog never
+// saw arrive.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+		`{"choices":[{"index":0,"delta":{"refusal":"no"},"finish_reason":"stop"}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`,
+		`{"error":{"type":"server_error","code":503,"message":"overloaded"}}`,
+		`{"error":"text"}`, `[DONE]`, ``, `{}`, `nope`,
+		`{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`,
+		`{"type":"message_stop"}`, `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`,
+	} {
+		f.Add("", []byte(s), false)
+	}
+	f.Add("ping", []byte(""), false)
+	f.Add("error", []byte(`{"error":{"message":"x"}}`), false)
+	f.Add("", []byte("keepalive"), true)
+	f.Fuzz(func(t *testing.T, typ string, data []byte, comment bool) {
+		ev := Event{Type: typ, Data: data, Comment: comment}
+		checkErr := func(err error, emit, end bool) {
+			t.Helper()
+			if err == nil {
+				return
+			}
+			if emit || end {
+				t.Fatalf("error %v with emit %v end %v", err, emit, end)
+			}
+			switch e := err.(type) {
+			case *ProtocolError:
+			case *UpstreamError:
+				if !e.MidStream || e.StatusCode != 0 || len(e.Body) > 4<<10 {
+					t.Fatalf("payload error %+v", e)
+				}
+			default:
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			_ = err.Error()
+		}
+
+		c, emit, end, err := decodeOpenAI("openai", ev)
+		checkErr(err, emit, end)
+		if end && emit {
+			t.Fatal("[DONE] emitted")
+		}
+		if emit {
+			k := ClassifyOpenAI(c)
+			if comment && k != hedgeprobe.Keepalive {
+				t.Fatalf("comment classified %v", k)
+			}
+			if text, _ := ChatText(c); text != "" && k != hedgeprobe.Content {
+				t.Fatalf("text %q in a chunk classified %v", text, k)
+			}
+			OpenAITokens(c)
+			ChatRelabel(c, c)
+		}
+
+		e, emit, end, err := decodeAnthropic("anthropic", ev)
+		checkErr(err, emit, end)
+		if end && e.Type != "message_stop" {
+			t.Fatalf("%q ends the stream", e.Type)
+		}
+		if emit {
+			k := ClassifyAnthropic(e)
+			if comment && k != hedgeprobe.Keepalive {
+				t.Fatalf("comment classified %v", k)
+			}
+			if text, _ := AnthropicText(e); text != "" && k != hedgeprobe.Content {
+				t.Fatalf("text %q in an event classified %v", text, k)
+			}
+			AnthropicTokens(e)
+			AnthropicRelabel(e, e)
+			cc := ChatFromAnthropic(e)
+			if text, _ := AnthropicText(e); text != "" {
+				if ct, _ := ChatText(cc); ct != text {
+					t.Fatalf("converted text %q, want %q", ct, text)
+				}
+			}
+		}
+	})
+}
