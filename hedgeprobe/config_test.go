@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -147,4 +148,36 @@ func TestValidateReportsEveryField(t *testing.T) {
 	if c := mustNew(t, Config{StallTimeout: 2 * time.Second}).Config(); c.ResumeAfter != time.Second {
 		t.Errorf("ResumeAfter = %v with StallTimeout 2s, want 1s", c.ResumeAfter)
 	}
+}
+
+// FuzzParseSeconds: an environment value is seconds or a Go duration; a
+// value that reads as more than zero never becomes 0 (off, or the
+// adaptive delay) and nothing becomes negative or wraps round.
+func FuzzParseSeconds(f *testing.F) {
+	for _, s := range []string{"2.5", "2500ms", "0", " 1 ", "-1", "1e-9", "1e-10", "0.5ns", "-0s", "1h30m",
+		"9223372036", "9223372036.854775807", "NaN", "+Inf", "0x1p-2", "1_000", "", "1e300", "5µs"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseSeconds(s)
+		if err != nil {
+			if d != 0 || err.Error() == "" {
+				t.Fatalf("%q: %v with %v", s, err, d)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("%q: %v", s, d)
+		}
+		trimmed := strings.TrimSpace(s)
+		if v, ferr := strconv.ParseFloat(trimmed, 64); ferr == nil {
+			if (v > 0) != (d > 0) {
+				t.Fatalf("%q reads as %g s, became %v", s, v, d)
+			}
+			return
+		}
+		if want, derr := time.ParseDuration(trimmed); derr != nil || want != d {
+			t.Fatalf("%q became %v; time.ParseDuration says %v, %v", s, d, want, derr)
+		}
+	})
 }
