@@ -26,11 +26,11 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	// is counted by unhealthy, and ejects a probed route again.
 	switch {
 	case o == AttemptWinner:
-		if s.p.health.success(a.route.Name, a.epoch, a.probe) {
+		if s.p.health.success(a.route.Name, a.epoch) {
 			s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, now)
 		}
 	case a.probe && !(o == AttemptFailed && IsTransient(err)):
-		s.p.health.abandon(a.route.Name)
+		s.p.health.abandon(a.route.Name, a.epoch)
 	}
 	if o == AttemptCanceled && a != s.race.winner {
 		s.obs.canceled(a.idx, now)

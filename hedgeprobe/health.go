@@ -48,15 +48,18 @@ func (r *routeHealth) clear() bool {
 // epoch is what an attempt launched now records, for stale.
 func (h *health) epoch() uint64 { return h.seq.Load() }
 
-// eject marks r ejected until until; h.mu is held.
+// eject marks r ejected until until; h.mu is held. A probe still running
+// is stale from now on: the next probe is admitted when this ejection
+// ends, whatever that one's fate.
 func (h *health) eject(r *routeHealth, until time.Time) {
-	r.until, r.ejectedSeq = until, h.seq.Add(1)
+	r.until, r.ejectedSeq, r.probing = until, h.seq.Add(1), false
 }
 
 // stale reports whether an attempt launched at epoch launched (see
 // health.epoch) began before the route's latest ejection: what it says of
-// the route predates that verdict. The probe never is: it is launched
-// after the ejection.
+// the route predates that verdict. A probe is launched after the ejection
+// it probes, so it is stale only when the route was restored and ejected
+// again while it ran.
 func (r *routeHealth) stale(launched uint64) bool {
 	return launched < r.ejectedSeq
 }
@@ -153,8 +156,9 @@ func (h *health) soonest(names func(i int) string, n int) int {
 
 // failure records a transient failure of an attempt on name, launched at
 // epoch launched (health.epoch), probe telling whether it was the attempt
-// admitted to probe the route; it returns the ejection it caused, if any. retryAfter > 0 is the
-// upstream's pushback, which ejects (or pushes back) until then by itself.
+// admitted to probe the route; it returns the ejection it caused, if any.
+// retryAfter > 0 is the upstream's pushback, which ejects (or pushes back)
+// until then by itself.
 //
 // An attempt launched before the route's latest ejection is stale: one
 // outage fails every stream running on the route at once, and counting
@@ -173,40 +177,54 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
-	if probe {
-		r.probing = false
-	} else if r.stale(launched) {
+	if r.stale(launched) {
 		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
-	r.fails++
-	switch {
-	case retryAfter > 0:
-		r.ejections++
-		r.fails = 0
-		h.eject(r, now.Add(retryAfter))
-		return RouteEvent{Route: name, Reason: EjectRetryAfter, For: retryAfter, Ejections: r.ejections}, true
-	case r.fails >= h.threshold || probe && r.ejections > 0:
-		r.ejections++
-		r.fails = 0
-		// base × ejections, saturating: a huge base must not wrap round
-		// to a negative (that is, no) ejection.
-		d := h.max
-		if h.base <= h.max/time.Duration(r.ejections) {
-			d = h.base * time.Duration(r.ejections)
-		}
-		h.eject(r, now.Add(d))
-		return RouteEvent{Route: name, Reason: EjectFailures, For: d, Ejections: r.ejections}, true
+	if probe {
+		r.probing = false
 	}
-	return RouteEvent{}, false
+	r.fails++
+	// The ejection lasts the longer of the backoff (when the failures
+	// call for one, or a probe failed) and the Retry-After: a short hint
+	// never cuts a longer verdict short.
+	d, reason := time.Duration(0), EjectFailures
+	if r.fails >= h.threshold || probe && r.ejections > 0 {
+		d = h.backoff(r.ejections + 1)
+	}
+	if retryAfter > d {
+		d, reason = retryAfter, EjectRetryAfter
+	}
+	if d == 0 {
+		return RouteEvent{}, false
+	}
+	if now.Add(d).Before(r.until) {
+		// Ejected for longer already (an attempt launched while every
+		// route was ejected): nothing new to report.
+		return RouteEvent{}, false
+	}
+	r.ejections++
+	r.fails = 0
+	h.eject(r, now.Add(d))
+	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections}, true
+}
+
+// backoff is the ejection of a route's nth consecutive ejection: base ×
+// n, at most max, saturating (a huge base must not wrap round to a
+// negative, that is no, ejection).
+func (h *health) backoff(n int) time.Duration {
+	if h.base <= h.max/time.Duration(n) {
+		return h.base * time.Duration(n)
+	}
+	return h.max
 }
 
 // success records an attempt on name, launched at epoch launched, whose
-// stream completed, probe telling whether it was the route's probe; it reports
-// whether that restored an ejected route. A stale attempt (launched before
-// the latest ejection, not the probe) restores nothing: it completing
-// during the ejection says nothing of the calls the ejection keeps away.
-func (h *health) success(name string, launched uint64, probe bool) (restored bool) {
+// stream completed; it reports whether that restored an ejected route. A
+// stale attempt (launched before the latest ejection, a probe of an
+// earlier one included) restores nothing: it completing during the
+// ejection says nothing of the calls the ejection keeps away.
+func (h *health) success(name string, launched uint64) (restored bool) {
 	if h.marked.Load() == 0 {
 		return false
 	}
@@ -216,7 +234,7 @@ func (h *health) success(name string, launched uint64, probe bool) (restored boo
 	if r == nil {
 		return false
 	}
-	if h.on() && !probe && r.stale(launched) {
+	if h.on() && r.stale(launched) {
 		return false
 	}
 	restored = h.on() && r.ejections > 0
@@ -228,12 +246,14 @@ func (h *health) success(name string, launched uint64, probe bool) (restored boo
 	return restored
 }
 
-// abandon releases name's probe when the probing attempt ended without
-// telling (it lost a race, or the caller hung up): the next call probes.
-func (h *health) abandon(name string) {
+// abandon releases name's probe, launched at epoch launched, when the
+// probing attempt ended without telling (it lost a race, or the caller
+// hung up): the next call probes. A stale probe holds nothing to release
+// (the ejection since let it go), and must not release a newer probe's.
+func (h *health) abandon(name string, launched uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r := h.routes[name]; r != nil {
+	if r := h.routes[name]; r != nil && !r.stale(launched) {
 		r.probing = false
 	}
 }

@@ -158,10 +158,10 @@ func TestHealthAttemptsLaunchedDuringEjectionCount(t *testing.T) {
 	if ev, ejected := h.failure("a", at(3), 0, during, false); !ejected || ev.For != 20*time.Second || ev.Ejections != 2 {
 		t.Fatalf("second ejection: %+v, %v; want 20s after EjectFailures failures", ev, ejected)
 	}
-	if h.success("a", during, false) {
+	if h.success("a", during) {
 		t.Fatal("restored by an attempt launched before the second ejection")
 	}
-	if !h.success("a", h.epoch(), false) {
+	if !h.success("a", h.epoch()) {
 		t.Fatal("not restored by an attempt launched during the second ejection")
 	}
 	if h.marked.Load() != 0 {
@@ -463,4 +463,86 @@ func TestRegressionEachSilenceRecordsItsSkip(t *testing.T) {
 			t.Fatalf("%d skip events, want one per silence: 2", skips)
 		}
 	})
+}
+
+// A probe that outlives its ejection — the route restored by another
+// attempt and ejected again while it ran — is stale like any attempt
+// launched before the latest ejection: completing does not restore the
+// route, failing does not eject it again, and neither releases the
+// claim of the probe the new ejection admits.
+func TestRegressionStaleProbe(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	for _, end := range []string{"completes", "fails", "is abandoned"} {
+		t.Run(end, func(t *testing.T) {
+			h := newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Minute})
+			h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
+			ok, probe := h.admit("a", at(1), true)
+			if !ok || !probe {
+				t.Fatalf("at 1 s: admitted %v, probe %v", ok, probe)
+			}
+			oldProbe := h.epoch()
+			// Every route ejected: another attempt served, completed and
+			// restored the route; a third failed with Retry-After 5 s.
+			if !h.success("a", h.epoch()) {
+				t.Fatal("not restored")
+			}
+			h.failure("a", at(1.5), 5*time.Second, h.epoch(), false) // until 6.5 s
+			switch end {
+			case "completes":
+				if h.success("a", oldProbe) {
+					t.Fatal("the stale probe restored the route")
+				}
+			case "fails":
+				if ev, ejected := h.failure("a", at(2), 0, oldProbe, true); ejected {
+					t.Fatalf("the stale probe ejected the route again: %+v", ev)
+				}
+			case "is abandoned":
+				h.abandon("a", oldProbe)
+			}
+			if ok, _ := h.admit("a", at(3), true); ok {
+				t.Fatal("admitted at 3 s, inside the Retry-After ejection")
+			}
+			if ok, probe := h.admit("a", at(6.5), true); !ok || !probe {
+				t.Fatalf("at 6.5 s: admitted %v, probe %v; want the new probe", ok, probe)
+			}
+			h.abandon("a", oldProbe)
+			if ok, _ := h.admit("a", at(6.6), true); ok {
+				t.Fatal("the stale probe released the new probe's claim: a second probe admitted")
+			}
+		})
+	}
+}
+
+// A Retry-After shorter than the ejection in force, or than the backoff a
+// failed probe earns, does not cut it short: the ejection lasts the
+// longer of the two.
+func TestRegressionShortRetryAfterKeepsLongerEjection(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h := newHealth(Config{EjectFailures: 2, EjectBase: time.Second, EjectMax: time.Minute})
+	h.failure("a", at(0), 0, h.epoch(), false)
+	h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
+	// Every route ejected: an attempt launched now fails with a 20 ms hint
+	// (one failure, below EjectFailures).
+	if ev, ejected := h.failure("a", at(0.1), 20*time.Millisecond, h.epoch(), false); ejected {
+		t.Fatalf("a 20 ms Retry-After replaced a 1 s ejection: %+v", ev)
+	}
+	if ok, _ := h.admit("a", at(0.5), true); ok {
+		t.Fatal("admitted at 0.5 s, inside the 1 s ejection")
+	}
+	// The probe fails with a 20 ms hint: ejected again for longer (2 s).
+	if ok, probe := h.admit("a", at(1), true); !ok || !probe {
+		t.Fatalf("at 1 s: admitted %v, probe %v", ok, probe)
+	}
+	ev, ejected := h.failure("a", at(1), 20*time.Millisecond, h.epoch(), true)
+	if !ejected || ev.For != 2*time.Second || ev.Reason != EjectFailures || ev.Ejections != 2 {
+		t.Fatalf("failed probe: %+v, %v; want ejected again for 2 s", ev, ejected)
+	}
+	// A hint longer than the backoff wins, and says so.
+	if ok, probe := h.admit("a", at(3), true); !ok || !probe {
+		t.Fatalf("at 3 s: admitted %v, probe %v", ok, probe)
+	}
+	ev, ejected = h.failure("a", at(3), 10*time.Second, h.epoch(), true)
+	if !ejected || ev.For != 10*time.Second || ev.Reason != EjectRetryAfter || ev.Ejections != 3 {
+		t.Fatalf("failed probe with a 10 s hint: %+v, %v", ev, ejected)
+	}
 }

@@ -101,7 +101,7 @@ func (s *Stream[T]) launch(l launch[T]) bool {
 	// closing, or the budget refused it) is given back, else the route
 	// would wait for its verdict for good.
 	if a == nil && s.race.probe {
-		s.p.health.abandon(route.Name)
+		s.p.health.abandon(route.Name, s.p.health.epoch())
 		s.race.probe = false
 	}
 	if refused {
