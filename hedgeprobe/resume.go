@@ -151,19 +151,36 @@ func anyContinues[T any](routes []Route[T]) bool {
 }
 
 // resumeRoute returns the route for a resume of attempt a: the next route
-// after a's that Continues, has not refused a continuation lately and
-// health admits; a's own route comes last (with one route that can
-// continue, it is asked again: the silence may be one replica's).
+// that Continues, has not refused a continuation lately and health admits,
+// after the route of a's latest resume (one that stayed silent or failed
+// is not asked again while another can be), else after a's own; a's own
+// route comes last (with one route that can continue, it is asked again:
+// the silence may be one replica's).
 func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 	now := time.Now()
-	from := 0
-	for i := range s.routes {
-		if &s.routes[i] == a.route {
-			from = i + 1
+	after := a.route
+	for i := len(s.attempts) - 1; i > a.idx; i-- {
+		if r := s.attempts[i]; r.trigger == TriggerResume && r.of == a {
+			after = r.route
+			break
 		}
 	}
+	from, own := 0, 0
 	for i := range s.routes {
+		if &s.routes[i] == after {
+			from = i + 1
+		}
+		if &s.routes[i] == a.route {
+			own = i
+		}
+	}
+	for i := range len(s.routes) + 1 {
 		j := (from + i) % len(s.routes)
+		if i == len(s.routes) {
+			j = own // skipped in the round, tried at its end
+		} else if j == own {
+			continue
+		}
 		r := &s.routes[j]
 		if !r.Continues || s.p.refusals.refused(r.Name, now) {
 			continue

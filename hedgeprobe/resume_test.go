@@ -277,6 +277,38 @@ func TestResumeTwice(t *testing.T) {
 	})
 }
 
+// A continuation that stays silent does not get the next resume: that
+// goes to the next route that continues after it, not back to the one
+// that just failed to help (the stalled stream is still the winner, so
+// counting from its route picked the silent one again). Found by an
+// independent pass: routes [a b b], c never asked, a stall timeout.
+func TestRegressionSecondResumeGoesOn(t *testing.T) {
+	for _, silent := range []struct {
+		name string
+		step step
+	}{{"silent", hang()}, {"failing", fail(200*time.Millisecond, &statusErr{code: 503})}} {
+		t.Run(silent.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(time.Second, "A"), hang()})
+				b := continuing("b", []step{keepalive(10 * time.Millisecond), silent.step})
+				c := continuing("c", []step{content(100*time.Millisecond, "C")})
+				p := mustNew(t, resumeCfg(), withText())
+				s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+				g := drain(s, time.Now())
+				if joined(g) != "AC" || g.err != nil {
+					t.Fatalf("text %q err %v; want c to carry the answer on", joined(g), g.err)
+				}
+				if asked := b.attempts(); len(asked) != 1 {
+					t.Fatalf("b asked %d times: %+v", len(asked), asked)
+				}
+				if asked := c.attempts(); len(asked) != 1 || asked[0].Prefix != "A" || asked[0].Index != 2 {
+					t.Fatalf("c asked %+v", asked)
+				}
+			})
+		})
+	}
+}
+
 // A route that refuses the continuation (a fatal error on the resume
 // attempt) fails that attempt as refused, not the call; the next resume
 // goes to the next route that continues, and the refusing route is not
