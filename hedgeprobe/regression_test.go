@@ -883,3 +883,35 @@ func TestRegressionRelayPacedBySlowCaller(t *testing.T) {
 		}
 	})
 }
+
+// A stall hedge that stays silent is followed by a third attempt, as a
+// slow TTFT hedge is (rule 2: no content from a live attempt within the
+// hedge delay, counted from the latest launch). Regression: content the
+// stalled attempt produced before the hedge's launch blocked the TTFT
+// trigger, the stall trigger watches only the newest attempt, and the
+// caller waited for the stalled one's next chunk a minute later. Found
+// by an independent pass.
+func TestRegressionSilentStallHedgeIsHedged(t *testing.T) {
+	for _, delivery := range []Delivery{Streaming, Buffered} {
+		t.Run(delivery.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
+					content(time.Minute, "a2")})
+				b := newUpstream("b", []step{keepalive(10 * time.Millisecond), hang()})
+				c := newUpstream("c", texts("c", 3, 100*time.Millisecond, 10*time.Millisecond))
+				p := mustNew(t, Config{HedgeAfter: time.Second, StallAfter: time.Second, HoldChunks: 3,
+					Delivery: delivery, MaxAttempts: 3})
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+				g := drain(s, start)
+				wantTexts(t, g, "c0", "c1", "c2")
+				// a's last chunk at 0.11 s; the stall hedge at 1.11 s; the
+				// TTFT hedge 1 s later; c's chunks 0.1–0.12 s after that.
+				wantDur(t, "c's last chunk", g.at[len(g.at)-1], 2230*time.Millisecond)
+				if st := s.Stats(); len(st.Attempts) != 3 || st.Attempts[2].Trigger != TriggerTTFT {
+					t.Fatalf("attempts %+v", st.Attempts)
+				}
+			})
+		})
+	}
+}

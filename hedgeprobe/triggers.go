@@ -101,11 +101,14 @@ func triggerTable[T any]() []trigger[T] {
 		},
 		{
 			// TTFT hedge: no content from any live attempt within the
-			// hedge delay after the latest launch.
+			// hedge delay after the latest launch. Content from before
+			// that launch does not count: a stall hedge that stays
+			// silent is followed by a third attempt, as a slow TTFT
+			// hedge is (the stall trigger watches only the newest).
 			name: "ttft",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
-				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContent() && s.race.ttftSpent != latest.idx
+				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContentSince(latest.launch) && s.race.ttftSpent != latest.idx
 				return later(latest.launch, latest.delay), ok
 			},
 			fire: func(s *Stream[T], now time.Duration) {
@@ -197,10 +200,11 @@ func (s *Stream[T]) onDeadline() {
 // canLaunch reports whether the call may have one more attempt.
 func (s *Stream[T]) canLaunch() bool { return len(s.attempts) < s.p.cfg.MaxAttempts }
 
-// liveContent reports whether a live attempt has produced content.
-func (s *Stream[T]) liveContent() bool {
+// liveContentSince reports whether a live attempt has produced content
+// at or after t.
+func (s *Stream[T]) liveContentSince(t time.Duration) bool {
 	for _, a := range s.attempts {
-		if !a.done && a.content > 0 {
+		if !a.done && a.content > 0 && a.last >= t {
 			return true
 		}
 	}
