@@ -185,18 +185,16 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		r.probing = false
 	}
 	r.fails++
-	// The ejection lasts the longer of the backoff (when the failures
-	// call for one, or a probe failed) and the Retry-After: a short hint
-	// never cuts a longer verdict short.
-	d, reason := time.Duration(0), EjectFailures
-	if r.fails >= h.threshold || probe && r.ejections > 0 {
-		d = h.backoff(r.ejections + 1)
-	}
-	if retryAfter > d {
-		d, reason = retryAfter, EjectRetryAfter
-	}
-	if d == 0 {
-		return RouteEvent{}, false
+	// A Retry-After decides the time itself (the upstream says when to
+	// come back), after a failed probe too: the growing backoff in its
+	// place failed more calls in the simulation's 429 storm (docs/design.md
+	// rule 11). Else the failures call for a backoff, or a probe failed.
+	d, reason := retryAfter, EjectRetryAfter
+	if retryAfter <= 0 {
+		if r.fails < h.threshold && !(probe && r.ejections > 0) {
+			return RouteEvent{}, false
+		}
+		d, reason = h.backoff(r.ejections+1), EjectFailures
 	}
 	if now.Add(d).Before(r.until) {
 		// Ejected for longer already (an attempt launched while every
