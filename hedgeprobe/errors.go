@@ -72,8 +72,11 @@ type TimeoutError struct {
 	// Timeout: that is the method net.Error callers look for).
 	After time.Duration
 	// Attempt is the index of the attempt the error is about: the
-	// committed one for a stall after commit, the newest live one for a
-	// TTFT timeout.
+	// committed one for a stall after commit, the stalled one for a stall
+	// before commit (an attempt with content, then StallTimeout of
+	// silence; it ends the call only when no other attempt carries it
+	// on, with nothing delivered), the newest live one for a TTFT
+	// timeout.
 	Attempt int
 	// Route and Model name that attempt's route.
 	Route, Model string
