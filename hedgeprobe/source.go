@@ -22,7 +22,11 @@ import (
 // must then report false soon. An item Current returned must stay valid
 // after Close (a classifier may be looking at it while Close runs, and the
 // caller keeps delivered items). hedgeprobe calls Close exactly once per
-// Source, and ignores its error and a panic in it.
+// Source, and ignores its error and a panic in it. Close must return
+// promptly: the attempt's context is cancelled first, and the losers of a
+// race are closed on the caller's path at commit, so a Close that blocks
+// (a connection drained to its end, say) delays the winner's first item
+// by as long.
 //
 // The SDK streams satisfy this: openai-go's ssestream.Stream (v3.98.0)
 // closes under a sync.Once that only sets an atomic done flag and closes
