@@ -164,19 +164,25 @@ func FuzzDecode(f *testing.F) {
 			_ = err.Error()
 		}
 
+		// checkKind: a comment is a keepalive, and answer text is content.
+		checkKind := func(k hedgeprobe.Kind, text string) {
+			t.Helper()
+			if comment && k != hedgeprobe.Keepalive {
+				t.Fatalf("comment classified %v", k)
+			}
+			if text != "" && k != hedgeprobe.Content {
+				t.Fatalf("text %q in an item classified %v", text, k)
+			}
+		}
+
 		c, emit, end, err := decodeOpenAI("openai", ev)
 		checkErr(err, emit, end)
 		if end && emit {
 			t.Fatal("[DONE] emitted")
 		}
 		if emit {
-			k := ClassifyOpenAI(c)
-			if comment && k != hedgeprobe.Keepalive {
-				t.Fatalf("comment classified %v", k)
-			}
-			if text, _ := ChatText(c); text != "" && k != hedgeprobe.Content {
-				t.Fatalf("text %q in a chunk classified %v", text, k)
-			}
+			text, _ := ChatText(c)
+			checkKind(ClassifyOpenAI(c), text)
 			OpenAITokens(c)
 			ChatRelabel(c, c)
 		}
@@ -187,18 +193,12 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%q ends the stream", e.Type)
 		}
 		if emit {
-			k := ClassifyAnthropic(e)
-			if comment && k != hedgeprobe.Keepalive {
-				t.Fatalf("comment classified %v", k)
-			}
-			if text, _ := AnthropicText(e); text != "" && k != hedgeprobe.Content {
-				t.Fatalf("text %q in an event classified %v", text, k)
-			}
+			text, _ := AnthropicText(e)
+			checkKind(ClassifyAnthropic(e), text)
 			AnthropicTokens(e)
 			AnthropicRelabel(e, e)
-			cc := ChatFromAnthropic(e)
-			if text, _ := AnthropicText(e); text != "" {
-				if ct, _ := ChatText(cc); ct != text {
+			if text != "" {
+				if ct, _ := ChatText(ChatFromAnthropic(e)); ct != text {
 					t.Fatalf("converted text %q, want %q", ct, text)
 				}
 			}
