@@ -82,8 +82,10 @@ type TimeoutError struct {
 	Route, Model string
 	// ChunksReceived is the number of content chunks that attempt received.
 	ChunksReceived int64
-	// ChunksDelivered is the number of content chunks delivered to the
-	// caller before the error; they stay delivered.
+	// ChunksDelivered is the number of content chunks the whole call
+	// delivered to the caller before the error, from every attempt it
+	// read (after a resume, more than Attempt received); they stay
+	// delivered.
 	ChunksDelivered int64
 	// Truncated is true when content was delivered before the error: the
 	// caller holds a partial answer.
@@ -92,8 +94,11 @@ type TimeoutError struct {
 
 // Error describes the timeout.
 func (e *TimeoutError) Error() string {
-	s := fmt.Sprintf("hedgeprobe: %s timeout after %v on route %q model %q: %d content chunks received, %d delivered",
-		e.Kind, e.After, e.Route, e.Model, e.ChunksReceived, e.ChunksDelivered)
+	// The two counts have different scopes — the attempt's and the
+	// call's — and after a resume they differ widely, so the message
+	// names each one's scope.
+	s := fmt.Sprintf("hedgeprobe: %s timeout after %v on route %q model %q: attempt %d received %d content chunks, the caller %d",
+		e.Kind, e.After, e.Route, e.Model, e.Attempt, e.ChunksReceived, e.ChunksDelivered)
 	if e.Truncated {
 		s += " (truncated)"
 	}

@@ -171,6 +171,13 @@ func TestRule7Errors(t *testing.T) {
 	if !errors.As(wrapped, &ne) || !ne.Timeout() {
 		t.Fatal("Timeout() not found by errors.As")
 	}
+	// After a resume the attempt's count and the call's differ; the
+	// message says whose each one is.
+	resumed := &TimeoutError{Kind: TimeoutStall, After: 2 * time.Second, Attempt: 1, Route: "b", Model: "mb",
+		ChunksReceived: 2, ChunksDelivered: 6, Truncated: true}
+	if got, want := resumed.Error(), `hedgeprobe: stall timeout after 2s on route "b" model "mb": attempt 1 received 2 content chunks, the caller 6 (truncated)`; got != want {
+		t.Fatalf("Error() = %q\nwant %q", got, want)
+	}
 	for _, c := range []struct {
 		err  error
 		want bool
