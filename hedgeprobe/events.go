@@ -48,7 +48,10 @@ const (
 	OutcomeTTFTTimeout  Outcome = "ttft_timeout"
 	OutcomeStallTimeout Outcome = "stall_timeout"
 	OutcomeError        Outcome = "error"
-	OutcomeCanceled     Outcome = "canceled"
+	// OutcomeCanceled: the caller ended the call — Close, or its context
+	// cancelled or past its deadline (Err then returns the context's
+	// error, and the span's error.type says which).
+	OutcomeCanceled Outcome = "canceled"
 )
 
 // ThrottleReason says why a hedge or resume was refused.
@@ -71,9 +74,10 @@ type ResumeSkip string
 const (
 	// ResumeMaxAttempts: the call already has MaxAttempts attempts.
 	ResumeMaxAttempts ResumeSkip = "max_attempts"
-	// ResumeNoRoute: no route can continue (none has Continues, or every
-	// one that has refused a continuation recently, asks callers to stay
-	// away (Retry-After) or is ejected).
+	// ResumeNoRoute: no route can continue now: every route that Continues
+	// has refused a continuation recently, asks callers to stay away
+	// (Retry-After) or is ejected. (A call none of whose routes Continues
+	// never resumes, so it reports no ResumeEvent at all.)
 	ResumeNoRoute ResumeSkip = "no_route"
 	// ResumeNotResumable: what was delivered cannot be continued: nothing
 	// but reasoning, a tool call in progress, or text followed by a

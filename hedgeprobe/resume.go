@@ -153,9 +153,10 @@ func anyContinues[T any](routes []Route[T]) bool {
 // resumeRoute returns the route for a resume of attempt a: the next route
 // that Continues, has not refused a continuation lately and health admits,
 // after the route of a's latest resume (one that stayed silent or failed
-// is not asked again while another can be), else after a's own; a's own
-// route comes last (with one route that can continue, it is asked again:
-// the silence may be one replica's).
+// is not asked again while a third route can be), else after a's own; a's
+// own route comes last, after the latest resume's (a's silence is the
+// older one, yet it is where the call first failed; with one route that
+// can continue, it is asked again: the silence may be one replica's).
 func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 	now := time.Now()
 	after := a.route
