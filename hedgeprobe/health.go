@@ -12,7 +12,8 @@ import (
 // errors EjectFailures times in a row is ejected for EjectBase × its
 // consecutive ejection count (at most EjectMax); while ejected it is
 // skipped as primary and for hedges; when the time has passed one attempt
-// probes it: success restores it, failure ejects it again for longer.
+// probes it: success restores it, failure ejects it again for longer (or
+// until its Retry-After).
 // Attempts launched before an ejection and ending after it are stale and
 // count for nothing (see failure). A Retry-After ejects the route until
 // then. With ejection off, a Retry-After only keeps hedges away
@@ -57,9 +58,10 @@ func (h *health) eject(r *routeHealth, until time.Time) {
 
 // stale reports whether an attempt launched at epoch launched (see
 // health.epoch) began before the route's latest ejection: what it says of
-// the route predates that verdict. A probe is launched after the ejection
-// it probes, so it is stale only when the route was restored and ejected
-// again while it ran.
+// the route predates that verdict. A probe's epoch is its claim's (see
+// probeClaim), so it is stale once the route is ejected again after the
+// claim was granted — by another call's attempt, say, while every route
+// is ejected — since that ejection revoked the claim.
 func (r *routeHealth) stale(launched uint64) bool {
 	return launched < r.ejectedSeq
 }
@@ -105,18 +107,28 @@ func (h *health) settle(name string, r *routeHealth, wasClear bool) {
 	}
 }
 
+// probeClaim is the right to probe a route after its ejection, granted
+// by health.admit. epoch is the health epoch at the grant, taken under
+// the same lock: the probe's attempt launches with it, so an ejection
+// between the grant and the launch — which revokes the claim — makes the
+// probe stale, and its verdict or abandon touches no newer probe's claim.
+type probeClaim struct {
+	held  bool
+	epoch uint64
+}
+
 // admit reports whether an attempt may go to name now. An ejected route
-// whose time has passed admits one attempt, the probe (probe true), and
+// whose time has passed admits one attempt, the probe (probe.held), and
 // no other until that one's outcome is known.
-func (h *health) admit(name string, now time.Time, primary bool) (ok, probe bool) {
+func (h *health) admit(name string, now time.Time, primary bool) (ok bool, probe probeClaim) {
 	if h.marked.Load() == 0 {
-		return true, false
+		return true, probeClaim{}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.routes[name]
 	if r == nil || r.until.IsZero() {
-		return true, false
+		return true, probeClaim{}
 	}
 	if !h.on() {
 		// Pushback only: it keeps hedges away, never the primary.
@@ -125,15 +137,15 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok, probe bool
 				r.until = time.Time{}
 				h.settle(name, r, false)
 			}
-			return true, false
+			return true, probeClaim{}
 		}
-		return false, false
+		return false, probeClaim{}
 	}
 	if now.Before(r.until) || r.probing {
-		return false, false
+		return false, probeClaim{}
 	}
 	r.probing = true
-	return true, true
+	return true, probeClaim{held: true, epoch: h.seq.Load()}
 }
 
 // soonest returns the index of the route whose ejection ends first: the
@@ -157,8 +169,9 @@ func (h *health) soonest(names func(i int) string, n int) int {
 // failure records a transient failure of an attempt on name, launched at
 // epoch launched (health.epoch), probe telling whether it was the attempt
 // admitted to probe the route; it returns the ejection it caused, if any.
-// retryAfter > 0 is the upstream's pushback, which ejects (or pushes back)
-// until then by itself.
+// retryAfter > 0 is the upstream's pushback, which decides the ejection's
+// time (or pushes back) by itself — except that it never cuts short an
+// ejection in force that lasts longer.
 //
 // An attempt launched before the route's latest ejection is stale: one
 // outage fails every stream running on the route at once, and counting

@@ -100,9 +100,9 @@ func (s *Stream[T]) launch(l launch[T]) bool {
 	// A probe admitted for an attempt that never started (the Stream is
 	// closing, or the budget refused it) is given back, else the route
 	// would wait for its verdict for good.
-	if a == nil && s.race.probe {
-		s.p.health.abandon(route.Name, s.p.health.epoch())
-		s.race.probe = false
+	if a == nil && s.race.probe.held {
+		s.p.health.abandon(route.Name, s.race.probe.epoch)
+		s.race.probe = probeClaim{}
 	}
 	if refused {
 		s.throttle(l.trigger, route.Name, ThrottleBudget)
@@ -147,7 +147,12 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,
 	}
-	a.probe, s.race.probe = s.race.probe, false
+	// A probe launches at its claim's epoch, not now's: an ejection since
+	// the grant revoked it (see probeClaim).
+	if a.probe = s.race.probe.held; a.probe {
+		a.epoch = s.race.probe.epoch
+	}
+	s.race.probe = probeClaim{}
 	if s.p.cfg.HedgeAfter > 0 {
 		a.delay = s.p.cfg.HedgeAfter
 	} else {

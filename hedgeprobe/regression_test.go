@@ -649,18 +649,93 @@ func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
 		drain(p.Stream(t.Context(), down("b").route()), time.Now())
 		time.Sleep(time.Second)
 		ok, probe := p.health.admit("b", time.Now(), false) // the hedge's route choice
-		if !ok || !probe {
+		if !ok || !probe.held {
 			t.Fatalf("b after its ejection: admitted %v, probe %v", ok, probe)
 		}
 		s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
-		s.race.probe = true
+		s.race.probe = probe
 		s.Close()
 		if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
 			t.Fatal("an attempt launched on a closed Stream")
 		}
-		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe {
+		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe.held {
 			t.Fatalf("the next call: b admitted %v, probe %v; want its probe back", ok, probe)
 		}
+	})
+}
+
+// Regression: a probe's attempt took its epoch when it launched, after
+// admit had granted the claim. Another call's attempt (launched while
+// every route was ejected) could eject the route again in between, which
+// revoked the claim; the probe then carried the new epoch, was not stale,
+// and when it ended — abandoned, or failed — it released (or re-ejected
+// over) the claim of the next probe, admitted when the new ejection
+// ended: two probes at once, or a restored route ejected by an old one.
+// A probe now launches at its claim's epoch.
+func TestRegressionRevokedProbeClaim(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	setup := func(t *testing.T) (h *health, old probeClaim) {
+		h = newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Minute})
+		h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
+		during := h.epoch()                        // another call's attempt, every route ejected
+		ok, old := h.admit("a", at(1), true)
+		if !ok || !old.held {
+			t.Fatalf("at 1 s: admitted %v, probe %+v", ok, old)
+		}
+		// Before the probe launches, the other attempt fails with a
+		// Retry-After of 2 s: ejected again, the claim revoked.
+		if _, ejected := h.failure("a", at(1), 2*time.Second, during, false); !ejected {
+			t.Fatal("not ejected again")
+		}
+		if ok, next := h.admit("a", at(3), true); !ok || !next.held {
+			t.Fatalf("at 3 s: admitted %v, probe %+v; want the next probe", ok, next)
+		}
+		return h, old
+	}
+	t.Run("abandoned", func(t *testing.T) {
+		h, old := setup(t)
+		h.abandon("a", old.epoch)
+		if ok, _ := h.admit("a", at(3.1), true); ok {
+			t.Fatal("the revoked probe's abandon released the next probe's claim: two probes at once")
+		}
+	})
+	t.Run("failed", func(t *testing.T) {
+		h, old := setup(t)
+		if ev, ejected := h.failure("a", at(3.1), 0, old.epoch, true); ejected {
+			t.Fatalf("the revoked probe's failure ejected the route again: %+v", ev)
+		}
+		if ok, _ := h.admit("a", at(3.2), true); ok {
+			t.Fatal("the revoked probe's failure released the next probe's claim")
+		}
+	})
+	// The same through a Stream: a hedge whose probe was granted and then
+	// revoked never launches (the caller closed); giving it back must not
+	// release the next probe's claim.
+	t.Run("given back", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, EjectFailures: 1, EjectBase: time.Second})
+			drain(p.Stream(t.Context(), down("b").route()), time.Now()) // b ejected for 1 s
+			during := p.health.epoch()
+			time.Sleep(time.Second)
+			ok, old := p.health.admit("b", time.Now(), false)
+			if !ok || !old.held {
+				t.Fatalf("b after its ejection: admitted %v, probe %+v", ok, old)
+			}
+			p.health.failure("b", time.Now(), 2*time.Second, during, false) // revokes it
+			time.Sleep(2 * time.Second)
+			if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.held {
+				t.Fatalf("b after its second ejection: admitted %v, probe %+v", ok, next)
+			}
+			s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
+			s.race.probe = old
+			s.Close()
+			if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
+				t.Fatal("an attempt launched on a closed Stream")
+			}
+			if ok, _ := p.health.admit("b", time.Now(), true); ok {
+				t.Fatal("the revoked probe, given back, released the next probe's claim")
+			}
+		})
 	})
 }
 
