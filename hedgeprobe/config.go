@@ -116,9 +116,9 @@ type Config struct {
 	// HedgeWarmup is the number of samples a route × model needs in its
 	// window before its quantile is trusted. Default 20.
 	HedgeWarmup int
-	// StallAfter arms the stall trigger: while no attempt is committed, the
-	// newest live attempt has produced content and then no content for this
-	// long launches a hedge (a resume of that attempt's text when resume is
+	// StallAfter arms the stall trigger: while no attempt is committed,
+	// when the newest live attempt that has produced content has produced
+	// none for this long, a hedge launches (a resume of that attempt's text when resume is
 	// possible, else a fresh attempt). It matters with Buffered or
 	// HoldChunks > 1. Zero (the default) disables it. Env
 	// HEDGE__STALL_AFTER_S.

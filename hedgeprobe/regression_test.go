@@ -664,6 +664,56 @@ func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
 	})
 }
 
+// Regression: the stall hedge watched only the newest live attempt. When
+// that was a hedge still without content, an older attempt that delivered
+// again after the hedge's launch and then stalled again was hedged by
+// nothing — the TTFT trigger stays quiet after content since the latest
+// launch — and the caller waited for its next chunk a minute later. The
+// stall hedge now watches the newest live attempt with content.
+func TestRegressionStallBehindSilentHedge(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a    []step
+		// The expected hedges' triggers, and when c's last chunk reaches
+		// the caller.
+		triggers []Trigger
+		last     time.Duration
+	}{
+		// a stalls at 0.11 s: a stall hedge to b at 1.11 s, silent; a
+		// delivers again at 1.51 s and stalls: a stall hedge to c at
+		// 2.51 s, whose chunks come 0.1–0.13 s later.
+		{"stall, then again", []step{content(100*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
+			content(1400*time.Millisecond, "a2"), content(time.Minute, "a3")},
+			[]Trigger{TriggerStall, TriggerStall}, 2640 * time.Millisecond},
+		// a is slow: a TTFT hedge to b at 1 s, silent; a's content at
+		// 1.5 s stalls at 1.51 s: a stall hedge to c at 2.51 s.
+		{"late first chunk, then a stall", []step{content(1500*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
+			content(time.Minute, "a2"), content(time.Minute, "a3")},
+			[]Trigger{TriggerTTFT, TriggerStall}, 2640 * time.Millisecond},
+	} {
+		for _, delivery := range []Delivery{Streaming, Buffered} {
+			t.Run(c.name+"/"+delivery.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a := newUpstream("a", c.a)
+					b := newUpstream("b", []step{keepalive(10 * time.Millisecond), hang()})
+					cu := newUpstream("c", texts("c", 4, 100*time.Millisecond, 10*time.Millisecond))
+					p := mustNew(t, Config{HedgeAfter: time.Second, StallAfter: time.Second, HoldChunks: 4,
+						Delivery: delivery, MaxAttempts: 3})
+					start := time.Now()
+					s := p.Stream(t.Context(), a.route(), b.route(), cu.route())
+					g := drain(s, start)
+					wantTexts(t, g, "c0", "c1", "c2", "c3")
+					wantDur(t, "c's last chunk", g.at[len(g.at)-1], c.last)
+					st := s.Stats()
+					if len(st.Attempts) != 3 || st.Attempts[1].Trigger != c.triggers[0] || st.Attempts[2].Trigger != c.triggers[1] {
+						t.Fatalf("attempts %+v; want hedges %v", st.Attempts, c.triggers)
+					}
+				})
+			})
+		}
+	}
+}
+
 // Regression: a probe's attempt took its epoch when it launched, after
 // admit had granted the claim. Another call's attempt (launched while
 // every route was ejected) could eject the route again in between, which

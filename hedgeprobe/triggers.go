@@ -104,7 +104,8 @@ func triggerTable[T any]() []trigger[T] {
 			// hedge delay after the latest launch. Content from before
 			// that launch does not count: a stall hedge that stays
 			// silent is followed by a third attempt, as a slow TTFT
-			// hedge is (the stall trigger watches only the newest).
+			// hedge is (the stall trigger watches attempts with content
+			// only, and the stalled one's stall is spent).
 			name: "ttft",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
@@ -117,12 +118,13 @@ func triggerTable[T any]() []trigger[T] {
 			},
 		},
 		{
-			// Stall hedge: the newest live attempt produced content, then
-			// none for StallAfter. It continues that attempt's text when
-			// it can (a resume), else starts over.
+			// Stall hedge: the newest live attempt with content produced
+			// none for StallAfter since (once per silence). It continues
+			// that attempt's text when it can (a resume), else starts
+			// over.
 			name: "stall",
 			due: func(s *Stream[T]) (time.Duration, bool) {
-				n := s.live()
+				n := s.stallWatched()
 				ok := s.phase == phaseRace && s.canLaunch() && s.p.cfg.StallAfter > 0 &&
 					n != nil && n.content > 0 && n.stallSpent != n.last
 				if !ok {
@@ -131,7 +133,7 @@ func triggerTable[T any]() []trigger[T] {
 				return later(n.last, s.p.cfg.StallAfter), true
 			},
 			fire: func(s *Stream[T], now time.Duration) {
-				n := s.live()
+				n := s.stallWatched()
 				n.stallSpent = n.last
 				if !s.resumeBeforeCommit(n) {
 					s.hedge(TriggerStall)
