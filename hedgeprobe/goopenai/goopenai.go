@@ -214,7 +214,9 @@ type RouteOptions struct {
 	// on). sse.ContinueFinalMessage and sse.ContinuePrefix
 	// need body fields go-openai cannot send: a route with either fails
 	// every attempt with ErrContinuation (use openaigo or sse.OpenAIRoute
-	// for vLLM, SGLang, DeepSeek or Mistral).
+	// for vLLM, SGLang, DeepSeek or Mistral). A request for more than one
+	// choice (N above 1) never continues, whatever Continue says: a
+	// continuation would carry choice 0's text into every choice.
 	Continue sse.Continuation
 }
 
@@ -263,7 +265,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 		return NewSource(ctx, o.Provider, stream, cancel), nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: req.Model, Open: open,
-		Continues: o.Continue == sse.ContinueTrailingAssistant}
+		Continues: o.Continue == sse.ContinueTrailingAssistant && req.N <= 1}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}

@@ -36,6 +36,24 @@ func TestContinuationUnsupported(t *testing.T) {
 	}
 }
 
+// TestManyChoicesDoNotContinue: a request for more than one choice makes
+// a route that cannot resume, whatever its Continue: a continuation would
+// carry choice 0's text into every choice.
+func TestManyChoicesDoNotContinue(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want bool
+	}{{0, true}, {1, true}, {2, false}, {8, false}} {
+		rq := req
+		rq.N = c.n
+		r := goopenai.Route("r", openai.NewClientWithConfig(openai.DefaultConfig("")), rq,
+			goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+		if r.Continues != c.want {
+			t.Errorf("n %d: Continues %v, want %v", c.n, r.Continues, c.want)
+		}
+	}
+}
+
 // TestItemsText: content and refusal are answer text; reasoning is
 // content but not text; a tool-call or function-call fragment cannot be
 // continued.

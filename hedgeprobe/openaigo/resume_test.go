@@ -34,6 +34,26 @@ func route(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Conti
 	return openaigo.Route(profile, newClient(t, up, profile, false), params, openaigo.RouteOptions{Continue: how})
 }
 
+// TestManyChoicesDoNotContinue: params asking for more than one choice
+// make a route that cannot resume, whatever its Continue: a continuation
+// would carry choice 0's text into every choice.
+func TestManyChoicesDoNotContinue(t *testing.T) {
+	for _, c := range []struct {
+		n    int64 // 0: unset
+		want bool
+	}{{0, true}, {1, true}, {2, false}, {8, false}} {
+		p := params
+		if c.n != 0 {
+			p.N = openai.Int(c.n)
+		}
+		r := openaigo.Route("r", openai.NewClient(option.WithBaseURL("http://127.0.0.1:1")), p,
+			openaigo.RouteOptions{Continue: sse.ContinuePrefix})
+		if r.Continues != c.want {
+			t.Errorf("n %d: Continues %v, want %v", c.n, r.Continues, c.want)
+		}
+	}
+}
+
 // TestItemsText: content and refusal are answer text; reasoning is
 // content but not text; a tool-call or function-call fragment cannot be
 // continued.

@@ -122,6 +122,28 @@ func canonical(t *testing.T, b []byte) string {
 	return string(out)
 }
 
+// TestManyChoicesDoNotContinue: Params asking for more than one choice,
+// in any numeric type, make a route that cannot resume whatever its
+// Continue: a continuation would carry choice 0's text into every choice.
+func TestManyChoicesDoNotContinue(t *testing.T) {
+	for _, c := range []struct {
+		n    any // absent when nil
+		want bool
+	}{
+		{nil, true}, {1, true}, {1.0, true}, {int64(1), true}, {json.Number("1"), true}, {0, true},
+		{2, false}, {2.0, false}, {uint8(3), false}, {json.Number("4"), false}, {"2", false},
+	} {
+		req := OpenAIRequest{BaseURL: "http://127.0.0.1:1/v1", Model: "m", Continue: ContinuePrefix,
+			Messages: []Message{{Role: "user", Content: "hi"}}}
+		if c.n != nil {
+			req.Params = map[string]any{"n": c.n}
+		}
+		if r := OpenAIRoute("r", req); r.Continues != c.want {
+			t.Errorf("n %#v: Continues %v, want %v", c.n, r.Continues, c.want)
+		}
+	}
+}
+
 // TestRouteContinuationRequests: a resume attempt sends the continuation
 // body; a primary on the same route sends the request as it is; a route
 // that cannot continue says so (Continues) and never sends one.

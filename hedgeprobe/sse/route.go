@@ -55,7 +55,9 @@ type OpenAIRequest struct {
 	// Params["continue_final_message"] = true (the upstream continued your
 	// message rather than answering after it); without it the resume
 	// attempt's Open fails with hedgeprobe.ErrCannotContinue: the resume
-	// is skipped and the call goes on.
+	// is skipped and the call goes on. A request for more than one choice
+	// (Params["n"] above 1) never continues, whatever Continue says: a
+	// continuation would carry choice 0's text into every choice.
 	Continue Continuation
 }
 
@@ -88,7 +90,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 		Name:      name,
 		Provider:  req.Provider,
 		Model:     req.Model,
-		Continues: req.Continue != ContinueNone,
+		Continues: req.Continue != ContinueNone && !manyChoices(req.Params),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
 			if merr != nil {
 				return nil, merr
@@ -214,6 +216,24 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			return src, nil
 		},
 	}
+}
+
+// manyChoices reports whether params ask for more than one choice: an
+// "n" of any numeric type above 1. (One that is not a number counts as
+// many: the upstream will refuse the request, and nothing is resumed.)
+func manyChoices(params map[string]any) bool {
+	v, ok := params["n"]
+	if !ok || v == nil {
+		return false
+	}
+	// Through JSON, as the request sends it: int, float64, json.Number
+	// and the rest alike.
+	b, err := json.Marshal(v)
+	var n float64
+	if err != nil || json.Unmarshal(b, &n) != nil {
+		return true
+	}
+	return n > 1
 }
 
 // openAIContinuation returns the body of a resume attempt: the request's
