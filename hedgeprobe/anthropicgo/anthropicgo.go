@@ -92,16 +92,18 @@ func blockEvent(typ string) bool {
 }
 
 // Text is the hedgeprobe Items.Text of anthropic-sdk-go events: text
-// deltas (and a text block's start) are answer text; whatever a delta of
-// another type carries (thinking, citations) is not; a tool_use block or
-// its input cannot be continued.
+// deltas (and a text block's start) are answer text; whatever a delta or
+// block of another type carries (thinking, citations) is not; a tool_use
+// block or its input cannot be continued.
 func Text(e Event) (text string, resumable bool) {
 	switch e.Type {
 	case "content_block_start":
-		if b := &e.ContentBlock; b.Type == "tool_use" || b.Type == "server_tool_use" {
+		switch b := &e.ContentBlock; b.Type {
+		case "tool_use", "server_tool_use":
 			return "", false
+		case "text":
+			return b.Text, true
 		}
-		return e.ContentBlock.Text, true
 	case "content_block_delta":
 		switch e.Delta.Type {
 		case "text_delta":

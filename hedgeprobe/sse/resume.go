@@ -105,16 +105,18 @@ func ChatText(c ChatChunk) (text string, resumable bool) {
 }
 
 // AnthropicText is the hedgeprobe Items.Text of AnthropicEvent: text
-// deltas (and a text block's start) are answer text; whatever a delta of
-// another type carries (thinking, citations) is not; a tool_use block or
-// its input cannot be continued.
+// deltas (and a text block's start) are answer text; whatever a delta or
+// block of another type carries (thinking, citations) is not; a tool_use
+// block or its input cannot be continued.
 func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 	switch {
 	case e.Type == "content_block_start" && e.ContentBlock != nil:
-		if b := e.ContentBlock; b.Type == "tool_use" || b.Type == "server_tool_use" {
+		switch b := e.ContentBlock; b.Type {
+		case "tool_use", "server_tool_use":
 			return "", false
+		case "text":
+			return b.Text, true
 		}
-		return e.ContentBlock.Text, true
 	case e.Type == "content_block_delta" && e.Delta != nil:
 		switch e.Delta.Type {
 		case "text_delta":

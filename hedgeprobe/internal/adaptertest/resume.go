@@ -312,13 +312,14 @@ func checkText[T any](t *testing.T, cases []ChatTextCase, text func(T) (string, 
 
 // AnthropicTextCases are the events every Anthropic adapter's Items.Text
 // reads alike: the text of a text delta and of a text block's start is
-// answer text, what a delta of any other type carries is not; a tool_use
+// answer text, what a delta or block of any other type carries is not; a tool_use
 // block or its input cannot be continued.
 var AnthropicTextCases = []ChatTextCase{
 	{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
 	{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
 	{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "", true},
 	{"thinking delta with a text field", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm","text":"x"}}`, "", true},
+	{"thinking block start with a text field", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","text":"x"}}`, "", true},
 	{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"c"}}}`, "", true},
 	{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
 	{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
