@@ -210,8 +210,9 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		d, reason = h.backoff(r.ejections+1), EjectFailures
 	}
 	if now.Add(d).Before(r.until) {
-		// Ejected for longer already (an attempt launched while every
-		// route was ejected): nothing new to report.
+		// Ejected for longer already (by an attempt launched while every
+		// route was ejected, or a stale attempt's Retry-After while this
+		// probe ran): nothing new to report.
 		return RouteEvent{}, false
 	}
 	r.ejections++
