@@ -652,25 +652,38 @@ func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
 		if !ok || !probe.held {
 			t.Fatalf("b after its ejection: admitted %v, probe %v", ok, probe)
 		}
-		s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
-		s.race.probe = probe
-		s.Close()
-		if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
-			t.Fatal("an attempt launched on a closed Stream")
-		}
+		giveBackOnClose(t, p, probe)
 		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe.held {
 			t.Fatalf("the next call: b admitted %v, probe %v; want its probe back", ok, probe)
 		}
 	})
 }
 
-// Regression: the stall hedge watched only the newest live attempt. When
-// that was a hedge still without content, an older attempt that delivered
-// again after the hedge's launch and then stalled again was hedged by
-// nothing — the TTFT trigger stays quiet after content since the latest
-// launch — and the caller waited for its next chunk a minute later. The
-// stall hedge now watches the newest live attempt with content.
-func TestRegressionStallBehindSilentHedge(t *testing.T) {
+// giveBackOnClose hands claim, a probe of route b, to a hedge on a Stream
+// its caller has closed: the hedge never launches, and gives it back.
+func giveBackOnClose(t *testing.T, p *Prober[chunk], claim probeClaim) {
+	t.Helper()
+	s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
+	s.race.probe = claim
+	s.Close()
+	if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
+		t.Fatal("an attempt launched on a closed Stream")
+	}
+}
+
+// A hedge that stays silent does not leave the call waiting on a stalled
+// attempt (rule 2). Regressions, each of which left the caller waiting for
+// the stalled attempt's next chunk a minute later:
+//   - content the stalled attempt produced before a silent stall hedge's
+//     launch blocked the TTFT trigger: it now counts content since the
+//     latest launch only, so the stall hedge is followed by a TTFT hedge,
+//     as a slow TTFT hedge is;
+//   - the stall hedge watched only the newest live attempt: when that was
+//     a hedge still without content, an older attempt that delivered
+//     after the hedge's launch and then stalled was hedged by nothing (the
+//     TTFT trigger rightly quiet after that content). It now watches the
+//     newest live attempt with content.
+func TestRegressionHedgeAfterSilentHedge(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		a    []step
@@ -680,8 +693,13 @@ func TestRegressionStallBehindSilentHedge(t *testing.T) {
 		last     time.Duration
 	}{
 		// a stalls at 0.11 s: a stall hedge to b at 1.11 s, silent; a
+		// TTFT hedge to c 1 s later, whose chunks come 0.1–0.13 s later.
+		{"stall, silent stall hedge", []step{content(100*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
+			content(time.Minute, "a2")},
+			[]Trigger{TriggerStall, TriggerTTFT}, 2240 * time.Millisecond},
+		// a stalls at 0.11 s: a stall hedge to b at 1.11 s, silent; a
 		// delivers again at 1.51 s and stalls: a stall hedge to c at
-		// 2.51 s, whose chunks come 0.1–0.13 s later.
+		// 2.51 s.
 		{"stall, then again", []step{content(100*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
 			content(1400*time.Millisecond, "a2"), content(time.Minute, "a3")},
 			[]Trigger{TriggerStall, TriggerStall}, 2640 * time.Millisecond},
@@ -776,12 +794,7 @@ func TestRegressionRevokedProbeClaim(t *testing.T) {
 			if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.held {
 				t.Fatalf("b after its second ejection: admitted %v, probe %+v", ok, next)
 			}
-			s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
-			s.race.probe = old
-			s.Close()
-			if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
-				t.Fatal("an attempt launched on a closed Stream")
-			}
+			giveBackOnClose(t, p, old)
 			if ok, _ := p.health.admit("b", time.Now(), true); ok {
 				t.Fatal("the revoked probe, given back, released the next probe's claim")
 			}
@@ -1007,36 +1020,4 @@ func TestRegressionRelayPacedBySlowCaller(t *testing.T) {
 			t.Fatalf("the reader read %d items for a caller that has 50: more than the queue allows (%d)", read, limit)
 		}
 	})
-}
-
-// A stall hedge that stays silent is followed by a third attempt, as a
-// slow TTFT hedge is (rule 2: no content from a live attempt within the
-// hedge delay, counted from the latest launch). Regression: content the
-// stalled attempt produced before the hedge's launch blocked the TTFT
-// trigger, the stall trigger watches only the newest attempt, and the
-// caller waited for the stalled one's next chunk a minute later. Found
-// by an independent pass.
-func TestRegressionSilentStallHedgeIsHedged(t *testing.T) {
-	for _, delivery := range []Delivery{Streaming, Buffered} {
-		t.Run(delivery.String(), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), content(10*time.Millisecond, "a1"),
-					content(time.Minute, "a2")})
-				b := newUpstream("b", []step{keepalive(10 * time.Millisecond), hang()})
-				c := newUpstream("c", texts("c", 3, 100*time.Millisecond, 10*time.Millisecond))
-				p := mustNew(t, Config{HedgeAfter: time.Second, StallAfter: time.Second, HoldChunks: 3,
-					Delivery: delivery, MaxAttempts: 3})
-				start := time.Now()
-				s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-				g := drain(s, start)
-				wantTexts(t, g, "c0", "c1", "c2")
-				// a's last chunk at 0.11 s; the stall hedge at 1.11 s; the
-				// TTFT hedge 1 s later; c's chunks 0.1–0.12 s after that.
-				wantDur(t, "c's last chunk", g.at[len(g.at)-1], 2230*time.Millisecond)
-				if st := s.Stats(); len(st.Attempts) != 3 || st.Attempts[2].Trigger != TriggerTTFT {
-					t.Fatalf("attempts %+v", st.Attempts)
-				}
-			})
-		})
-	}
 }
