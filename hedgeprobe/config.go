@@ -117,10 +117,10 @@ type Config struct {
 	// window before its quantile is trusted. Default 20.
 	HedgeWarmup int
 	// StallAfter arms the stall trigger: while no attempt is committed,
-	// when the newest live attempt that has produced content has produced
-	// none for this long, a hedge launches (a resume of that attempt's text when resume is
-	// possible, else a fresh attempt). It matters with Buffered or
-	// HoldChunks > 1. Zero (the default) disables it. Env
+	// when the live attempt whose content came last (after the latest
+	// launch) has produced none for this long, a hedge launches (a resume
+	// of that attempt's text when resume is possible, else a fresh
+	// attempt). It matters with Buffered or HoldChunks > 1. Zero (the default) disables it. Env
 	// HEDGE__STALL_AFTER_S.
 	StallAfter time.Duration
 	// ResumeAfter arms resume after commit (docs/design.md §2 rule 10):

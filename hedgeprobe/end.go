@@ -167,20 +167,6 @@ func (s *Stream[T]) live() *attempt[T] {
 	return nil
 }
 
-// stallWatched returns the attempt the stall hedge watches: the newest
-// live one that has produced content. A newer hedge still without content
-// does not hide it: an attempt that delivers again after a hedge's launch
-// and then stalls again needs a hedge of its own, and the TTFT trigger
-// leaves it alone (its content came after the latest launch).
-func (s *Stream[T]) stallWatched() *attempt[T] {
-	for i := len(s.attempts) - 1; i >= 0; i-- {
-		if a := s.attempts[i]; !a.done && a.content > 0 {
-			return a
-		}
-	}
-	return nil
-}
-
 func outcomeOf(err error) Outcome {
 	if te, ok := errors.AsType[*TimeoutError](err); ok {
 		if te.Kind == TimeoutTTFT {

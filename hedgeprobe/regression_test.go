@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -659,6 +660,15 @@ func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
 	})
 }
 
+// onRouteSkipped is a listener that calls f for every route a call passes
+// over.
+type onRouteSkipped struct {
+	hooks
+	f func(route string)
+}
+
+func (o *onRouteSkipped) routeSkipped(route string, _ time.Time) { o.f(route) }
+
 // giveBackOnClose hands claim, a probe of route b, to a hedge on a Stream
 // its caller has closed: the hedge never launches, and gives it back.
 func giveBackOnClose(t *testing.T, p *Prober[chunk], claim probeClaim) {
@@ -732,6 +742,98 @@ func TestRegressionHedgeAfterSilentHedge(t *testing.T) {
 	}
 }
 
+// Regression, found by a review of the fix above: a newer attempt whose
+// own stall was hedged already hid an older attempt from the stall
+// trigger, so an older attempt that delivered after that hedge's launch
+// and then stalled was hedged by nothing.
+//
+//	a: a0 at 0.1 s, stalls: a stall hedge to b at 1.1 s
+//	b: b0 at 1.3 s, stalls: a stall hedge to c at 2.3 s, silent
+//	a: a1 at 2.5 s, after c's launch, stalls: a stall hedge to d at 3.5 s
+func TestRegressionStallHiddenByStalledNewerAttempt(t *testing.T) {
+	for _, delivery := range []Delivery{Streaming, Buffered} {
+		t.Run(delivery.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), content(2400*time.Millisecond, "a1"),
+					content(time.Minute, "a2")})
+				b := newUpstream("b", []step{content(200*time.Millisecond, "b0"), hang()})
+				c := newUpstream("c", []step{keepalive(10 * time.Millisecond), hang()})
+				d := newUpstream("d", texts("d", 4, 100*time.Millisecond, 10*time.Millisecond))
+				p := mustNew(t, Config{HedgeAfter: time.Second, StallAfter: time.Second, HoldChunks: 4,
+					Delivery: delivery, MaxAttempts: 4})
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route(), c.route(), d.route())
+				g := drain(s, start)
+				wantTexts(t, g, "d0", "d1", "d2", "d3")
+				wantDur(t, "d's last chunk", g.at[len(g.at)-1], 3630*time.Millisecond)
+				wantLaunches(t, s.Stats(), "0s primary, 1.1s stall, 2.3s stall, 3.5s stall")
+			})
+		})
+	}
+}
+
+// Regression, found by the same review: the first fix above let the stall
+// trigger watch an attempt whose content came before the latest launch —
+// a silence the TTFT or an error hedge had answered already — so one
+// silence of the call was hedged twice.
+func TestRegressionOneSilenceOneHedge(t *testing.T) {
+	silent := func(name string) *upstream {
+		return newUpstream(name, []step{keepalive(10 * time.Millisecond), hang()})
+	}
+	for _, c := range []struct {
+		name      string
+		a, b      []step
+		stall     time.Duration
+		launches  string
+		lastChunk time.Duration
+	}{
+		// a is silent, then fails at 1.2 s; b (TTFT hedge at 1 s) has b0
+		// at 1.1 s and stalls. Each silence since a launch is the TTFT
+		// trigger's: the error hedge to c at 1.2 s, TTFT hedges at 2.2
+		// and 3.2 s. No stall hedge for b's silence, which began before
+		// c's launch.
+		{"after an error hedge", []step{fail(1200*time.Millisecond, &statusErr{code: 503})},
+			[]step{content(100*time.Millisecond, "b0"), hang()}, 1500 * time.Millisecond,
+			"0s primary, 1s ttft, 1.2s error, 2.2s ttft, 3.2s ttft", 3330 * time.Millisecond},
+		// b (TTFT hedge at 1 s) has b0 at 1.1 s, a has a0 at 1.2 s; both
+		// stall: the call's content stopped at 1.2 s, a stall hedge to c
+		// at 3.2 s. b fails at 3.5 s: an error hedge to d, and no stall
+		// hedge beside it for a's silence, which began before c's launch;
+		// a TTFT hedge 1 s later.
+		{"beside an error hedge", []step{content(1200*time.Millisecond, "a0"), content(time.Minute, "a1")},
+			[]step{content(100*time.Millisecond, "b0"), fail(2400*time.Millisecond, &statusErr{code: 503})}, 2 * time.Second,
+			"0s primary, 1s ttft, 3.2s stall, 3.5s error, 4.5s ttft", 4630 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := newUpstream("a", c.a), newUpstream("b", c.b)
+				e := newUpstream("e", texts("e", 4, 100*time.Millisecond, 10*time.Millisecond))
+				p := mustNew(t, Config{HedgeAfter: time.Second, StallAfter: c.stall, HoldChunks: 4,
+					Delivery: Buffered, MaxAttempts: 5})
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route(), silent("c").route(), silent("d").route(), e.route())
+				g := drain(s, start)
+				wantTexts(t, g, "e0", "e1", "e2", "e3")
+				wantDur(t, "e's last chunk", g.at[len(g.at)-1], c.lastChunk)
+				wantLaunches(t, s.Stats(), c.launches)
+			})
+		})
+	}
+}
+
+// wantLaunches checks a call's attempts: when each launched and why, as
+// "OFFSET TRIGGER" joined by ", ".
+func wantLaunches(t *testing.T, st Stats, want string) {
+	t.Helper()
+	got := make([]string, len(st.Attempts))
+	for i, a := range st.Attempts {
+		got[i] = fmt.Sprintf("%v %s", a.LaunchOffset, a.Trigger)
+	}
+	if g := strings.Join(got, ", "); g != want {
+		t.Fatalf("attempts launched %s\nwant %s", g, want)
+	}
+}
+
 // Regression: a probe's attempt took its epoch when it launched, after
 // admit had granted the claim. Another call's attempt (launched while
 // every route was ejected) could eject the route again in between, which
@@ -776,9 +878,49 @@ func TestRegressionRevokedProbeClaim(t *testing.T) {
 			t.Fatal("the revoked probe's failure released the next probe's claim")
 		}
 	})
-	// The same through a Stream: a hedge whose probe was granted and then
-	// revoked never launches (the caller closed); giving it back must not
-	// release the next probe's claim.
+	// Through a Stream: the primary takes b's probe; before it launches,
+	// another call's attempt (launched while every route was ejected)
+	// ejects b again with a Retry-After of 2 s. At 2.5 s another call
+	// takes the next probe; at 3 s the primary fails: stale, it neither
+	// ejects b again nor releases the next probe's claim.
+	t.Run("launched", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 1, EjectFailures: 1, EjectBase: time.Second})
+			p.health.failure("a", time.Now(), time.Hour, p.health.epoch(), false) // a away for an hour
+			p.health.failure("b", time.Now(), 0, p.health.epoch(), false)         // b ejected for 1 s
+			during := p.health.epoch()
+			time.Sleep(time.Second)
+			s := p.Stream(t.Context(), newUpstream("a").route(),
+				newUpstream("b", []step{fail(3*time.Second, &statusErr{code: 503})}).route())
+			revoked := false
+			// The primary's route choice reports a skipped before it
+			// launches on b: the window between grant and launch.
+			s.obs = append(s.obs, &onRouteSkipped{f: func(route string) {
+				if route == "a" && !revoked {
+					revoked = true
+					p.health.failure("b", time.Now(), 2*time.Second, during, false)
+				}
+			}})
+			go func() {
+				time.Sleep(2500 * time.Millisecond)
+				if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.held {
+					t.Errorf("2.5 s into the call: b admitted %v, probe %+v; want the next probe", ok, next)
+				}
+			}()
+			if g := drain(s, time.Now()); !revoked || g.err == nil {
+				t.Fatalf("revoked %v, err %v: the case was not set up", revoked, g.err)
+			}
+			if ok, _ := p.health.admit("b", time.Now(), true); ok {
+				t.Error("the revoked probe's failure released the next probe's claim")
+			}
+			if r := p.health.routes["b"]; r == nil || r.ejections != 2 {
+				t.Errorf("b: %+v; want 2 ejections (the revoked probe's failure is stale)", r)
+			}
+		})
+	})
+	// A hedge whose probe was granted and then revoked never launches
+	// (the caller closed); giving it back must not release the next
+	// probe's claim.
 	t.Run("given back", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, EjectFailures: 1, EjectBase: time.Second})

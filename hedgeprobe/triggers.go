@@ -104,8 +104,8 @@ func triggerTable[T any]() []trigger[T] {
 			// hedge delay after the latest launch. Content from before
 			// that launch does not count: a stall hedge that stays
 			// silent is followed by a third attempt, as a slow TTFT
-			// hedge is (the stall trigger watches attempts with content
-			// only, and the stalled one's stall is spent).
+			// hedge is. Once there is content since that launch, the
+			// silence is the stall trigger's (see liveContentSince).
 			name: "ttft",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
@@ -118,15 +118,15 @@ func triggerTable[T any]() []trigger[T] {
 			},
 		},
 		{
-			// Stall hedge: the newest live attempt with content produced
-			// none for StallAfter since (once per silence). It continues
-			// that attempt's text when it can (a resume), else starts
-			// over.
+			// Stall hedge: the live attempt whose content came last, after
+			// the latest launch, has produced none for StallAfter since
+			// (once per silence; see stallWatched). It continues that
+			// attempt's text when it can (a resume), else starts over.
 			name: "stall",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				n := s.stallWatched()
 				ok := s.phase == phaseRace && s.canLaunch() && s.p.cfg.StallAfter > 0 &&
-					n != nil && n.content > 0 && n.stallSpent != n.last
+					n != nil && n.stallSpent != n.last
 				if !ok {
 					return never, false
 				}
@@ -204,6 +204,11 @@ func (s *Stream[T]) canLaunch() bool { return len(s.attempts) < s.p.cfg.MaxAttem
 
 // liveContentSince reports whether a live attempt has produced content
 // at or after t.
+//
+// It and stallWatched split the call's silences between the TTFT and the
+// stall trigger: while no live attempt has produced content since the
+// latest launch, the silence is the TTFT trigger's; once one has, it is
+// the stall trigger's.
 func (s *Stream[T]) liveContentSince(t time.Duration) bool {
 	for _, a := range s.attempts {
 		if !a.done && a.content > 0 && a.last >= t {
@@ -211,6 +216,28 @@ func (s *Stream[T]) liveContentSince(t time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// stallWatched returns the attempt the stall hedge watches: the live
+// attempt whose content came last, when it came after the latest launch,
+// else nil (the silence since that launch is the TTFT trigger's). Not
+// simply the newest attempt: an older one that delivers after a newer
+// one's launch and then stalls needs a hedge of its own, whether or not
+// the newer one has content; and not an attempt whose content predates
+// the latest launch, or one silence would be hedged twice, once by each
+// trigger (or by this one beside an error hedge, when a newer attempt
+// ends and an older one's overdue stall came into view).
+func (s *Stream[T]) stallWatched() *attempt[T] {
+	var w *attempt[T]
+	for _, a := range s.attempts {
+		if !a.done && a.content > 0 && (w == nil || a.last >= w.last) {
+			w = a
+		}
+	}
+	if w == nil || w.last < s.attempts[len(s.attempts)-1].launch {
+		return nil
+	}
+	return w
 }
 
 // hedge launches a hedge with trigger on the next route health admits.
