@@ -51,6 +51,14 @@ func validCall(sp ptrace.Span) {
 	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), 0.1)
 }
 
+// unprocessed removes what the processor writes: the connector derives
+// the span itself.
+func unprocessed(sp ptrace.Span) {
+	for _, k := range []string{string(semconv.Derivation), string(semconv.TTFTMs), string(semconv.GenerationMs), string(semconv.ActiveGenerationMs), string(semconv.StallCount)} {
+		sp.Attributes().Remove(k)
+	}
+}
+
 // TestBadInput: a value that cannot be used is skipped and counted by
 // attribute and reason; the rest of the span still counts; nothing panics.
 func TestBadInput(t *testing.T) {
@@ -58,7 +66,8 @@ func TestBadInput(t *testing.T) {
 		name   string
 		call   bool
 		mutate func(sp ptrace.Span)
-		// want is the telemetry key "attribute=…,reason=…" expected once.
+		// want is the telemetry key "attribute=…,reason=…" expected once;
+		// "": no invalid value at all.
 		want string
 		// missing is a metric that must not be recorded; kept one that must.
 		missing, kept string
@@ -95,11 +104,16 @@ func TestBadInput(t *testing.T) {
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(-100), int64(100)})
 		}, "attribute=streamwatch.chunk.offsets_us,reason=anomaly", semconv.MetricTimePerOutputChunk, semconv.MetricGenerationDuration},
 		{"unprocessed offsets going back", false, func(sp ptrace.Span) {
-			for _, k := range []string{string(semconv.Derivation), string(semconv.TTFTMs), string(semconv.GenerationMs), string(semconv.ActiveGenerationMs), string(semconv.StallCount)} {
-				sp.Attributes().Remove(k)
-			}
+			unprocessed(sp)
 			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(300), int64(100), int64(200)})
 		}, "attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
+		// Keepalives only refine the stall segments: an unreadable list is
+		// left out, and the chunks are measured all the same.
+		{"unprocessed, keepalives as string", false, func(sp ptrace.Span) {
+			unprocessed(sp)
+			sp.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(100_000), int64(200_000), int64(5_200_000)})
+			sp.Attributes().PutStr(string(semconv.KeepaliveOffsetsUs), "not a list")
+		}, "", "", semconv.MetricStallDuration},
 		// A bad streamwatch.gap.bucket_counts is reported, and the gaps are
 		// taken from the timeline instead.
 		{"gap counts as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.GapBucketCounts), "0,2") },
@@ -159,7 +173,13 @@ func TestBadInput(t *testing.T) {
 			require.NoError(t, c.flush(context.Background()))
 
 			got := stagetest.Counters(t, tel)
-			assert.Equal(t, int64(1), got["otelcol_connector_streamwatch_invalid_values{"+tt.want+"}"], "telemetry: %v", got)
+			if tt.want == "" {
+				for k := range got {
+					assert.NotContains(t, k, "invalid_values", "telemetry: %v", got)
+				}
+			} else {
+				assert.Equal(t, int64(1), got["otelcol_connector_streamwatch_invalid_values{"+tt.want+"}"], "telemetry: %v", got)
+			}
 			names := map[string]bool{}
 			for _, md := range sink.AllMetrics() {
 				assertSane(t, md)

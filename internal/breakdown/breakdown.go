@@ -39,7 +39,8 @@ type Segment struct {
 	// AfterChunk is the index of the last content chunk before the silence.
 	AfterChunk int
 	// Keepalives counts keepalives that arrived strictly inside the silence:
-	// the upstream was alive but not producing.
+	// the upstream was alive but not producing. -1: unknown (set by the
+	// reader when the span's keepalives could not be read).
 	Keepalives int
 }
 

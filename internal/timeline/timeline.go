@@ -108,8 +108,15 @@ type Input struct {
 	// span must be flagged as an anomaly and carry no figures.
 	Malformed string
 	// Note, when not empty, flags something questionable that did not stop
-	// the derivation (both forms on one span).
+	// the derivation (both forms on one span, keepalives ignored).
 	Note string
+	// KeepalivesIgnored is set when the keepalives could not be read (the
+	// keepalive list is not an int array, or an entry or event lies out of
+	// range): they are left out, the content timeline is derived all the
+	// same, and each stall segment's keepalive count is unknown (-1).
+	// Keepalives only refine the segments; a bad list must not cost the
+	// span its TTFT, generation and stall figures.
+	KeepalivesIgnored bool
 	// Chunks and Keepalives alias the Buffers passed to Read.
 	Chunks, Keepalives []int64
 	// ExpectedChunks is streamwatch.chunk.count, or -1 when absent.
@@ -196,12 +203,12 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	if in.Form == Compact {
 		var problem string
 		b.Chunks, problem = readOffsets(offs, string(semconv.ChunkOffsetsUs), b.Chunks)
-		if problem == "" {
-			if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok {
-				b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives)
+		in.Malformed = problem
+		if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok && problem == "" {
+			if b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives); problem != "" {
+				in.ignoreKeepalives(problem)
 			}
 		}
-		in.Malformed = problem
 	} else {
 		in.EventsDropped = span.DroppedEventsCount() > 0
 		b.Chunks = growTo(b.Chunks, chunkEvents)
@@ -214,8 +221,15 @@ func Read(span ptrace.Span, b *Buffers) Input {
 			}
 			off, ok := eventOffsetUs(uint64(ev.Timestamp()), start)
 			if !ok {
-				in.Malformed = fmt.Sprintf("%s event %d at %d ns is more than 7 days from span start %d ns",
+				problem := fmt.Sprintf("%s event %d at %d ns is more than 7 days from span start %d ns",
 					name, i, uint64(ev.Timestamp()), start)
+				if name == semconv.EventKeepalive {
+					if !in.KeepalivesIgnored {
+						in.ignoreKeepalives(problem)
+					}
+					continue
+				}
+				in.Malformed = problem
 				break
 			}
 			if name == semconv.EventChunk {
@@ -225,8 +239,21 @@ func Read(span ptrace.Span, b *Buffers) Input {
 			}
 		}
 	}
+	if in.KeepalivesIgnored {
+		b.Keepalives = b.Keepalives[:0]
+	}
 	in.Chunks, in.Keepalives = b.Chunks, b.Keepalives
 	return in
+}
+
+// ignoreKeepalives leaves the keepalives out for problem, and says so.
+func (in *Input) ignoreKeepalives(problem string) {
+	in.KeepalivesIgnored = true
+	note := problem + ": keepalives ignored"
+	if in.Note != "" {
+		note = in.Note + "; " + note
+	}
+	in.Note = note
 }
 
 // noStart is the problem of a span without a start time: no offset can be
@@ -384,17 +411,24 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 			b.Segments = make([]breakdown.Segment, 0, want)
 		}
 		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
+		if d.KeepalivesIgnored {
+			for i := range d.Result.Segments {
+				d.Result.Segments[i].Keepalives = -1
+			}
+		}
 	}
 	return d
 }
 
 // Problem is the text of streamwatch.derivation.problem: why the timeline
-// could not be read, else why the derivation is not complete, else a note
-// on the input; empty when there is nothing to say.
+// could not be read, else why the derivation is not complete and a note
+// on the input, either or both; empty when there is nothing to say.
 func (d *Derivation) Problem() string {
 	switch {
 	case d.Malformed != "":
 		return d.Malformed
+	case d.Result.Problem != breakdown.NoProblem && d.Note != "":
+		return d.Result.Problem.String() + "; " + d.Note
 	case d.Result.Problem != breakdown.NoProblem:
 		return d.Result.Problem.String()
 	default:

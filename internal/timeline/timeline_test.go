@@ -183,6 +183,71 @@ func TestDerive(t *testing.T) {
 	assert.Equal(t, breakdown.ProblemNegativeGap.String(), d.Problem())
 }
 
+// TestKeepalivesIgnored: keepalives that cannot be read are left out, and
+// the span says so; the content timeline is derived all the same, and
+// each stall segment's keepalive count is unknown (-1), not 0. Before,
+// a bad keepalive list made the whole span an anomaly, without a figure.
+func TestKeepalivesIgnored(t *testing.T) {
+	chunks := []any{int64(100_000), int64(200_000), int64(5_200_000)} // one 5 s stall
+	for _, c := range []struct {
+		name string
+		put  func(span ptrace.Span) // the keepalives, on a span with a compact timeline unless it puts events
+		note string
+	}{
+		{"not an array", func(span ptrace.Span) {
+			span.Attributes().PutDouble(string(semconv.KeepaliveOffsetsUs), 1.5)
+		}, "streamwatch.keepalive.offsets_us is not an int array (type Double): keepalives ignored"},
+		{"a non-int entry", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000), "x"})
+		}, "streamwatch.keepalive.offsets_us[1] is not an int (type Str): keepalives ignored"},
+		{"an entry out of range", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000), int64(MaxOffsetUs + 1)})
+		}, "streamwatch.keepalive.offsets_us[1] = 604800000001 is out of range (more than 7 days from span start): keepalives ignored"},
+		{"an event out of range", func(span ptrace.Span) {
+			span.Attributes().Remove(string(semconv.ChunkOffsetsUs))
+			for _, ev := range []struct {
+				name string
+				at   uint64
+			}{{semconv.EventChunk, start + 100_000_000}, {semconv.EventKeepalive, start + 1_000_000_000},
+				{semconv.EventChunk, start + 200_000_000}, {semconv.EventKeepalive, start + (MaxOffsetUs+1)*1000},
+				{semconv.EventChunk, start + 5_200_000_000}} {
+				e := span.Events().AppendEmpty()
+				e.SetName(ev.name)
+				e.SetTimestamp(pcommon.Timestamp(ev.at))
+			}
+		}, "streamwatch.keepalive event 3 at 1767830400000001000 ns is more than 7 days from span start 1767225600000000000 ns: keepalives ignored"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			span := ptrace.NewSpan()
+			span.SetStartTimestamp(start)
+			span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw(chunks)
+			c.put(span)
+			var b Buffers
+			d := Derive(span, &b, 2_000_000, 64)
+			require.Empty(t, d.Malformed)
+			assert.True(t, d.KeepalivesIgnored)
+			assert.Empty(t, d.Keepalives)
+			assert.Equal(t, []int64{100_000, 200_000, 5_200_000}, d.Chunks)
+			assert.Equal(t, breakdown.Complete, d.Result.Status)
+			ttft, _ := d.Result.TTFTUs()
+			assert.Equal(t, int64(100_000), ttft)
+			stall, _ := d.Result.StallUs()
+			assert.Equal(t, int64(5_000_000), stall)
+			require.Len(t, d.Result.Segments, 1)
+			assert.Equal(t, -1, d.Result.Segments[0].Keepalives, "unknown, not 0")
+			assert.Equal(t, c.note, d.Problem())
+		})
+	}
+	// A derivation problem and the note are both said.
+	span := ptrace.NewSpan()
+	span.SetStartTimestamp(start)
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(100), int64(200)})
+	span.Attributes().PutStr(string(semconv.KeepaliveOffsetsUs), "x")
+	var b Buffers
+	d := Derive(span, &b, 2_000_000, 64)
+	assert.Equal(t, breakdown.ProblemBurst.String()+"; streamwatch.keepalive.offsets_us is not an int array (type Str): keepalives ignored", d.Problem())
+}
+
 func TestShrink(t *testing.T) {
 	b := Buffers{Chunks: make([]int64, 0, maxKeptOffsets+1), Keepalives: make([]int64, 0, 8), Segments: make([]breakdown.Segment, 0, maxKeptSegments+1)}
 	b.Shrink()

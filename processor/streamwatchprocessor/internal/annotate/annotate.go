@@ -138,7 +138,9 @@ func putSegment(attrs pcommon.Map, s *breakdown.Segment) {
 	attrs.EnsureCapacity(3)
 	attrs.PutDouble(string(semconv.StallDurationMs), ms(s.DurationUs))
 	attrs.PutInt(string(semconv.StallAfterChunk), int64(s.AfterChunk))
-	attrs.PutInt(string(semconv.StallKeepalives), int64(s.Keepalives))
+	if s.Keepalives >= 0 { // -1: unknown, the keepalives could not be read
+		attrs.PutInt(string(semconv.StallKeepalives), int64(s.Keepalives))
+	}
 }
 
 // StallSpans appends to dst one child span of parent per segment, named
