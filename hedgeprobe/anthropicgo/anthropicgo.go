@@ -98,10 +98,10 @@ func blockEvent(typ string) bool {
 func Text(e Event) (text string, resumable bool) {
 	switch e.Type {
 	case "content_block_start":
-		switch b := &e.ContentBlock; b.Type {
-		case "tool_use", "server_tool_use":
+		switch b := &e.ContentBlock; {
+		case classify.AnthropicToolUse(b.Type):
 			return "", false
-		case "text":
+		case b.Type == "text":
 			return b.Text, true
 		}
 	case "content_block_delta":

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 )
 
 // AnthropicChatRoute is AnthropicRoute with its events converted to
@@ -58,7 +59,7 @@ func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 	case "content_block_start":
 		if b := e.ContentBlock; b != nil {
 			switch {
-			case b.Name != "" && (b.Type == "tool_use" || b.Type == "server_tool_use"):
+			case b.Name != "" && classify.AnthropicToolUse(b.Type):
 				choice(ChatDelta{ToolCalls: []ChatToolCall{{Index: e.Index, ID: b.ID, Type: "function", Function: ChatFunction{Name: b.Name}}}}, "")
 			case b.Text != "" || b.Thinking != "":
 				choice(ChatDelta{Content: b.Text, ReasoningContent: b.Thinking}, "")

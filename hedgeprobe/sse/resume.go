@@ -2,6 +2,7 @@ package sse
 
 import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 )
 
@@ -111,10 +112,10 @@ func ChatText(c ChatChunk) (text string, resumable bool) {
 func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 	switch {
 	case e.Type == "content_block_start" && e.ContentBlock != nil:
-		switch b := e.ContentBlock; b.Type {
-		case "tool_use", "server_tool_use":
+		switch b := e.ContentBlock; {
+		case classify.AnthropicToolUse(b.Type):
 			return "", false
-		case "text":
+		case b.Type == "text":
 			return b.Text, true
 		}
 	case e.Type == "content_block_delta" && e.Delta != nil:

@@ -322,6 +322,7 @@ var AnthropicTextCases = []ChatTextCase{
 	{"thinking block start with a text field", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","text":"x"}}`, "", true},
 	{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"c"}}}`, "", true},
 	{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
+	{"mcp_tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"mcp_tool_use","id":"t","name":"lookup","server_name":"s","input":{}}}`, "", false},
 	{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
 	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, "", true},
 }

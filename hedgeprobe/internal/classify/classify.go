@@ -123,11 +123,23 @@ func Anthropic(p AnthropicParts) hedgeprobe.Kind {
 			return hedgeprobe.Content
 		}
 	case "content_block_start":
-		if p.BlockText != "" || p.BlockThinking != "" || (p.BlockName != "" && (p.BlockType == "tool_use" || p.BlockType == "server_tool_use")) {
+		if p.BlockText != "" || p.BlockThinking != "" || (p.BlockName != "" && AnthropicToolUse(p.BlockType)) {
 			return hedgeprobe.Content
 		}
 	}
 	return hedgeprobe.Control
+}
+
+// AnthropicToolUse reports whether an Anthropic content block of type typ
+// is a tool call: the client's own tools, the server's (web search, code
+// execution) and an MCP server's. Its input is no answer text, and a
+// stream stopped in it cannot be continued.
+func AnthropicToolUse(typ string) bool {
+	switch typ {
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		return true
+	}
+	return false
 }
 
 // NonEmptyJSONArray reports whether raw is a JSON array with at least one

@@ -83,6 +83,7 @@ func TestAnthropic(t *testing.T) {
 		{"signature", AnthropicParts{Type: "content_block_delta", DeltaType: "signature_delta"}, hedgeprobe.Control},
 		{"named tool_use start", AnthropicParts{Type: "content_block_start", BlockType: "tool_use", BlockName: "f"}, hedgeprobe.Content},
 		{"named server_tool_use start", AnthropicParts{Type: "content_block_start", BlockType: "server_tool_use", BlockName: "web_search"}, hedgeprobe.Content},
+		{"named mcp_tool_use start", AnthropicParts{Type: "content_block_start", BlockType: "mcp_tool_use", BlockName: "lookup"}, hedgeprobe.Content},
 		{"name on a text block", AnthropicParts{Type: "content_block_start", BlockType: "text", BlockName: "f"}, hedgeprobe.Control},
 		{"text block start with text", AnthropicParts{Type: "content_block_start", BlockType: "text", BlockText: "x"}, hedgeprobe.Content},
 		{"empty text block start", AnthropicParts{Type: "content_block_start", BlockType: "text"}, hedgeprobe.Control},
