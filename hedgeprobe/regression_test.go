@@ -692,7 +692,7 @@ func giveBackOnClose(t *testing.T, p *Prober[chunk], claim probeClaim) {
 //     a hedge still without content, an older attempt that delivered
 //     after the hedge's launch and then stalled was hedged by nothing (the
 //     TTFT trigger rightly quiet after that content). It now watches the
-//     newest live attempt with content.
+//     live attempt whose content came last.
 func TestRegressionHedgeAfterSilentHedge(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -263,7 +263,8 @@ const (
 	StallDurationMs = attribute.Key("streamwatch.stall.duration_ms")
 	// StallAfterChunk is the index of the last chunk before the silence.
 	StallAfterChunk = attribute.Key("streamwatch.stall.after_chunk")
-	// StallKeepalives counts keepalives inside the silence.
+	// StallKeepalives counts keepalives inside the silence; absent when
+	// unknown (the caller's view, unreadable keepalives).
 	StallKeepalives = attribute.Key("streamwatch.stall.keepalives")
 )
 

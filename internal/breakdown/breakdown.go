@@ -40,7 +40,8 @@ type Segment struct {
 	AfterChunk int
 	// Keepalives counts keepalives that arrived strictly inside the silence:
 	// the upstream was alive but not producing. -1: unknown (set by the
-	// reader when the span's keepalives could not be read).
+	// reader when the span's keepalives could not be read, and on the
+	// caller's view, which has none).
 	Keepalives int
 }
 

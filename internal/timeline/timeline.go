@@ -411,7 +411,9 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 			b.Segments = make([]breakdown.Segment, 0, want)
 		}
 		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
-		if d.KeepalivesIgnored {
+		// Unknown, not none: the caller's view has no keepalives to count
+		// (keepalives are the upstream's), and ignored ones were unread.
+		if d.KeepalivesIgnored || d.Form == Caller {
 			for i := range d.Result.Segments {
 				d.Result.Segments[i].Keepalives = -1
 			}

@@ -246,6 +246,17 @@ func TestKeepalivesIgnored(t *testing.T) {
 	var b Buffers
 	d := Derive(span, &b, 2_000_000, 64)
 	assert.Equal(t, breakdown.ProblemBurst.String()+"; streamwatch.keepalive.offsets_us is not an int array (type Str): keepalives ignored", d.Problem())
+
+	// The caller's view has no keepalives: its segments' counts are
+	// unknown too, not 0.
+	call := ptrace.NewSpan()
+	call.SetName(semconv.CallSpanName)
+	call.SetStartTimestamp(start)
+	call.Attributes().PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).FromRaw(chunks)
+	d = Derive(call, &b, 2_000_000, 64)
+	require.Len(t, d.Result.Segments, 1)
+	assert.Equal(t, -1, d.Result.Segments[0].Keepalives)
+	assert.Empty(t, d.Problem())
 }
 
 func TestShrink(t *testing.T) {
