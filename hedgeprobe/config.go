@@ -120,8 +120,8 @@ type Config struct {
 	// when the live attempt whose content came last (after the latest
 	// launch) has produced none for this long, a hedge launches (a resume
 	// of that attempt's text when resume is possible, else a fresh
-	// attempt). It matters with Buffered or HoldChunks > 1. Zero (the default) disables it. Env
-	// HEDGE__STALL_AFTER_S.
+	// attempt). It matters with Buffered or HoldChunks > 1. Zero (the
+	// default) disables it. Env HEDGE__STALL_AFTER_S.
 	StallAfter time.Duration
 	// ResumeAfter arms resume after commit (docs/design.md §2 rule 10):
 	// when the committed stream has produced no content for this long

@@ -312,8 +312,8 @@ func checkText[T any](t *testing.T, cases []ChatTextCase, text func(T) (string, 
 
 // AnthropicTextCases are the events every Anthropic adapter's Items.Text
 // reads alike: the text of a text delta and of a text block's start is
-// answer text, what a delta or block of any other type carries is not; a tool_use
-// block or its input cannot be continued.
+// answer text, what a delta or block of any other type carries is not; a
+// tool call's block or its input cannot be continued.
 var AnthropicTextCases = []ChatTextCase{
 	{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
 	{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
