@@ -480,7 +480,7 @@ func TestRegressionStaleProbe(t *testing.T) {
 			if !ok || !probe.held {
 				t.Fatalf("at 1 s: admitted %v, probe %v", ok, probe)
 			}
-			oldProbe := h.epoch()
+			oldProbe := probe.epoch // the epoch the probe launches with: its claim's
 			// Every route ejected: another attempt served, completed and
 			// restored the route; a third failed with Retry-After 5 s.
 			if !h.success("a", h.epoch()) {
