@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/streamwatch/streamwatch/internal/timeline"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
@@ -173,6 +174,55 @@ func TestTelemetryOTLPInvalidUTF8(t *testing.T) {
 		slices.Sort(got)
 		if want := []string{"upstream said \uFFFD|", "upstream said \uFFFD|model-\uFFFD"}; !slices.Equal(got, want) {
 			t.Fatalf("spans received (status|response model): %q, want %q", got, want)
+		}
+	})
+}
+
+// Past the keepalive cap the list holds the first keepalives and the
+// span counts the rest; the collector's derivation then leaves the count
+// of a stall that outlasts the list unknown, not short. (With the
+// default cap of 1,000 a chatty upstream reached it and a long silence
+// read as one with no keepalives.)
+func TestTelemetryOTLPKeepaliveCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rx, tp := exportedTo(t)
+		// A 2 s stall with keepalives at 1.5 and 2.5 s, then a 3 s stall
+		// with keepalives at 3.51, 4.51 and 5.51 s.
+		a := newUpstream("a", []step{content(time.Second, "x"), keepalive(500 * time.Millisecond), keepalive(time.Second),
+			content(500*time.Millisecond, "x"), content(10*time.Millisecond, "x"),
+			keepalive(500 * time.Millisecond), keepalive(time.Second), keepalive(time.Second),
+			content(500*time.Millisecond, "x"), content(10*time.Millisecond, "x")})
+		p := mustNew(t, Config{}, WithTracerProvider(tp), WithKeepaliveOffsets(3))
+		if g := drain(p.Stream(t.Context(), a.route()), time.Now()); g.err != nil {
+			t.Fatal(g.err)
+		}
+		rx.mu.Lock()
+		defer rx.mu.Unlock()
+		var attempt ptrace.Span
+		for _, td := range rx.traces {
+			for _, rs := range td.ResourceSpans().All() {
+				for _, ss := range rs.ScopeSpans().All() {
+					for _, sp := range ss.Spans().All() {
+						if sp.Name() != semconv.CallSpanName {
+							attempt = sp
+						}
+					}
+				}
+			}
+		}
+		ka, _ := attempt.Attributes().Get(string(semconv.KeepaliveOffsetsUs))
+		dropped, _ := attempt.Attributes().Get(string(semconv.KeepalivesDropped))
+		if got := ka.Slice().AsRaw(); !slices.Equal(got, []any{int64(1_500_000), int64(2_500_000), int64(3_510_000)}) || dropped.Int() != 2 {
+			t.Fatalf("keepalive offsets %v, dropped %v: want the first three, 2 dropped", got, dropped.AsRaw())
+		}
+		var b timeline.Buffers
+		d := timeline.Derive(attempt, &b, 1_000_000, 16)
+		var got []int
+		for _, seg := range d.Result.Segments {
+			got = append(got, seg.Keepalives)
+		}
+		if want := []int{2, -1}; !slices.Equal(got, want) {
+			t.Fatalf("derived keepalives per stall %v, want %v (-1: unknown)", got, want)
 		}
 	})
 }

@@ -91,7 +91,8 @@ const (
 	EventHedge = "streamwatch.hedge"
 	// EventHedgeThrottled marks a hedge the budget or pushback refused.
 	EventHedgeThrottled = "streamwatch.hedge.throttled"
-	// EventCommit marks the moment an attempt won.
+	// EventCommit marks the moment an attempt won, and again the moment a
+	// resume took over the answer.
 	EventCommit = "streamwatch.commit"
 	// EventAttemptCanceled marks a loser being cancelled.
 	EventAttemptCanceled = "streamwatch.attempt.canceled"
@@ -189,9 +190,11 @@ const (
 	// ChunkOffsetsUs is the compact timeline: an int64 array of microseconds
 	// since the attempt span's start, one per content chunk, monotonic.
 	ChunkOffsetsUs = attribute.Key("streamwatch.chunk.offsets_us")
-	// KeepaliveOffsetsUs is the same for keepalives (optional, capped).
+	// KeepaliveOffsetsUs is the same for keepalives (optional, capped: the
+	// first keepalives to arrive).
 	KeepaliveOffsetsUs = attribute.Key("streamwatch.keepalive.offsets_us")
-	// KeepalivesDropped counts keepalive offsets left out past the cap.
+	// KeepalivesDropped counts keepalive offsets left out past the cap,
+	// all later than the last listed.
 	KeepalivesDropped = attribute.Key("streamwatch.keepalive.dropped")
 	// EventChunk is the event form: one span event per content chunk,
 	// timestamped at arrival.
@@ -264,7 +267,8 @@ const (
 	// StallAfterChunk is the index of the last chunk before the silence.
 	StallAfterChunk = attribute.Key("streamwatch.stall.after_chunk")
 	// StallKeepalives counts keepalives inside the silence; absent when
-	// unknown (the caller's view, unreadable keepalives).
+	// unknown (the caller's view, unreadable keepalives, a silence ending
+	// after the last listed keepalive when some were dropped).
 	StallKeepalives = attribute.Key("streamwatch.stall.keepalives")
 )
 

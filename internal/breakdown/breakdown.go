@@ -40,8 +40,9 @@ type Segment struct {
 	AfterChunk int
 	// Keepalives counts keepalives that arrived strictly inside the silence:
 	// the upstream was alive but not producing. -1: unknown (set by the
-	// reader when the span's keepalives could not be read, and on the
-	// caller's view, which has none).
+	// reader when the span's keepalives could not be read, on the caller's
+	// view, which has none, and past the last listed keepalive when the
+	// producer dropped some).
 	Keepalives int
 }
 

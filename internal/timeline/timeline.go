@@ -117,6 +117,11 @@ type Input struct {
 	// Keepalives only refine the segments; a bad list must not cost the
 	// span its TTFT, generation and stall figures.
 	KeepalivesIgnored bool
+	// KeepalivesDropped is streamwatch.keepalive.dropped: keepalives the
+	// producer left out of its list past a cap. The list holds the first
+	// ones to arrive, so a stall segment ending after the last listed
+	// keepalive has an unknown count (-1); the others stay exact.
+	KeepalivesDropped int64
 	// Chunks and Keepalives alias the Buffers passed to Read.
 	Chunks, Keepalives []int64
 	// ExpectedChunks is streamwatch.chunk.count, or -1 when absent.
@@ -207,6 +212,14 @@ func Read(span ptrace.Span, b *Buffers) Input {
 		if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok && problem == "" {
 			if b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives); problem != "" {
 				in.ignoreKeepalives(problem)
+			}
+		}
+		if v, ok := attrs.Get(string(semconv.KeepalivesDropped)); ok && in.Malformed == "" && !in.KeepalivesIgnored {
+			if v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
+				in.KeepalivesDropped = v.Int()
+			} else {
+				// Without the count no segment's keepalives are known.
+				in.ignoreKeepalives(fmt.Sprintf("%s is not a count (%s %s)", semconv.KeepalivesDropped, v.Type(), v.AsString()))
 			}
 		}
 	} else {
@@ -412,14 +425,38 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 		}
 		d.Result = breakdown.Derive(d.Timeline(thresholdUs), b.Segments[:0:want])
 		// Unknown, not none: the caller's view has no keepalives to count
-		// (keepalives are the upstream's), and ignored ones were unread.
-		if d.KeepalivesIgnored || d.Form == Caller {
-			for i := range d.Result.Segments {
-				d.Result.Segments[i].Keepalives = -1
-			}
+		// (keepalives are the upstream's), ignored ones were unread, and
+		// those dropped past the producer's cap came after the last listed.
+		switch {
+		case d.KeepalivesIgnored || d.Form == Caller:
+			unknownKeepalives(d.Result.Segments, -1)
+		case d.KeepalivesDropped > 0:
+			unknownKeepalives(d.Result.Segments, lastOffset(d.Keepalives))
 		}
 	}
 	return d
+}
+
+// unknownKeepalives marks the keepalive count of every segment ending
+// after listedUntil unknown: keepalives after that offset went unlisted.
+// A segment ending at or before it has all its keepalives listed, since
+// they count only strictly inside the silence.
+func unknownKeepalives(segs []breakdown.Segment, listedUntil int64) {
+	for i := range segs {
+		if segs[i].StartUs+segs[i].DurationUs > listedUntil {
+			segs[i].Keepalives = -1
+		}
+	}
+}
+
+// lastOffset is the latest of offs (valid offsets are not negative), or
+// -1 when there is none.
+func lastOffset(offs []int64) int64 {
+	last := int64(-1)
+	for _, o := range offs {
+		last = max(last, o)
+	}
+	return last
 }
 
 // Problem is the text of streamwatch.derivation.problem: why the timeline

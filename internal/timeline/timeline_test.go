@@ -216,6 +216,14 @@ func TestKeepalivesIgnored(t *testing.T) {
 				e.SetTimestamp(pcommon.Timestamp(ev.at))
 			}
 		}, "streamwatch.keepalive event 3 at 1767830400000001000 ns is more than 7 days from span start 1767225600000000000 ns: keepalives ignored"},
+		{"a dropped count not an int", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000)})
+			span.Attributes().PutStr(string(semconv.KeepalivesDropped), "3")
+		}, "streamwatch.keepalive.dropped is not a count (Str 3): keepalives ignored"},
+		{"a negative dropped count", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000)})
+			span.Attributes().PutInt(string(semconv.KeepalivesDropped), -1)
+		}, "streamwatch.keepalive.dropped is not a count (Int -1): keepalives ignored"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			span := ptrace.NewSpan()
@@ -257,6 +265,51 @@ func TestKeepalivesIgnored(t *testing.T) {
 	require.Len(t, d.Result.Segments, 1)
 	assert.Equal(t, -1, d.Result.Segments[0].Keepalives)
 	assert.Empty(t, d.Problem())
+}
+
+// Keepalives dropped past the producer's cap came after the last listed
+// one: a segment ending after it has an unknown count, one ending at or
+// before it an exact one (the count is of keepalives strictly inside).
+func TestKeepalivesDropped(t *testing.T) {
+	// Two 5 s stalls: 0.2–5.2 s and 5.3–10.3 s.
+	chunks := []any{int64(100_000), int64(200_000), int64(5_200_000), int64(5_300_000), int64(10_300_000)}
+	for _, c := range []struct {
+		name    string
+		listed  []any
+		dropped int64 // 0: no streamwatch.keepalive.dropped
+		want    [2]int
+	}{
+		{"none dropped", []any{int64(1_000_000), int64(2_000_000), int64(6_000_000)}, 0, [2]int{2, 1}},
+		{"dropped after the first stall", []any{int64(1_000_000), int64(2_000_000), int64(6_000_000)}, 4, [2]int{2, -1}},
+		{"the last listed at the first stall's end", []any{int64(1_000_000), int64(5_200_000)}, 1, [2]int{1, -1}},
+		{"the last listed inside the first stall", []any{int64(1_000_000), int64(2_000_000)}, 1, [2]int{-1, -1}},
+		{"none listed", nil, 3, [2]int{-1, -1}},
+		{"dropped 0", []any{int64(1_000_000)}, -1, [2]int{1, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			span := ptrace.NewSpan()
+			span.SetStartTimestamp(start)
+			span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw(chunks)
+			if c.listed != nil {
+				span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw(c.listed)
+			}
+			switch {
+			case c.dropped > 0:
+				span.Attributes().PutInt(string(semconv.KeepalivesDropped), c.dropped)
+			case c.dropped < 0:
+				span.Attributes().PutInt(string(semconv.KeepalivesDropped), 0)
+			}
+			var b Buffers
+			d := Derive(span, &b, 2_000_000, 64)
+			require.Empty(t, d.Malformed)
+			assert.False(t, d.KeepalivesIgnored)
+			require.Len(t, d.Result.Segments, 2)
+			assert.Equal(t, c.want, [2]int{d.Result.Segments[0].Keepalives, d.Result.Segments[1].Keepalives})
+			stall, _ := d.Result.StallUs()
+			assert.Equal(t, int64(10_000_000), stall, "the figures do not depend on keepalives")
+			assert.Empty(t, d.Problem(), "a cap is no problem of the input")
+		})
+	}
 }
 
 func TestShrink(t *testing.T) {
