@@ -259,7 +259,10 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix})
 	if err != nil {
 		if src != nil {
-			_ = src.Close()
+			// Outside the recover above: a panic in Close is ignored (the
+			// Source contract), not taken for the open's, and the open's
+			// error, transient or not, stands.
+			closeQuietly(src)
 		}
 		return nil, err
 	}

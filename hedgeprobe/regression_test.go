@@ -1163,3 +1163,43 @@ func TestRegressionRelayPacedBySlowCaller(t *testing.T) {
 		}
 	})
 }
+
+// A Source that Open returns beside its error is closed, and a panic in
+// that Close is ignored like any other (the Source contract): the open's
+// error stands, and a transient one is hedged at once. It was taken for
+// a panic of the Open, a fatal error, and the call failed.
+func TestRegressionOpenErrorCloseMayPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var closes atomic.Int32
+		a := Route[chunk]{Name: "a", Open: func(context.Context, Attempt) (Source[chunk], error) {
+			return &panickyClose{closes: &closes}, &statusErr{code: 503}
+		}}
+		b := newUpstream("b", []step{content(100*time.Millisecond, "x")})
+		p := mustNew(t, Config{HedgeAfter: time.Second})
+		s := p.Stream(t.Context(), a, b.route())
+		start := time.Now()
+		g := drain(s, start)
+		if g.err != nil {
+			t.Fatalf("err = %v, want the 503 hedged and b's answer", g.err)
+		}
+		wantTexts(t, g, "x")
+		wantDur(t, "b's chunk", g.at[0], 100*time.Millisecond) // the error hedge launched at once
+		st := s.Stats()
+		var se *statusErr
+		if !errors.As(st.Attempts[0].Err, &se) || errors.Is(st.Attempts[0].Err, ErrOpenPanic) {
+			t.Fatalf("attempt 0 failed with %v, want the 503", st.Attempts[0].Err)
+		}
+		if st.Attempts[1].Trigger != TriggerError || closes.Load() != 1 {
+			t.Fatalf("attempt 1 trigger %s, closes %d", st.Attempts[1].Trigger, closes.Load())
+		}
+	})
+}
+
+// panickyClose is a Source with nothing to read whose Close panics.
+type panickyClose struct{ closes *atomic.Int32 }
+
+func (*panickyClose) Next() bool     { return false }
+func (*panickyClose) Current() chunk { return chunk{} }
+func (*panickyClose) Err() error     { return nil }
+func (p *panickyClose) Close() error { p.closes.Add(1); panic("close exploded") }
+
