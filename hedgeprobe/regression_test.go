@@ -1203,3 +1203,42 @@ func (*panickyClose) Current() chunk { return chunk{} }
 func (*panickyClose) Err() error     { return nil }
 func (p *panickyClose) Close() error { p.closes.Add(1); panic("close exploded") }
 
+// A cancel of the caller's context between two Nexts ends the call at the
+// next one on the direct path too, as Close does and as the relay path
+// did: the source's items already buffered (here: steps without a wait,
+// which never look at the context) are not handed out.
+func TestRegressionCancelEndsDirectRead(t *testing.T) {
+	for _, resumable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "direct", true: "relay"}[resumable], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(100*time.Millisecond, "x"), content(100*time.Millisecond, "y"),
+					content(0, "z"), content(0, "w")})
+				a.continues = resumable
+				var opts []any
+				if resumable {
+					opts = append(opts, withText())
+				}
+				p := mustNew(t, Config{}, opts...)
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				s := p.Stream(ctx, a.route())
+				for _, want := range []string{"x", "y"} {
+					if !s.Next() || s.Current().Text != want {
+						t.Fatalf("want %q first", want)
+					}
+				}
+				if (s.phase == phaseDirect) == resumable {
+					t.Fatalf("phase %d", s.phase)
+				}
+				cancel()
+				g := drain(s, time.Now())
+				if len(g.texts) != 0 || !errors.Is(g.err, context.Canceled) {
+					t.Fatalf("after the cancel: %q, err %v; want nothing and context.Canceled", g.texts, g.err)
+				}
+				if st := s.Stats(); st.Outcome != OutcomeCanceled || st.ChunksDelivered != 2 {
+					t.Fatalf("outcome %s, delivered %d", st.Outcome, st.ChunksDelivered)
+				}
+			})
+		})
+	}
+}

@@ -124,7 +124,11 @@ func (s *Stream[T]) Next() (ok bool) {
 		return false
 	}
 	defer s.endNext(&ok)
-	if s.phase == phaseDirect && !s.life.closeReq.Load() {
+	// A Close or a cancel of the caller's context ends the call at the
+	// next Next on either path (nextSlow checks both): a source with items
+	// already buffered, as an SSE decoder has, would otherwise hand them
+	// out until it next waits on I/O.
+	if s.phase == phaseDirect && !s.life.closeReq.Load() && s.ctx.Err() == nil {
 		return s.nextDirect()
 	}
 	return s.nextSlow()
