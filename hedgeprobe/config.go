@@ -172,7 +172,9 @@ type Config struct {
 	// Default 0.3: it must cover the calls that need a rescue (about 5 %
 	// TTFT hedges at the p95 delay, plus the share of streams that fall
 	// silent — 10 % in the seed's workload), and it keeps extra attempts
-	// below a third of calls, so an outage cannot double the load.
+	// below a third of calls, so an outage cannot double the load. As
+	// everywhere in Config, 0 means the default; MaxAttempts 1 turns
+	// hedging off.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.
