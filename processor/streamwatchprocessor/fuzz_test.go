@@ -58,9 +58,12 @@ func FuzzProcessor(f *testing.F) {
 		attrs.PutDouble(string(semconv.AttemptLaunchOffsetMs), launch)
 		chunks, kas := decode(chunkBytes), decode(kaBytes)
 		switch mode % 8 {
-		case 0: // compact
+		case 0: // compact, with a keepalive cap's overflow count (any int) on odd dropped
 			putInts(attrs.PutEmptySlice(string(semconv.ChunkOffsetsUs)), chunks)
 			putInts(attrs.PutEmptySlice(string(semconv.KeepaliveOffsetsUs)), kas)
+			if dropped&1 != 0 {
+				attrs.PutInt(string(semconv.KeepalivesDropped), chunkCount)
+			}
 		case 1: // events
 			putEvents(s, semconv.EventChunk, start, chunks)
 			putEvents(s, semconv.EventKeepalive, start, kas)
