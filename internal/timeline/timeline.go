@@ -215,11 +215,14 @@ func Read(span ptrace.Span, b *Buffers) Input {
 			}
 		}
 		if v, ok := attrs.Get(string(semconv.KeepalivesDropped)); ok && in.Malformed == "" && !in.KeepalivesIgnored {
-			if v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
+			// Without the count no segment's keepalives are known.
+			switch {
+			case v.Type() != pcommon.ValueTypeInt:
+				in.ignoreKeepalives(fmt.Sprintf("%s is not an int (type %s)", semconv.KeepalivesDropped, v.Type()))
+			case v.Int() < 0:
+				in.ignoreKeepalives(fmt.Sprintf("%s = %d is negative", semconv.KeepalivesDropped, v.Int()))
+			default:
 				in.KeepalivesDropped = v.Int()
-			} else {
-				// Without the count no segment's keepalives are known.
-				in.ignoreKeepalives(fmt.Sprintf("%s is not a count (%s %s)", semconv.KeepalivesDropped, v.Type(), v.AsString()))
 			}
 		}
 	} else {

@@ -219,11 +219,11 @@ func TestKeepalivesIgnored(t *testing.T) {
 		{"a dropped count not an int", func(span ptrace.Span) {
 			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000)})
 			span.Attributes().PutStr(string(semconv.KeepalivesDropped), "3")
-		}, "streamwatch.keepalive.dropped is not a count (Str 3): keepalives ignored"},
+		}, "streamwatch.keepalive.dropped is not an int (type Str): keepalives ignored"},
 		{"a negative dropped count", func(span ptrace.Span) {
 			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000)})
 			span.Attributes().PutInt(string(semconv.KeepalivesDropped), -1)
-		}, "streamwatch.keepalive.dropped is not a count (Int -1): keepalives ignored"},
+		}, "streamwatch.keepalive.dropped = -1 is negative: keepalives ignored"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			span := ptrace.NewSpan()
