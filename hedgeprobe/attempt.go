@@ -69,6 +69,12 @@ type attempt[T any] struct {
 	// set then: a pointer, as an SDK's item can weigh kilobytes. Used on
 	// the caller's goroutine only.
 	answer *T
+	// readerEnded: its reading goroutine sent the stream's end and
+	// releases the attempt itself, closing its source (see run). The
+	// driver then only cancels it: waiting there on a slow Close would hold
+	// up what the end asks for (a hedge or a resume at once) while the
+	// watchdogs' clock runs. finish still waits for the reader.
+	readerEnded bool
 }
 
 // chainContent is the content chunks that count towards a Streaming

@@ -14,7 +14,11 @@ import (
 // race, or the TTFT watchdog cut it): see delayBook.observeCensored.
 func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Time, censor bool) {
 	a.done, a.outcome, a.err, a.endAt = true, o, err, now.Sub(s.start)
-	a.release()
+	if a.readerEnded {
+		a.cancel() // the reader closes the source; finish waits for it
+	} else {
+		a.release()
+	}
 	if censor && a.content == 0 {
 		s.p.delays.observeCensored(a.route.Name, a.route.Model, now.Sub(a.launchAt), a.delay, now)
 	}

@@ -131,6 +131,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 		return
 	}
 	if ev.typ == evEnd {
+		a.readerEnded = true
 		if ev.err != nil {
 			s.fail(a, ev.err)
 			return

@@ -1242,3 +1242,32 @@ func TestRegressionCancelEndsDirectRead(t *testing.T) {
 		})
 	}
 }
+
+// A committed stream that fails with a transient error is resumed at once
+// even when its Source's Close is slow: its reading goroutine closes it,
+// and the driver no longer waited for that Close before acting. It did,
+// and the stall watchdog, whose deadline (0.2 + 2 s) fell inside the
+// 1.5 s Close, ended the call as a stall timeout at 2.5 s, though the
+// 503 came at 1 s and a continuing route was there; without a continuing
+// route the direct read reported the 503, the relay the stall timeout.
+func TestRegressionFailureResumedDuringSlowClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(100*time.Millisecond, "x"), content(100*time.Millisecond, "y"),
+			fail(800*time.Millisecond, &statusErr{code: 503})})
+		a.closeDelay = 1500 * time.Millisecond
+		b := newUpstream("b", []step{content(50*time.Millisecond, "z")})
+		b.continues = true
+		p := mustNew(t, Config{HedgeAfter: time.Hour, StallTimeout: 2 * time.Second, ResumeAfter: 1900 * time.Millisecond,
+			MaxAttempts: 2, EjectFailures: NoEjection}, withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, time.Now())
+		if g.err != nil {
+			t.Fatalf("err = %v, want the 503 resumed", g.err)
+		}
+		wantTexts(t, g, "x", "y", "z")
+		wantDur(t, "the continuation's chunk", g.at[2], 1050*time.Millisecond)
+		if st := s.Stats(); st.Outcome != OutcomeOK || st.Attempts[1].Trigger != TriggerResume {
+			t.Fatalf("outcome %s, attempt 1 %s", st.Outcome, st.Attempts[1].Trigger)
+		}
+	})
+}
