@@ -221,7 +221,9 @@ func (s *Stream[T]) endDirect() bool {
 		err := dr.src.Err()
 		dr.inSource = false
 		if err != nil {
-			s.finish(err, OutcomeError)
+			// As on the relay and before commit: a Source that is itself a
+			// Stream can end with its own TimeoutError.
+			s.finish(err, outcomeOf(err))
 		} else {
 			s.finish(nil, OutcomeOK)
 		}

@@ -1271,3 +1271,29 @@ func TestRegressionFailureResumedDuringSlowClose(t *testing.T) {
 		}
 	})
 }
+
+// A Source can end with a *TimeoutError of its own (a Stream is a
+// Source: an inner call's watchdog). The call's outcome follows the error
+// on the direct read as it does before commit and on the relay; the
+// direct read said error, beside an error.type of stall_timeout.
+func TestRegressionInheritedTimeoutOutcome(t *testing.T) {
+	inner := &TimeoutError{Kind: TimeoutStall, After: time.Second, Route: "inner", ChunksReceived: 1, ChunksDelivered: 1, Truncated: true}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"direct", Config{MaxAttempts: 1}},
+		{"before commit", Config{MaxAttempts: 1, HoldChunks: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(100*time.Millisecond, "x"), fail(100*time.Millisecond, inner)})
+				s := mustNew(t, c.cfg).Stream(t.Context(), a.route())
+				g := drain(s, time.Now())
+				if !errors.Is(g.err, inner) || s.Stats().Outcome != OutcomeStallTimeout {
+					t.Fatalf("err %v, outcome %s; want the inner timeout, stall_timeout", g.err, s.Stats().Outcome)
+				}
+			})
+		})
+	}
+}
