@@ -72,8 +72,41 @@ func TestBadRoutes(t *testing.T) {
 			if s.Stats().Outcome != OutcomeError || s.Close() != nil {
 				t.Fatal("outcome")
 			}
+
 		})
 	}
+}
+
+// A call with invalid routes has finished once its first Next reports
+// false: a second Close, a Next after Close, and a Close racing the first
+// Next return at once. (It never closed its finished channel, and they
+// waited for ever.)
+func TestBadRoutesFinish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{})
+		s := p.Stream(t.Context())
+		s.Next()
+		s.Close()
+		done := make(chan bool)
+		go func() { s.Close(); done <- s.Next() }()
+		racing := p.Stream(t.Context(), Route[chunk]{Name: "no open"})
+		go func() { racing.Close() }()
+		go func() { racing.Next(); racing.Close(); done <- false }()
+		synctest.Wait()
+		for range 2 {
+			select {
+			case next := <-done:
+				if next {
+					t.Fatal("Next after Close reported an item")
+				}
+			default:
+				t.Fatal("a Close or a Next blocks on a call with invalid routes")
+			}
+		}
+		if !errors.Is(s.Err(), ErrNoRoutes) || s.Stats().Outcome != OutcomeError {
+			t.Fatalf("err %v, outcome %s", s.Err(), s.Stats().Outcome)
+		}
+	})
 }
 
 // A classifier that panics fails the call with an error, before or after

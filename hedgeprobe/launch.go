@@ -13,8 +13,9 @@ import (
 func (s *Stream[T]) begin() bool {
 	s.start = time.Now()
 	if s.initErr != nil {
-		s.phase = phaseDone
-		s.err, s.outcome = s.initErr, OutcomeError
+		// Through finish, which closes finished: a later Close or Next
+		// waits on it. Nothing started, so nothing else is done.
+		s.finish(s.initErr, OutcomeError)
 		return false
 	}
 	cfg := &s.p.cfg
