@@ -70,10 +70,11 @@ type attempt[T any] struct {
 	// the caller's goroutine only.
 	answer *T
 	// readerEnded: its reading goroutine sent the stream's end and
-	// releases the attempt itself, closing its source (see run). The
-	// driver then only cancels it: waiting there on a slow Close would hold
-	// up what the end asks for (a hedge or a resume at once) while the
-	// watchdogs' clock runs. finish still waits for the reader.
+	// closes its source itself, if it opened one (see run). The driver
+	// then only cancels it: waiting there on a slow Close would hold up
+	// what the end asks for (a hedge or a resume at once) while the
+	// watchdogs' clock runs. finish still waits for the reader, so the
+	// attempt's report and span may end before its Close returns.
 	readerEnded bool
 }
 
@@ -145,7 +146,8 @@ func (a *attempt[T]) source() Source[T] {
 
 // release cancels the attempt's context and closes its source, exactly
 // once whoever calls it and however often: the reader at its end, the
-// driver at commit, failure or finish, Close, the stall watchdog. A call
+// driver at commit, failure (unless the reader reported the end itself:
+// readerEnded) or finish, Close, the stall watchdog. A call
 // that races the one closing the source waits until the source is closed,
 // so when finish returns every source of the call is closed. (It waits on
 // a channel rather than a sync.Once: a goroutine blocked on a mutex would

@@ -9,7 +9,8 @@ import (
 // How attempts and calls end: an attempt's outcome, a failure and what it
 // asks for next, the end of the call.
 
-// end gives attempt a its outcome, releases it and reports it. censor
+// end gives attempt a its outcome, releases it (or, when its reader is
+// closing it already, cancels it) and reports it. censor
 // records an attempt that had no content in the delay sketch (it lost a
 // race, or the TTFT watchdog cut it): see delayBook.observeCensored.
 func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Time, censor bool) {

@@ -1248,8 +1248,7 @@ func TestRegressionCancelEndsDirectRead(t *testing.T) {
 // and the driver no longer waited for that Close before acting. It did,
 // and the stall watchdog, whose deadline (0.2 + 2 s) fell inside the
 // 1.5 s Close, ended the call as a stall timeout at 2.5 s, though the
-// 503 came at 1 s and a continuing route was there; without a continuing
-// route the direct read reported the 503, the relay the stall timeout.
+// 503 came at 1 s and a continuing route was there.
 func TestRegressionFailureResumedDuringSlowClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", []step{content(100*time.Millisecond, "x"), content(100*time.Millisecond, "y"),

@@ -375,13 +375,14 @@ func growTo(dst []int64, n int) []int64 {
 }
 
 // Drop removes the raw timeline from span, in every form: the offsets
-// attributes (the caller's view included) and the chunk and keepalive
-// events.
+// attributes (the caller's view included), the keepalive list's overflow
+// count and the chunk and keepalive events.
 func Drop(span ptrace.Span) {
 	attrs := span.Attributes()
 	attrs.Remove(string(semconv.CallerChunkOffsetsUs))
 	attrs.Remove(string(semconv.ChunkOffsetsUs))
 	attrs.Remove(string(semconv.KeepaliveOffsetsUs))
+	attrs.Remove(string(semconv.KeepalivesDropped))
 	span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return isTimelineEvent(ev.Name()) })
 }
 
@@ -443,7 +444,9 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 // unknownKeepalives marks the keepalive count of every segment ending
 // after listedUntil unknown: keepalives after that offset went unlisted.
 // A segment ending at or before it has all its keepalives listed, since
-// they count only strictly inside the silence.
+// they count only strictly inside the silence. This assumes the list is
+// in arrival order, as the wire contract has it; on a list out of order
+// no count past a cap can be exact.
 func unknownKeepalives(segs []breakdown.Segment, listedUntil int64) {
 	for i := range segs {
 		if segs[i].StartUs+segs[i].DurationUs > listedUntil {

@@ -94,6 +94,7 @@ func TestDrop(t *testing.T) {
 	span := ptrace.NewSpan()
 	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs))
 	span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs))
+	span.Attributes().PutInt(string(semconv.KeepalivesDropped), 3)
 	span.Attributes().PutEmptySlice(string(semconv.CallerChunkOffsetsUs))
 	span.Attributes().PutInt(string(semconv.ChunkCount), 0)
 	for _, name := range []string{semconv.EventChunk, "exception", semconv.EventKeepalive, semconv.EventStall} {

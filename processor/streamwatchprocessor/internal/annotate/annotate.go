@@ -138,7 +138,7 @@ func putSegment(attrs pcommon.Map, s *breakdown.Segment) {
 	attrs.EnsureCapacity(3)
 	attrs.PutDouble(string(semconv.StallDurationMs), ms(s.DurationUs))
 	attrs.PutInt(string(semconv.StallAfterChunk), int64(s.AfterChunk))
-	if s.Keepalives >= 0 { // -1: unknown, the keepalives could not be read
+	if s.Keepalives >= 0 { // -1: unknown (unreadable, dropped past a cap, the caller's view)
 		attrs.PutInt(string(semconv.StallKeepalives), int64(s.Keepalives))
 	}
 }
