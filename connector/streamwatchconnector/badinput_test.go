@@ -88,6 +88,14 @@ func TestBadInput(t *testing.T) {
 			sp.Attributes().PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeCanceled)
 			sp.Attributes().PutInt(string(semconv.ChunkCount), -3)
 		}, "attribute=streamwatch.chunk.count,reason=negative", semconv.MetricWastedChunks, semconv.MetricHedges},
+		// A count no stream can hold is a broken producer: summed over a
+		// few spans it wrapped the cumulative counter negative.
+		{"stall count past the bound", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.StallCount), 1<<62) },
+			"attribute=streamwatch.stall_count,reason=out_of_range", semconv.MetricStalls, semconv.MetricGenerationDuration},
+		{"chunk count past the bound", false, func(sp ptrace.Span) {
+			sp.Attributes().PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeCanceled)
+			sp.Attributes().PutInt(string(semconv.ChunkCount), math.MaxInt64)
+		}, "attribute=streamwatch.chunk.count,reason=out_of_range", semconv.MetricWastedChunks, semconv.MetricHedges},
 		{"index as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.AttemptIndex), "1") },
 			"attribute=streamwatch.attempt.index,reason=wrong_type", semconv.MetricHedges, semconv.MetricGenerationDuration},
 		{"route as int", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Route), 7) },
@@ -131,6 +139,17 @@ func TestBadInput(t *testing.T) {
 			}
 			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw(raw)
 		}, "attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
+		// Counts no stream can hold wrapped the histogram's count; counts
+		// of no gap at all (the processor writes them for n ≥ 2) lost the
+		// winner's gaps unseen.
+		{"gap counts past the bound", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw([]any{int64(math.MaxInt64), int64(math.MaxInt64), int64(3)})
+		}, "attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
+		{"gap counts of no gap", false, func(sp ptrace.Span) {
+			sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw([]any{int64(0), int64(0)})
+		}, "attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
+		{"gap counts empty", false, func(sp ptrace.Span) { sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)) },
+			"attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {

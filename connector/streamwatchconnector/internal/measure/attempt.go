@@ -221,17 +221,30 @@ func (r *Recorder) gapCounts() []uint64 {
 		r.p.Invalid(k, ReasonOutOfRange)
 		return nil
 	}
+	var total uint64
 	for i := range s.Len() {
 		e := s.At(i)
 		if e.Type() != pcommon.ValueTypeInt {
 			r.p.Invalid(k, ReasonWrongType)
 			return nil
 		}
-		if e.Int() < 0 {
+		switch c := e.Int(); {
+		case c < 0:
 			r.p.Invalid(k, ReasonNegative)
+			return nil
+		case c > MaxCount:
+			r.p.Invalid(k, ReasonOutOfRange)
 			return nil
 		}
 		counts[i] = uint64(e.Int())
+		total += counts[i] // no wrap: a few dozen entries of at most 2⁴⁰
+	}
+	// The processor writes counts only for n ≥ 2 chunks: at least one gap.
+	// A total of none would lose the winner's gaps unseen; one above
+	// MaxCount is a broken producer.
+	if total == 0 || total > MaxCount {
+		r.p.Invalid(k, ReasonOutOfRange)
+		return nil
 	}
 	return counts
 }

@@ -31,7 +31,8 @@ const (
 	ReasonNegative  = "negative"
 	ReasonNotFinite = "not_finite"
 	ReasonMissing   = "missing"
-	// ReasonOutOfRange: a duration above MaxSeconds.
+	// ReasonOutOfRange: a duration above MaxSeconds, a count above
+	// MaxCount, gap counts that add up to none.
 	ReasonOutOfRange = "out_of_range"
 	// ReasonAnomaly: a derivation that is an anomaly (a malformed timeline,
 	// a negative gap, a first chunk before the span start), whether the
@@ -43,6 +44,11 @@ const (
 // MaxSeconds is the longest duration recorded (about 31 years): anything
 // longer is a broken clock or unit, and could overflow a histogram's sum.
 const MaxSeconds = 1e9
+
+// MaxCount is the largest count taken from one span (2⁴⁰, about 1.1×10¹²:
+// more chunks than a 7-day stream holds at one per µs): anything larger is
+// a broken producer, and a few such spans would wrap a cumulative counter.
+const MaxCount = 1 << 40
 
 // SpanDuration names the span's own duration (end − start) in reports.
 const SpanDuration = "span.duration"

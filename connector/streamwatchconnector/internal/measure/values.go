@@ -216,8 +216,12 @@ func (r *Recorder) count(k string, v pcommon.Value, ok bool) (int64, bool) {
 		r.p.Invalid(k, ReasonWrongType)
 		return 0, false
 	}
-	if n < 0 {
+	switch {
+	case n < 0:
 		r.p.Invalid(k, ReasonNegative)
+		return 0, false
+	case n > MaxCount:
+		r.p.Invalid(k, ReasonOutOfRange)
 		return 0, false
 	}
 	return n, true
