@@ -72,7 +72,6 @@ func TestBadRoutes(t *testing.T) {
 			if s.Stats().Outcome != OutcomeError || s.Close() != nil {
 				t.Fatal("outcome")
 			}
-
 		})
 	}
 }

@@ -49,6 +49,27 @@ func (r *otlpReceiver) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
+// spans returns every span received, in order; each must come from
+// hedgeprobe's instrumentation scope.
+func (r *otlpReceiver) spans(t *testing.T) []ptrace.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ptrace.Span
+	for _, td := range r.traces {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				if ss.Scope().Name() != InstrumentationName {
+					t.Fatalf("scope %q", ss.Scope().Name())
+				}
+				for _, sp := range ss.Spans().All() {
+					out = append(out, sp)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // exportedTo returns a receiver and a tracer provider whose spans the
 // SDK's OTLP/HTTP exporter sends it, each as it ends.
 func exportedTo(t *testing.T) (*otlpReceiver, *sdktrace.TracerProvider) {
@@ -94,26 +115,15 @@ func TestTelemetryOTLPRoundTrip(t *testing.T) {
 		if g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()); g.err != nil {
 			t.Fatal(g.err)
 		}
-		rx.mu.Lock()
-		defer rx.mu.Unlock()
 		found := map[int64]ptrace.Span{}
 		var call ptrace.Span
-		for _, td := range rx.traces {
-			for _, rs := range td.ResourceSpans().All() {
-				for _, ss := range rs.ScopeSpans().All() {
-					if ss.Scope().Name() != InstrumentationName {
-						t.Fatalf("scope %q", ss.Scope().Name())
-					}
-					for _, sp := range ss.Spans().All() {
-						if sp.Name() == semconv.CallSpanName {
-							call = sp
-							continue
-						}
-						idx, _ := sp.Attributes().Get(string(semconv.AttemptIndex))
-						found[idx.Int()] = sp
-					}
-				}
+		for _, sp := range rx.spans(t) {
+			if sp.Name() == semconv.CallSpanName {
+				call = sp
+				continue
 			}
+			idx, _ := sp.Attributes().Get(string(semconv.AttemptIndex))
+			found[idx.Int()] = sp
 		}
 		if len(found) != 2 || call.Name() == "" {
 			t.Fatalf("received %d attempt spans", len(found))
@@ -158,18 +168,10 @@ func TestTelemetryOTLPInvalidUTF8(t *testing.T) {
 		if g := drain(p.Stream(t.Context(), a.route()), time.Now()); g.err == nil {
 			t.Fatal("the call did not fail")
 		}
-		rx.mu.Lock()
-		defer rx.mu.Unlock()
 		var got []string
-		for _, td := range rx.traces {
-			for _, rs := range td.ResourceSpans().All() {
-				for _, ss := range rs.ScopeSpans().All() {
-					for _, sp := range ss.Spans().All() {
-						m, _ := sp.Attributes().Get(string(semconv.GenAIResponseModel))
-						got = append(got, sp.Status().Message()+"|"+m.Str())
-					}
-				}
-			}
+		for _, sp := range rx.spans(t) {
+			m, _ := sp.Attributes().Get(string(semconv.GenAIResponseModel))
+			got = append(got, sp.Status().Message()+"|"+m.Str())
 		}
 		slices.Sort(got)
 		if want := []string{"upstream said \uFFFD|", "upstream said \uFFFD|model-\uFFFD"}; !slices.Equal(got, want) {
@@ -196,18 +198,10 @@ func TestTelemetryOTLPKeepaliveCap(t *testing.T) {
 		if g := drain(p.Stream(t.Context(), a.route()), time.Now()); g.err != nil {
 			t.Fatal(g.err)
 		}
-		rx.mu.Lock()
-		defer rx.mu.Unlock()
 		var attempt ptrace.Span
-		for _, td := range rx.traces {
-			for _, rs := range td.ResourceSpans().All() {
-				for _, ss := range rs.ScopeSpans().All() {
-					for _, sp := range ss.Spans().All() {
-						if sp.Name() != semconv.CallSpanName {
-							attempt = sp
-						}
-					}
-				}
+		for _, sp := range rx.spans(t) {
+			if sp.Name() != semconv.CallSpanName {
+				attempt = sp
 			}
 		}
 		ka, _ := attempt.Attributes().Get(string(semconv.KeepaliveOffsetsUs))

@@ -228,7 +228,8 @@ func (r *Recorder) gapCounts() []uint64 {
 			r.p.Invalid(k, ReasonWrongType)
 			return nil
 		}
-		switch c := e.Int(); {
+		c := e.Int()
+		switch {
 		case c < 0:
 			r.p.Invalid(k, ReasonNegative)
 			return nil
@@ -236,7 +237,7 @@ func (r *Recorder) gapCounts() []uint64 {
 			r.p.Invalid(k, ReasonOutOfRange)
 			return nil
 		}
-		counts[i] = uint64(e.Int())
+		counts[i] = uint64(c)
 		total += counts[i] // no wrap: a few dozen entries of at most 2⁴⁰
 	}
 	// The processor writes counts only for n ≥ 2 chunks: at least one gap.
