@@ -37,8 +37,17 @@ type streamwatch struct {
 	rec *measure.Recorder
 
 	// stop ends the flush loop; done is closed when it has returned.
-	stop chan struct{}
-	done chan struct{}
+	// stopped is set once Shutdown has closed stop, finished once it has
+	// sent the last snapshot (a Shutdown whose context ended first leaves
+	// it for the next one to send).
+	stop     chan struct{}
+	done     chan struct{}
+	stopped  bool
+	finished bool
+	// flushing is held by whoever is sending a snapshot: the loop's tick
+	// and Shutdown's last snapshot must not overlap, or a cumulative
+	// snapshot could reach the exporter after a newer one.
+	flushing chan struct{}
 }
 
 var _ connector.Traces = (*streamwatch)(nil)
@@ -55,6 +64,8 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		logger:  set.Logger,
 		tel:     tel,
 		version: set.BuildInfo.Version,
+
+		flushing: make(chan struct{}, 1),
 	}
 	if v, ok := set.TelemetrySettings.Resource.Attributes().Get(string(semconv.ServiceInstanceID)); ok {
 		c.instance = v.AsString()
@@ -76,8 +87,12 @@ func (c *streamwatch) Capabilities() consumer.Capabilities {
 	return consumer.Capabilities{MutatesData: false}
 }
 
-// Start starts the flush loop.
+// Start starts the flush loop. A second Start is a no-op: it would
+// otherwise leave the first loop running for ever.
 func (c *streamwatch) Start(context.Context, component.Host) error {
+	if c.stop != nil {
+		return nil
+	}
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
 	go c.loop(c.stop, c.done)
@@ -85,24 +100,39 @@ func (c *streamwatch) Start(context.Context, component.Host) error {
 }
 
 // Shutdown stops the flush loop and sends the last snapshot, so a collector
-// that stops loses no interval. It is safe to call without Start and more
+// that stops loses no interval. It waits for ctx only while the loop is
+// sending a snapshot of its own: a context that has already ended still
+// gets the last snapshot sent when the loop is idle, and if ctx ends first
+// a later Shutdown sends it. It is safe to call without Start and more
 // than once.
 func (c *streamwatch) Shutdown(ctx context.Context) error {
-	if c.stop == nil {
+	if c.stop == nil || c.finished {
 		return nil
 	}
-	close(c.stop)
-	c.stop = nil
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if !c.stopped {
+		close(c.stop)
+		c.stopped = true
 	}
-	return c.flush(ctx)
+	// The non-blocking try first: a select with an ended ctx would
+	// otherwise pick at random between the two.
+	select {
+	case c.flushing <- struct{}{}:
+	default:
+		select {
+		case c.flushing <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := c.flush(ctx)
+	<-c.flushing
+	c.finished = true
+	// The loop sends nothing once stop is closed, so it returns at once.
+	<-c.done
+	return err
 }
 
-// loop flushes every interval until stop is closed, then closes done. It
-// takes the channels as arguments: Shutdown clears the fields.
+// loop flushes every interval until stop is closed, then closes done.
 func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(c.cfg.Interval)
@@ -112,9 +142,24 @@ func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			if err := c.flush(context.Background()); err != nil {
-				c.logger.Warn("sending streamwatch metrics failed", zap.Error(err))
-			}
+		}
+		select {
+		case <-stop:
+			return
+		case c.flushing <- struct{}{}:
+		}
+		// Shutdown may have closed stop while both were ready: its last
+		// snapshot is then the newest one, and this one must not follow it.
+		select {
+		case <-stop:
+			<-c.flushing
+			return
+		default:
+		}
+		err := c.flush(context.Background())
+		<-c.flushing
+		if err != nil {
+			c.logger.Warn("sending streamwatch metrics failed", zap.Error(err))
 		}
 	}
 }

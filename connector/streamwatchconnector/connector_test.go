@@ -213,17 +213,70 @@ func TestConcurrentConsume(t *testing.T) {
 	assert.Equal(t, int64(200), metricCount(last, "streamwatch.calls"))
 }
 
-// TestShutdownCanceled: a shutdown whose context is already done returns its
-// error and a second shutdown does not panic.
+// TestShutdownCanceled: a shutdown whose context has already ended still
+// sends the last snapshot when the loop is idle (there is nothing to wait
+// for), stops the loop, and a second shutdown sends nothing more.
 func TestShutdownCanceled(t *testing.T) {
+	for range 20 { // the old code lost the snapshot on most runs
+		sink := &consumertest.MetricsSink{}
+		c := create(t, createDefaultConfig().(*Config), sink)
+		require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
+		require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.NoError(t, c.Shutdown(ctx))
+		require.Len(t, sink.AllMetrics(), 1, "the last snapshot")
+		assert.Equal(t, int64(1), metricCount(sink.AllMetrics()[0], "streamwatch.calls"))
+		require.NoError(t, c.Shutdown(context.Background()))
+		assert.Len(t, sink.AllMetrics(), 1, "sent once")
+		<-c.done // the loop has stopped (goleak checks too)
+	}
+}
+
+// TestShutdownDuringFlush: a shutdown whose context ends while the loop is
+// still sending its own snapshot returns the context's error without
+// sending, and the next shutdown sends the last snapshot, after the loop's.
+func TestShutdownDuringFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var sent []int64
+		next, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+			<-release
+			sent = append(sent, metricCount(md, "streamwatch.calls"))
+			return nil
+		})
+		require.NoError(t, err)
+		cfg := createDefaultConfig().(*Config)
+		c := create(t, cfg, next)
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+		time.Sleep(cfg.Interval)
+		synctest.Wait() // the loop's snapshot waits on the exporter
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		require.ErrorIs(t, c.Shutdown(ctx), context.DeadlineExceeded)
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+
+		close(release)
+		require.NoError(t, c.Shutdown(t.Context()))
+		assert.Equal(t, []int64{1, 2}, sent, "the loop's snapshot, then the last one")
+		require.NoError(t, c.Shutdown(t.Context()))
+		assert.Len(t, sent, 2, "sent once")
+	})
+}
+
+// TestStartTwice: a second Start starts no second loop, which Shutdown
+// would leave running (goleak in TestMain).
+func TestStartTwice(t *testing.T) {
 	c := create(t, createDefaultConfig().(*Config), consumertest.NewNop())
 	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := c.Shutdown(ctx)
-	if err != nil {
-		require.ErrorIs(t, err, context.Canceled)
-	}
+	done := c.done
+	require.NoError(t, c.Start(context.Background(), componenttest.NewNopHost()))
 	require.NoError(t, c.Shutdown(context.Background()))
-	<-c.done // the loop has stopped either way (goleak checks too)
+	select {
+	case <-done:
+	default:
+		t.Fatal("the first Start's loop still runs after Shutdown")
+	}
 }
