@@ -104,15 +104,21 @@ func (c *Config) Unmarshal(conf *confmap.Conf) error {
 // convert and drops.
 var reservedLabels = map[string]bool{"le": true, "quantile": true, "job": true, "instance": true}
 
-// promLabel is the Prometheus label a key becomes: every character that is
-// not a letter, a digit or '_' turned into '_', as the exporter does.
+// promLabel is the Prometheus label a key becomes, as the exporter's
+// translation (UnderscoreEscapingWithSuffixes) makes it: every character
+// that is not an ASCII letter, a digit or '_' turned into '_', and "key_"
+// put before a leading digit.
 func promLabel(k string) string {
-	return strings.Map(func(r rune) rune {
+	l := strings.Map(func(r rune) rune {
 		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			return r
 		}
 		return '_'
 	}, k)
+	if l != "" && l[0] >= '0' && l[0] <= '9' {
+		l = "key_" + l
+	}
+	return l
 }
 
 // Validate checks the configuration and reports every invalid field.
@@ -140,6 +146,9 @@ func (c *Config) Validate() error {
 		switch {
 		case d == "":
 			errs = append(errs, fmt.Errorf("dimensions[%d] must not be empty", i))
+		case strings.Trim(l, "_") == "":
+			// The exporter refuses such a label and drops the metric.
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q would be the Prometheus label %s, which is not a valid label name", i, d, l))
 		case builtin[d]:
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q is already an attribute of the connector's metrics", i, d))
 		case labels[l] == d:

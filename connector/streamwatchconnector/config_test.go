@@ -93,6 +93,16 @@ func TestConfigInvalid(t *testing.T) {
 		{"dimension job", map[string]any{"dimensions": []any{"job"}}, `dimensions[0] "job" would be the Prometheus label job`},
 		{"dimension instance", map[string]any{"dimensions": []any{"instance"}}, `dimensions[0] "instance" would be the Prometheus label instance`},
 		{"dimension scope", map[string]any{"dimensions": []any{"otel.scope.name"}}, `dimensions[0] "otel.scope.name" would be the Prometheus label otel_scope_name`},
+		// The exporter puts "key_" before a leading digit.
+		{"leading digit", map[string]any{"dimensions": []any{"1x", "key_1x"}},
+			`dimensions[1] "key_1x" would be the Prometheus label key_1x, as "1x" is`},
+		{"leading digit, dotted", map[string]any{"dimensions": []any{"key_9_a", "9.a"}},
+			`dimensions[1] "9.a" would be the Prometheus label key_9_a, as "key_9_a" is`},
+		// The exporter refuses a label of underscores only, and drops the metric.
+		{"underscores only", map[string]any{"dimensions": []any{"_"}},
+			`dimensions[0] "_" would be the Prometheus label _, which is not a valid label name`},
+		{"no letter", map[string]any{"dimensions": []any{".-"}},
+			`dimensions[0] ".-" would be the Prometheus label __, which is not a valid label name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
