@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/semconv"
 )
@@ -60,4 +62,38 @@ func TestNoReplicaIdentity(t *testing.T) {
 		_, ok := rms.At(i).Resource().Attributes().Get(string(semconv.ServiceInstanceID))
 		require.False(t, ok)
 	}
+}
+
+// TestResourcePerServiceName: one output resource per service.name, a
+// service.name that is not a string read as its string form (not merged
+// with the spans that have none).
+func TestResourcePerServiceName(t *testing.T) {
+	td := ptrace.NewTraces()
+	for _, set := range []func(pcommon.Map){
+		func(m pcommon.Map) { m.PutInt("service.name", 42) },
+		func(pcommon.Map) {},
+		func(m pcommon.Map) { m.PutStr("service.name", "a") },
+		func(m pcommon.Map) { m.PutStr("service.name", "a"); m.PutStr("host.name", "h") },
+	} {
+		rs := td.ResourceSpans().AppendEmpty()
+		set(rs.Resource().Attributes())
+		validAttempt(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	}
+	sink := &consumertest.MetricsSink{}
+	c := create(t, createDefaultConfig().(*Config), sink)
+	require.NoError(t, c.ConsumeTraces(context.Background(), td))
+	require.NoError(t, c.flush(context.Background()))
+	require.Len(t, sink.AllMetrics(), 1)
+	streams := map[string]int64{}
+	rms := sink.AllMetrics()[0].ResourceMetrics()
+	for i := 0; i < rms.Len(); i++ {
+		md := pmetric.NewMetrics()
+		rms.At(i).CopyTo(md.ResourceMetrics().AppendEmpty())
+		name := "(none)"
+		if v, ok := rms.At(i).Resource().Attributes().Get("service.name"); ok {
+			name = v.Str()
+		}
+		streams[name] += metricCount(md, "streamwatch.generation.duration")
+	}
+	require.Equal(t, map[string]int64{"42": 1, "(none)": 1, "a": 2}, streams)
 }

@@ -111,9 +111,13 @@ func (r *Recorder) Traces(td ptrace.Traces, now pcommon.Timestamp) {
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		res := rs.Resource().Attributes()
+		// A service.name that is not a string (the semantic conventions
+		// say it is one) is read as its string form, as the Prometheus
+		// exporter reads it for the job label, rather than merged into
+		// the resource of spans that have none.
 		service := ""
-		if v, ok := res.Get("service.name"); ok && v.Type() == pcommon.ValueTypeStr {
-			service = v.Str()
+		if v, ok := res.Get("service.name"); ok {
+			service = v.AsString()
 		}
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
