@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -114,14 +113,14 @@ func WithUnit(k string, raw any) error {
 // what precedes the suffix.
 func stringError(v string) error {
 	env, fromEnv := strings.CutSuffix(v, "ms")
-	f, numErr := strconv.ParseFloat(strings.TrimSpace(env), 64)
 	switch {
 	case fromEnv && strings.TrimSpace(env) == "":
 		return fmt.Errorf("%s is %q, not a duration: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
 			"that variable is set but empty; set it to a number of milliseconds such as 2000, or unset it for the default",
 			Key, v, EnvVar)
-	case fromEnv && numErr == nil && !math.IsNaN(f):
-		// A number that ParseDuration refuses is out of its range.
+	case fromEnv && decimal(env):
+		// A number written as ParseDuration reads one, which it refused:
+		// out of its range.
 		return fmt.Errorf("%s is %q, out of range: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
 			"that variable must be a number of milliseconds such as 2000, at most %d, got %q",
 			Key, v, EnvVar, int64(math.MaxInt64/int64(time.Millisecond)), env)
@@ -132,4 +131,15 @@ func stringError(v string) error {
 	default:
 		return fmt.Errorf("%s must be a duration such as \"2s\" or \"2000ms\", got %q", Key, v)
 	}
+}
+
+// decimal reports whether s is a number as ParseDuration reads one: an
+// optional sign, digits, an optional fraction; no space, exponent or '_'.
+func decimal(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits := func(d string) bool { return strings.Trim(d, "0123456789") == "" }
+	return whole+frac != "" && digits(whole) && digits(frac)
 }

@@ -48,6 +48,13 @@ func TestCheckRaw(t *testing.T) {
 		// Beyond a Go duration's ~292 years: a number all the same.
 		{"env huge", "99999999999999ms", []string{`stall_threshold is "99999999999999ms", out of range`, "STREAM__STALL_THRESHOLD_MS", "at most 9223372036854", `got "99999999999999"`}},
 		{"env NaN", "NaNms", []string{`stall_threshold is "NaNms", not a duration`, `got "NaN"`}},
+		// Numbers ParseDuration does not read are not out of range.
+		{"env exponent", "1e3ms", []string{`stall_threshold is "1e3ms", not a duration`, "number of milliseconds such as 2000", `got "1e3"`}},
+		{"env trailing space", "2000 ms", []string{`not a duration`, `got "2000 "`}},
+		{"env leading space", " 2000ms", []string{`not a duration`, `got " 2000"`}},
+		{"env underscore", "2_000ms", []string{`not a duration`, `got "2_000"`}},
+		{"env two points", "2.0.0ms", []string{`not a duration`, `got "2.0.0"`}},
+		{"env huge, signed", "+99999999999999.5ms", []string{"out of range", "at most 9223372036854"}},
 		{"env set but empty", "ms", []string{`stall_threshold is "ms"`, "STREAM__STALL_THRESHOLD_MS", "set but empty", "number of milliseconds"}},
 		{"env blank", " ms", []string{"STREAM__STALL_THRESHOLD_MS", "set but empty"}},
 		{"by hand, no unit known", "2 seconds", []string{`stall_threshold must be a duration such as "2s" or "2000ms", got "2 seconds"`}},
