@@ -70,7 +70,7 @@ func TestConfigInvalid(t *testing.T) {
 		{"negative max_series", map[string]any{"max_series": -3}, "max_series must be at least 1, got -3"},
 		{"negative exemplars", map[string]any{"exemplars": map[string]any{"max_per_data_point": -1}},
 			"exemplars::max_per_data_point must not be negative, got -1"},
-		{"zero stall_threshold", map[string]any{"stall_threshold": "0ms"}, `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
+		{"zero stall_threshold", map[string]any{"stall_threshold": "0s"}, `stall_threshold must be at least 1µs (the timeline's resolution), got "0s"`},
 		// The processor's rule: 500ns would be 0µs, making every gap a stall.
 		{"sub-microsecond stall_threshold", map[string]any{"stall_threshold": "500ns"}, `stall_threshold must be at least 1µs (the timeline's resolution), got "500ns"`},
 		{"fractional stall_threshold", map[string]any{"stall_threshold": "2500ns"}, `stall_threshold must be a whole number of microseconds (the timeline's resolution), got "2.5µs"`},

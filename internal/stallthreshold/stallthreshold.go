@@ -87,10 +87,19 @@ func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, durations ...string) e
 // decodes as 0, which Check rejects.
 func CheckRaw(raw any) error {
 	if v, ok := raw.(string); ok {
-		if _, err := time.ParseDuration(v); err == nil {
-			return nil
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return stringError(v)
 		}
-		return stringError(v)
+		// A number of milliseconds Check refuses: name the variable it
+		// most likely came from, with its value, as for one that is not a
+		// duration. Any other duration is left to Validate.
+		env, fromEnv := strings.CutSuffix(v, "ms")
+		if err := Check(d); err != nil && fromEnv {
+			return fmt.Errorf("%w: if it comes from %s (the shipped collector config appends \"ms\" to it), "+
+				"that variable is %q", err, EnvVar, env)
+		}
+		return nil
 	}
 	return WithUnit(Key, raw)
 }

@@ -54,6 +54,12 @@ func TestCheckRaw(t *testing.T) {
 		{"env leading space", " 2000ms", []string{`not a duration`, `got " 2000"`}},
 		{"env underscore", "2_000ms", []string{`not a duration`, `got "2_000"`}},
 		{"env two points", "2.0.0ms", []string{`not a duration`, `got "2.0.0"`}},
+		// Durations Check refuses name the variable too.
+		{"env zero", "0ms", []string{"must be at least 1µs", "STREAM__STALL_THRESHOLD_MS", `that variable is "0"`}},
+		{"env negative", "-500ms", []string{"must be at least 1µs", `got "-500ms"`, `that variable is "-500"`}},
+		{"env below a µs", "0.0005ms", []string{"at least 1µs", `that variable is "0.0005"`}},
+		{"env a fraction of a µs", "1.0005ms", []string{"whole number of microseconds", `that variable is "1.0005"`}},
+		{"by hand, zero: left to Validate", "0s", nil},
 		{"env huge, signed", "+99999999999999.5ms", []string{"out of range", "at most 9223372036854"}},
 		{"env set but empty", "ms", []string{`stall_threshold is "ms"`, "STREAM__STALL_THRESHOLD_MS", "set but empty", "number of milliseconds"}},
 		{"env blank", " ms", []string{"STREAM__STALL_THRESHOLD_MS", "set but empty"}},

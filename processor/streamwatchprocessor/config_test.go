@@ -92,6 +92,8 @@ func TestConfigThresholdEnvErrors(t *testing.T) {
 		{"milliseconds", ptr("500"), "", 500 * time.Millisecond},
 		{"with a unit", ptr("2s"), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable must be a number of milliseconds such as 2000, got \"2s\"", 0},
 		{"set but empty", ptr(""), "STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is set but empty", 0},
+		{"zero", ptr("0"), "stall_threshold must be at least 1µs (the timeline's resolution), got \"0s\": if it comes from STREAM__STALL_THRESHOLD_MS (the shipped collector config appends \"ms\" to it), that variable is \"0\"", 0},
+		{"an exponent", ptr("2e3"), "that variable must be a number of milliseconds such as 2000, got \"2e3\"", 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := NewFactory().CreateDefaultConfig().(*Config)
