@@ -3,6 +3,7 @@ package fakellm
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -152,11 +153,29 @@ func (d Dist) Sample(rng *rand.Rand) time.Duration {
 	if d.Median <= 0 {
 		return time.Duration(d.Fixed)
 	}
-	v := time.Duration(float64(d.Median) * math.Exp(d.Sigma*rng.NormFloat64()))
+	v := durationOf(float64(d.Median) * math.Exp(d.Sigma*rng.NormFloat64()))
 	if d.Max > 0 && v > time.Duration(d.Max) {
 		v = time.Duration(d.Max)
 	}
 	return v
+}
+
+// durationOf converts ns to a Duration, saturating: a heavy tail's draw
+// beyond ~292 years converts to a negative Duration otherwise, which no
+// cap catches and which waits not at all.
+func durationOf(ns float64) time.Duration {
+	if ns >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
+
+// addDurations is a + b, saturating at the longest Duration.
+func addDurations(a, b time.Duration) time.Duration {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func (d Dist) validate(key string) error {
@@ -165,6 +184,8 @@ func (d Dist) validate(key string) error {
 		return fmt.Errorf("%s.fixed: %s is negative", key, time.Duration(d.Fixed))
 	case d.Median < 0:
 		return fmt.Errorf("%s.median: %s is negative", key, time.Duration(d.Median))
+	case d.Max < 0:
+		return fmt.Errorf("%s.max: %s is negative", key, time.Duration(d.Max))
 	case d.Sigma < 0 || math.IsNaN(d.Sigma):
 		return fmt.Errorf("%s.sigma: %v must be >= 0", key, d.Sigma)
 	case d.Fixed > 0 && d.Median > 0:
@@ -204,6 +225,9 @@ func Parse(b []byte) (*Config, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("parse profiles: the file is empty: it needs a default and profiles")
+		}
 		return nil, fmt.Errorf("parse profiles: %w", err)
 	}
 	if err := c.Validate(); err != nil {

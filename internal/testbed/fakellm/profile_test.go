@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -54,6 +55,10 @@ func TestParseErrors(t *testing.T) {
 		{"error past end", "default: a\nprofiles: {a: {chunks: 3, error: {after_chunk: 9}}}\n", "profiles.a.error.after_chunk: 9 is outside 0..chunks (3)"},
 		{"disconnect past end", "default: a\nprofiles: {a: {chunks: 3, disconnect: {after_chunk: 9}}}\n", "profiles.a.disconnect.after_chunk: 9 is outside 0..chunks (3)"},
 		{"empty profile", "default: a\nprofiles: {a: }\n", "profiles.a: empty profile"},
+		{"negative max", "default: a\nprofiles: {a: {ttft: {median: 1s, sigma: 1, max: -5s}}}\n", "profiles.a.ttft.max: -5s is negative"},
+		// The YAML decoder's bare "EOF" said nothing.
+		{"empty file", "", "parse profiles: the file is empty: it needs a default and profiles"},
+		{"only a comment", "# profiles\n", "parse profiles: the file is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -96,5 +101,35 @@ profiles:
 	}
 	if draws[0] >= 100*time.Millisecond {
 		t.Errorf("min draw = %s, want spread below the median", draws[0])
+	}
+}
+
+// TestDistHeavyTail: a draw beyond a Duration's ~292 years saturates
+// instead of wrapping negative, so the cap holds and, without one, the
+// wait is the longest there is, not none.
+func TestDistHeavyTail(t *testing.T) {
+	for _, tc := range []struct {
+		d        Dist
+		min, max time.Duration
+	}{
+		{Dist{Median: Duration(time.Second), Sigma: 20, Max: Duration(time.Minute)}, 0, time.Minute},
+		{Dist{Median: Duration(time.Second), Sigma: 20}, 0, math.MaxInt64},
+	} {
+		above := 0
+		rng := rand.New(rand.NewPCG(3, 4))
+		for range 1000 {
+			v := tc.d.Sample(rng)
+			if v < tc.min || v > tc.max {
+				t.Fatalf("%+v drew %v, outside [%v, %v]", tc.d, v, tc.min, tc.max)
+			}
+			if v == tc.max {
+				above++
+			}
+		}
+		// P(20·Z > ln(2.9e17)) ≈ P(Z > 2.0) ≈ 2.3 %: about 23 of 1000
+		// draws reach the top (the old code made ~12 % negative instead).
+		if above < 5 {
+			t.Errorf("%+v: %d of 1000 draws at %v, want the tail's ~23", tc.d, above, tc.max)
+		}
 	}
 }

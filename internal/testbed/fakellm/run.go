@@ -62,7 +62,7 @@ func (r *run) answer() string {
 }
 
 func (r *run) scaled(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * r.srv.scale)
+	return durationOf(float64(d) * r.srv.scale)
 }
 
 // fail answers with the profile's status.
@@ -248,14 +248,14 @@ func (r *run) whole() {
 	var total time.Duration
 	// A stream that fails before its first chunk never waits the TTFT.
 	if !fault || end > 0 {
-		total += r.p.TTFT.Sample(r.rng)
+		total = addDurations(total, r.p.TTFT.Sample(r.rng))
 	}
 	for i := r.first() + 1; i < end; i++ {
-		total += r.p.Interval.Sample(r.rng)
+		total = addDurations(total, r.p.Interval.Sample(r.rng))
 	}
 	for _, s := range r.p.Silences {
 		if s.AfterChunk <= end && r.replays(s.AfterChunk) {
-			total += s.Duration.Sample(r.rng)
+			total = addDurations(total, s.Duration.Sample(r.rng))
 		}
 	}
 	if !r.sleep(total, Keepalive{}) {

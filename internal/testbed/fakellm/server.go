@@ -2,6 +2,7 @@ package fakellm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,9 +104,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	var req request
-	if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&req); err != nil {
+	if err := decodeObject(io.LimitReader(r.Body, 8<<20), &req); err != nil {
 		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
-		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: body is not JSON: "+err.Error())
+		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: body is not one JSON object: "+err.Error())
 		return
 	}
 	rec.stream, rec.model = req.Stream, req.Model
@@ -206,4 +207,22 @@ func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg str
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(d.errorBody(typ, code, msg))
+}
+
+// decodeObject decodes into v a body that is one JSON object and nothing
+// more, as an API server would: null, an array, or a second value after
+// the object is an error, not a request with every field unset.
+func decodeObject(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	if raw[0] != '{' {
+		return fmt.Errorf("it is %s", raw[:min(len(raw), 20)])
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more follows the object")
+	}
+	return json.Unmarshal(raw, v)
 }

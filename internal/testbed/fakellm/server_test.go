@@ -221,7 +221,13 @@ func TestBadRequests(t *testing.T) {
 		want                      string
 	}{
 		{"unknown profile", "/v1/chat/completions", "nope", `{}`, 400, `unknown profile \"nope\" (have bad-request, disconnect`},
-		{"not json", "/v1/messages", "", `{`, 400, "body is not JSON"},
+		{"not json", "/v1/messages", "", `{`, 400, "body is not one JSON object: unexpected EOF"},
+		{"empty", "/v1/chat/completions", "", ``, 400, "body is not one JSON object: EOF"},
+		{"null", "/v1/chat/completions", "", `null`, 400, "body is not one JSON object: it is null"},
+		{"array", "/v1/chat/completions", "", ` [1]`, 400, "body is not one JSON object: it is [1]"},
+		{"trailing garbage", "/v1/chat/completions", "", `{"stream":false} x`, 400, "body is not one JSON object: more follows the object"},
+		{"two objects", "/v1/messages", "", `{"stream":false}{"x":1}`, 400, "body is not one JSON object: more follows the object"},
+		{"trailing space is fine", "/v1/chat/completions", "ratelimit", "{}\n ", 429, ""},
 		{"unknown path", "/v2/x", "", `{}`, 404, "fakellm serves"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -244,6 +244,38 @@ func TestNonStreamingEndsWithItsStream(t *testing.T) {
 	}
 }
 
+// TestNonStreamingLongWait: a non-streaming answer waits the sum of its
+// stream's draws, saturating: 1,000,000 h three times (each a valid
+// Duration) overflowed to a negative wait and answered at once.
+func TestNonStreamingLongWait(t *testing.T) {
+	cfg, err := Parse([]byte("default: slow\nprofiles:\n  slow: {ttft: 1000000h, interval: 1000000h, chunks: 3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(Options{Config: cfg, Scale: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := contextWithCancel(t)
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+		w := &flushRecorder{h: http.Header{}, start: time.Now()}
+		done := make(chan struct{})
+		go func() { s.ServeHTTP(w, req); close(done) }()
+		// Not the full 3,000,000 h: the bubble's clock starts in 2000 and
+		// ends in 2262, where the runtime clamps every timer.
+		time.Sleep(2_000_000 * time.Hour)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatalf("answered after less than 2,000,000 h: status %d, %q", w.status, w.buf.String())
+		default:
+		}
+		cancel()
+		<-done
+	})
+}
+
 // TestCancelStopsHandler checks that a handler waiting in a silence
 // returns as soon as its request's context ends.
 func TestCancelStopsHandler(t *testing.T) {
