@@ -136,7 +136,8 @@ type Config struct {
 	// It must be below StallTimeout when both are set: the watchdog is the
 	// last resort. It has effect only when Items.Text is set and a route
 	// Continues. Default 2s — half of StallTimeout when that is set to 2s
-	// or less; Off (any negative value) disables it. Env
+	// or less (Off when StallTimeout is 1ns: no room below it); Off (any
+	// negative value) disables it. Env
 	// HEDGE__RESUME_AFTER_S ("0" disables).
 	ResumeAfter time.Duration
 	// ResumeMaxText bounds, in bytes, the delivered text a call keeps in
@@ -313,6 +314,9 @@ func (c Config) withDefaults() Config {
 		// invalid: the watchdog wins and resume waits half of it.
 		if c.StallTimeout > 0 && c.ResumeAfter >= c.StallTimeout {
 			c.ResumeAfter = c.StallTimeout / 2
+			if c.ResumeAfter == 0 {
+				c.ResumeAfter = Off // 0 would read as "the default"
+			}
 		}
 	case c.ResumeAfter < 0:
 		c.ResumeAfter = Off

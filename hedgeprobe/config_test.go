@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,6 +180,24 @@ func TestValidateReportsEveryField(t *testing.T) {
 	// A StallTimeout at or below the default ResumeAfter halves it.
 	if c := mustNew(t, Config{StallTimeout: 2 * time.Second}).Config(); c.ResumeAfter != time.Second {
 		t.Errorf("ResumeAfter = %v with StallTimeout 2s, want 1s", c.ResumeAfter)
+	}
+	// …down to a StallTimeout of 1ns, which leaves no room: Off, not 0
+	// (which a Config reads as "the default").
+	if c := mustNew(t, Config{StallTimeout: 1}).Config(); c.ResumeAfter != Off {
+		t.Errorf("ResumeAfter = %v with StallTimeout 1ns, want Off", c.ResumeAfter)
+	}
+}
+
+// TestEnvDecimalSeconds: decimal seconds read as exactly as a duration
+// written with its unit; truncating the float made 271 of the 10,000
+// values from 0.001 to 10.000 a nanosecond short (1.001 → 1.000999999s).
+func TestEnvDecimalSeconds(t *testing.T) {
+	for ms := 1; ms <= 10_000; ms++ {
+		s := fmt.Sprintf("%d.%03d", ms/1000, ms%1000)
+		got, err := parseSeconds(s)
+		if want := time.Duration(ms) * time.Millisecond; err != nil || got != want {
+			t.Fatalf("%q → %v, %v; want %v", s, got, err, want)
+		}
 	}
 }
 

@@ -101,7 +101,8 @@ func parseSeconds(s string) (time.Duration, error) {
 			// adaptive: the opposite of a small value.
 			return 0, errors.New("must be 0 or at least 1e-9 (a nanosecond)")
 		}
-		return time.Duration(f * float64(time.Second)), nil
+		// Rounded: 1.001 s is 1000999999.99… ns in float64.
+		return time.Duration(math.Round(f * float64(time.Second))), nil
 	}
 	d, err := time.ParseDuration(s)
 	switch {
