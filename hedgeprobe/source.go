@@ -73,7 +73,9 @@ func (k Kind) String() string {
 }
 
 // Classifier says what kind of item v is. It must be cheap and must not
-// retain v; it is called once per item on the attempt's reading goroutine.
+// retain v; it is called once per item: on the attempt's reading goroutine,
+// or, once a Streaming call has committed and the winner is read directly,
+// on the goroutine calling Next. It must be safe for concurrent use.
 type Classifier[T any] func(v T) Kind
 
 // Route names one upstream and how to open a stream on it.
@@ -144,8 +146,10 @@ type Items[T any] struct {
 	// reason: a continuation would follow the answer's end). Reasoning
 	// is content but not answer text: report ("", true). Without Text a
 	// Prober never resumes, and a committed stream costs what it costs
-	// without resume. Called only on delivered content items while resume
-	// is possible for the call.
+	// without resume. Called only while resume is possible for the call:
+	// on content items as they are delivered, and on the content a
+	// stalled attempt received before commit when that is resumed (rule
+	// 10), which the caller may never read if another attempt wins.
 	Text func(v T) (text string, resumable bool)
 	// Relabel gives an item of a continuation the labels of the answer it
 	// continues, so that a caller who accumulates items reads one answer:
