@@ -32,38 +32,47 @@ type health struct {
 	seq    atomic.Uint64
 	mu     sync.Mutex
 	routes map[string]*routeHealth
+	// ejectedSeq is the seq of each route's latest ejection, kept after
+	// the route is restored and its entry in routes dropped: a stream
+	// launched before that ejection is stale for good (one entry per
+	// route ever ejected).
+	ejectedSeq map[string]uint64
 }
 
 type routeHealth struct {
-	fails      int       // consecutive transient failures
-	ejections  int       // consecutive ejections
-	until      time.Time // ejected (or, with ejection off, pushed back) until
-	ejectedSeq uint64    // health.seq of the latest of those ejections; 0: none
-	probing    bool      // one attempt probes the route after its ejection
+	fails     int       // consecutive transient failures
+	ejections int       // consecutive ejections
+	until     time.Time // ejected (or, with ejection off, pushed back) until
+	probing   bool      // one attempt probes the route after its ejection
 }
 
 func (r *routeHealth) clear() bool {
-	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && r.ejectedSeq == 0 && !r.probing
+	return r.fails == 0 && r.ejections == 0 && r.until.IsZero() && !r.probing
 }
 
-// epoch is what an attempt launched now records, for stale.
+// epoch is the epoch of an attempt admitted now (see admission).
 func (h *health) epoch() uint64 { return h.seq.Load() }
 
-// eject marks r ejected until until; h.mu is held. A probe still running
-// is stale from now on: the next probe is admitted when this ejection
-// ends, whatever that one's fate.
-func (h *health) eject(r *routeHealth, until time.Time) {
-	r.until, r.ejectedSeq, r.probing = until, h.seq.Add(1), false
+// eject marks name's r ejected until until; h.mu is held. A probe still
+// running is stale from now on: the next probe is admitted when this
+// ejection ends, whatever that one's fate.
+func (h *health) eject(name string, r *routeHealth, until time.Time) {
+	if h.ejectedSeq == nil {
+		h.ejectedSeq = make(map[string]uint64)
+	}
+	r.until, r.probing = until, false
+	h.ejectedSeq[name] = h.seq.Add(1)
 }
 
-// stale reports whether an attempt launched at epoch launched (see
-// health.epoch) began before the route's latest ejection: what it says of
-// the route predates that verdict. A probe's epoch is its claim's (see
-// probeClaim), so it is stale once the route is ejected again after the
-// claim was granted — by another call's attempt, say, while every route
-// is ejected — since that ejection revoked the claim.
-func (r *routeHealth) stale(launched uint64) bool {
-	return launched < r.ejectedSeq
+// stale reports whether an attempt on name admitted at epoch launched
+// (see admission) was admitted before the route's latest ejection: what
+// it says of the route predates that verdict — also once a probe has
+// restored the route since (one outage is one ejection). A probe's epoch
+// is its grant's, so it is stale once the route is ejected again after the
+// grant — by another call's attempt, say, while every route is ejected —
+// since that ejection revoked it. h.mu is held.
+func (h *health) stale(name string, launched uint64) bool {
+	return launched < h.ejectedSeq[name]
 }
 
 // extend keeps the route away until now + retryAfter, when that is later
@@ -107,28 +116,35 @@ func (h *health) settle(name string, r *routeHealth, wasClear bool) {
 	}
 }
 
-// probeClaim is the right to probe a route after its ejection, granted
-// by health.admit. epoch is the health epoch at the grant, taken under
-// the same lock: the probe's attempt launches with it, so an ejection
-// between the grant and the launch — which revokes the claim — makes the
-// probe stale, and its verdict or abandon touches no newer probe's claim.
-type probeClaim struct {
-	held  bool
+// admission is what health grants an attempt on a route: the epoch it
+// launches at, and whether it is the one attempt that probes the route
+// after its ejection. The epoch is taken with the decision (under the
+// lock that ejects, or, lock-free, before seeing that no route has any
+// state): an ejection between the decision and the launch then makes the
+// attempt stale, as it was admitted before that ejection — its failure
+// does not eject the route again, its success restores nothing, and a
+// probe's verdict or abandon touches no newer probe's grant.
+type admission struct {
+	probe bool
 	epoch uint64
 }
 
 // admit reports whether an attempt may go to name now. An ejected route
-// whose time has passed admits one attempt, the probe (probe.held), and
-// no other until that one's outcome is known.
-func (h *health) admit(name string, now time.Time, primary bool) (ok bool, probe probeClaim) {
-	if h.marked.Load() == 0 {
-		return true, probeClaim{}
+// whose time has passed admits one attempt, the probe, and no other until
+// that one's outcome is known.
+func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm admission) {
+	// The epoch before marked: an ejection bumps marked before seq (see
+	// failure), so an epoch that already counts an ejection sees the
+	// route marked and decides under the lock.
+	if epoch := h.seq.Load(); h.marked.Load() == 0 {
+		return true, admission{epoch: epoch}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	adm.epoch = h.seq.Load()
 	r := h.routes[name]
 	if r == nil || r.until.IsZero() {
-		return true, probeClaim{}
+		return true, adm
 	}
 	if !h.on() {
 		// Pushback only: it keeps hedges away, never the primary.
@@ -137,37 +153,39 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, probe
 				r.until = time.Time{}
 				h.settle(name, r, false)
 			}
-			return true, probeClaim{}
+			return true, adm
 		}
-		return false, probeClaim{}
+		return false, adm
 	}
 	if now.Before(r.until) || r.probing {
-		return false, probeClaim{}
+		return false, adm
 	}
 	r.probing = true
-	return true, probeClaim{held: true, epoch: h.seq.Load()}
+	adm.probe = true
+	return true, adm
 }
 
-// soonest returns the index of the route whose ejection ends first: the
-// one to use when every route is ejected.
-func (h *health) soonest(names func(i int) string, n int) int {
+// soonest returns the index of the route whose ejection ends first, the
+// one to use when every route is ejected, and the attempt's admission.
+func (h *health) soonest(names func(i int) string, n int) (int, admission) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	adm := admission{epoch: h.seq.Load()}
 	best, bestAt := 0, time.Time{}
 	for i := range n {
 		r := h.routes[names(i)]
 		if r == nil {
-			return i
+			return i, adm
 		}
 		if i == 0 || r.until.Before(bestAt) {
 			best, bestAt = i, r.until
 		}
 	}
-	return best
+	return best, adm
 }
 
 // failure records a transient failure of an attempt on name, launched at
-// epoch launched (health.epoch), probe telling whether it was the attempt
+// epoch launched (its admission's), probe telling whether it was the attempt
 // admitted to probe the route; it returns the ejection it caused, if any.
 // retryAfter > 0 is the upstream's pushback, which decides the ejection's
 // time (or pushes back) by itself — except that it never cuts short an
@@ -184,13 +202,17 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.route(name)
-	wasClear := r.clear()
-	defer func() { h.settle(name, r, wasClear) }()
+	// Marked before anything changes: an ejection must be marked before
+	// its seq is, for admit's lock-free path.
+	if r.clear() {
+		h.marked.Add(1)
+	}
+	defer func() { h.settle(name, r, false) }()
 	if !h.on() {
 		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
-	if r.stale(launched) {
+	if h.stale(name, launched) {
 		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
@@ -217,7 +239,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	}
 	r.ejections++
 	r.fails = 0
-	h.eject(r, now.Add(d))
+	h.eject(name, r, now.Add(d))
 	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections}, true
 }
 
@@ -246,13 +268,13 @@ func (h *health) success(name string, launched uint64) (restored bool) {
 	if r == nil {
 		return false
 	}
-	if h.on() && r.stale(launched) {
+	if h.on() && h.stale(name, launched) {
 		return false
 	}
 	restored = h.on() && r.ejections > 0
 	r.fails = 0
 	if h.on() {
-		r.ejections, r.until, r.ejectedSeq, r.probing = 0, time.Time{}, 0, false
+		r.ejections, r.until, r.probing = 0, time.Time{}, false
 	}
 	h.settle(name, r, false)
 	return restored
@@ -265,7 +287,7 @@ func (h *health) success(name string, launched uint64) (restored bool) {
 func (h *health) abandon(name string, launched uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if r := h.routes[name]; r != nil && !r.stale(launched) {
+	if r := h.routes[name]; r != nil && !h.stale(name, launched) {
 		r.probing = false
 	}
 }

@@ -134,7 +134,7 @@ func TestHealthRetryAfterDuringEjection(t *testing.T) {
 	if ok, _ := h.admit("a", t0.Add(30*time.Second), true); ok {
 		t.Fatal("admitted before the Retry-After's time (31 s)")
 	}
-	if ok, probe := h.admit("a", t0.Add(31*time.Second), true); !ok || !probe.held {
+	if ok, probe := h.admit("a", t0.Add(31*time.Second), true); !ok || !probe.probe {
 		t.Fatalf("at 31 s: admitted %v, probe %v; want the probe", ok, probe)
 	}
 }
@@ -477,7 +477,7 @@ func TestRegressionStaleProbe(t *testing.T) {
 			h := newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Minute})
 			h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
 			ok, probe := h.admit("a", at(1), true)
-			if !ok || !probe.held {
+			if !ok || !probe.probe {
 				t.Fatalf("at 1 s: admitted %v, probe %v", ok, probe)
 			}
 			oldProbe := probe.epoch // the epoch the probe launches with: its claim's
@@ -502,7 +502,7 @@ func TestRegressionStaleProbe(t *testing.T) {
 			if ok, _ := h.admit("a", at(3), true); ok {
 				t.Fatal("admitted at 3 s, inside the Retry-After ejection")
 			}
-			if ok, probe := h.admit("a", at(6.5), true); !ok || !probe.held {
+			if ok, probe := h.admit("a", at(6.5), true); !ok || !probe.probe {
 				t.Fatalf("at 6.5 s: admitted %v, probe %v; want the new probe", ok, probe)
 			}
 			h.abandon("a", oldProbe)
@@ -537,7 +537,7 @@ func TestRegressionShortRetryAfterKeepsLongerEjection(t *testing.T) {
 	if ok, _ := h.admit("a", at(5.4), true); ok {
 		t.Fatal("admitted at 5.4 s, inside the Retry-After")
 	}
-	if ok, probe := h.admit("a", at(5.5), true); !ok || !probe.held {
+	if ok, probe := h.admit("a", at(5.5), true); !ok || !probe.probe {
 		t.Fatalf("at 5.5 s: admitted %v, probe %v; want the probe", ok, probe)
 	}
 }

@@ -52,15 +52,16 @@ func (s *Stream[T]) begin() bool {
 func (s *Stream[T]) primary() int {
 	now := time.Now()
 	for i := range s.routes {
-		if ok, probe := s.p.health.admit(s.routes[i].Name, now, true); ok {
-			s.race.probe = probe
+		if ok, adm := s.p.health.admit(s.routes[i].Name, now, true); ok {
+			s.race.admitted = adm
 			s.skipped(now, i, i)
 			return i
 		}
 	}
 	// Every route is ejected: the one whose ejection ends first is used,
 	// so it is not one the call passed over.
-	use := s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	use, adm := s.p.health.soonest(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	s.race.admitted = adm
 	s.skipped(now, use, len(s.routes))
 	return use
 }
@@ -101,10 +102,10 @@ func (s *Stream[T]) launch(l launch[T]) bool {
 	// A probe admitted for an attempt that never started (the Stream is
 	// closing, or the budget refused it) is given back, else the route
 	// would wait for its verdict for good.
-	if a == nil && s.race.probe.held {
-		s.p.health.abandon(route.Name, s.race.probe.epoch)
-		s.race.probe = probeClaim{}
+	if a == nil && s.race.admitted.probe {
+		s.p.health.abandon(route.Name, s.race.admitted.epoch)
 	}
+	s.race.admitted = admission{}
 	if refused {
 		s.throttle(l.trigger, route.Name, ThrottleBudget)
 		return false
@@ -144,16 +145,14 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	}
 	a = &attempt[T]{
 		idx: len(s.attempts), route: route, trigger: l.trigger,
-		launchAt: now, epoch: s.p.health.epoch(), launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
+		launchAt: now, epoch: s.race.admitted.epoch, probe: s.race.admitted.probe,
+		launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,
 	}
-	// A probe launches at its claim's epoch, not now's: an ejection since
-	// the grant revoked it (see probeClaim).
-	if a.probe = s.race.probe.held; a.probe {
-		a.epoch = s.race.probe.epoch
-	}
-	s.race.probe = probeClaim{}
+	// The epoch is the admission's, not now's: an attempt admitted before
+	// an ejection that came before its launch is stale (see admission).
+	s.race.admitted = admission{}
 	if s.p.cfg.HedgeAfter > 0 {
 		a.delay = s.p.cfg.HedgeAfter
 	} else {
@@ -185,8 +184,8 @@ func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
 	now := time.Now()
 	for i := range s.routes {
 		j := (s.race.next + i) % len(s.routes)
-		if ok, probe := s.p.health.admit(s.routes[j].Name, now, false); ok {
-			s.race.probe = probe
+		if ok, adm := s.p.health.admit(s.routes[j].Name, now, false); ok {
+			s.race.admitted = adm
 			return j, true
 		}
 	}

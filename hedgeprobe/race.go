@@ -29,7 +29,7 @@ type race[T any] struct {
 	resumeNow   bool // the committed stream failed: resume at once
 	lastErr     error
 	throttled   int
-	probe       probeClaim // the route just picked takes the probe of its ejection
+	admitted    admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
 }
 
 // step waits for one event or the next deadline of the trigger table and

@@ -650,14 +650,82 @@ func TestRegressionProbeGivenBackWhenClosing(t *testing.T) {
 		drain(p.Stream(t.Context(), down("b").route()), time.Now())
 		time.Sleep(time.Second)
 		ok, probe := p.health.admit("b", time.Now(), false) // the hedge's route choice
-		if !ok || !probe.held {
+		if !ok || !probe.probe {
 			t.Fatalf("b after its ejection: admitted %v, probe %v", ok, probe)
 		}
 		giveBackOnClose(t, p, probe)
-		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe.held {
+		if ok, probe := p.health.admit("b", time.Now(), true); !ok || !probe.probe {
 			t.Fatalf("the next call: b admitted %v, probe %v; want its probe back", ok, probe)
 		}
 	})
+}
+
+// TestRegressionStaleAfterRestore: a stream launched before its route's
+// ejection that fails after a probe has restored the route is stale all
+// the same (one outage is one ejection). The restore dropped the record of
+// the ejection, so the stream's failure ejected the route again.
+func TestRegressionStaleAfterRestore(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h := newHealth(Config{EjectFailures: 1, EjectBase: 10 * time.Second, EjectMax: time.Minute})
+	_, x := h.admit("a", at(0), true) // stream X, running from 0 s
+	if _, ejected := h.failure("a", at(1), 0, h.epoch(), false); !ejected {
+		t.Fatal("not ejected at 1 s")
+	}
+	ok, probe := h.admit("a", at(11), true)
+	if !ok || !probe.probe || !h.success("a", probe.epoch) {
+		t.Fatalf("at 11 s: admitted %v, probe %+v, or not restored", ok, probe)
+	}
+	if ev, ejected := h.failure("a", at(30), 0, x.epoch, false); ejected {
+		t.Fatalf("X's failure at 30 s ejected a again: %+v", ev)
+	}
+	if h.success("a", x.epoch) {
+		t.Fatal("X's success restored a route that is not ejected")
+	}
+	if ok, adm := h.admit("a", at(31), true); !ok || adm.probe {
+		t.Fatalf("at 31 s: admitted %v, %+v; want a healthy route", ok, adm)
+	}
+	if h.marked.Load() != 0 {
+		t.Fatalf("marked = %d with no route holding state", h.marked.Load())
+	}
+}
+
+// TestRegressionAdmittedBeforeEjection: an attempt admitted to a healthy
+// route that another call ejects before the attempt launches is a stream
+// of that outage: it neither ejects the route again nor restores it. The
+// attempt took its epoch at launch, after the ejection, and counted.
+func TestRegressionAdmittedBeforeEjection(t *testing.T) {
+	for _, end := range []string{"fails", "completes"} {
+		t.Run(end, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 1, EjectFailures: 1, EjectBase: 10 * time.Second})
+				p.health.failure("a", time.Now(), time.Hour, p.health.epoch(), false) // a away for an hour
+				steps := texts("b", 1, 3*time.Second, 0)
+				if end == "fails" {
+					steps = []step{fail(3*time.Second, &statusErr{code: 503})}
+				}
+				s := p.Stream(t.Context(), newUpstream("a").route(), newUpstream("b", steps).route())
+				ejected := false
+				// The primary's route choice reports a skipped after b is
+				// admitted, before the attempt launches: another call's
+				// failure ejects b then.
+				s.obs = append(s.obs, &onRouteSkipped{f: func(route string) {
+					if route == "a" && !ejected {
+						_, ejected = p.health.failure("b", time.Now(), 0, p.health.epoch(), false)
+					}
+				}})
+				drain(s, time.Now())
+				if !ejected || s.Stats().Attempts[0].Route != "b" {
+					t.Fatalf("ejected %v, attempts %+v: the case was not set up", ejected, s.Stats().Attempts)
+				}
+				if r := p.health.routes["b"]; r == nil || r.ejections != 1 {
+					t.Errorf("b: %+v; want the one ejection of 0 s", r)
+				}
+				if ok, _ := p.health.admit("b", time.Now(), true); ok {
+					t.Error("b admitted at 3 s, inside its ejection of 10 s")
+				}
+			})
+		})
+	}
 }
 
 // onRouteSkipped is a listener that calls f for every route a call passes
@@ -671,10 +739,10 @@ func (o *onRouteSkipped) routeSkipped(route string, _ time.Time) { o.f(route) }
 
 // giveBackOnClose hands claim, a probe of route b, to a hedge on a Stream
 // its caller has closed: the hedge never launches, and gives it back.
-func giveBackOnClose(t *testing.T, p *Prober[chunk], claim probeClaim) {
+func giveBackOnClose(t *testing.T, p *Prober[chunk], claim admission) {
 	t.Helper()
 	s := p.Stream(t.Context(), newUpstream("a").route(), down("b").route())
-	s.race.probe = claim
+	s.race.admitted = claim
 	s.Close()
 	if s.launch(launch[chunk]{trigger: TriggerTTFT, route: 1}) {
 		t.Fatal("an attempt launched on a closed Stream")
@@ -844,12 +912,12 @@ func wantLaunches(t *testing.T, st Stats, want string) {
 // A probe now launches at its claim's epoch.
 func TestRegressionRevokedProbeClaim(t *testing.T) {
 	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
-	setup := func(t *testing.T) (h *health, old probeClaim) {
+	setup := func(t *testing.T) (h *health, old admission) {
 		h = newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Minute})
 		h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
 		during := h.epoch()                        // another call's attempt, every route ejected
 		ok, old := h.admit("a", at(1), true)
-		if !ok || !old.held {
+		if !ok || !old.probe {
 			t.Fatalf("at 1 s: admitted %v, probe %+v", ok, old)
 		}
 		// Before the probe launches, the other attempt fails with a
@@ -857,7 +925,7 @@ func TestRegressionRevokedProbeClaim(t *testing.T) {
 		if _, ejected := h.failure("a", at(1), 2*time.Second, during, false); !ejected {
 			t.Fatal("not ejected again")
 		}
-		if ok, next := h.admit("a", at(3), true); !ok || !next.held {
+		if ok, next := h.admit("a", at(3), true); !ok || !next.probe {
 			t.Fatalf("at 3 s: admitted %v, probe %+v; want the next probe", ok, next)
 		}
 		return h, old
@@ -903,7 +971,7 @@ func TestRegressionRevokedProbeClaim(t *testing.T) {
 			}})
 			go func() {
 				time.Sleep(2500 * time.Millisecond)
-				if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.held {
+				if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.probe {
 					t.Errorf("2.5 s into the call: b admitted %v, probe %+v; want the next probe", ok, next)
 				}
 			}()
@@ -928,12 +996,12 @@ func TestRegressionRevokedProbeClaim(t *testing.T) {
 			during := p.health.epoch()
 			time.Sleep(time.Second)
 			ok, old := p.health.admit("b", time.Now(), false)
-			if !ok || !old.held {
+			if !ok || !old.probe {
 				t.Fatalf("b after its ejection: admitted %v, probe %+v", ok, old)
 			}
 			p.health.failure("b", time.Now(), 2*time.Second, during, false) // revokes it
 			time.Sleep(2 * time.Second)
-			if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.held {
+			if ok, next := p.health.admit("b", time.Now(), true); !ok || !next.probe {
 				t.Fatalf("b after its second ejection: admitted %v, probe %+v", ok, next)
 			}
 			giveBackOnClose(t, p, old)

@@ -186,8 +186,8 @@ func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 		if !r.Continues || s.p.refusals.refused(r.Name, now) {
 			continue
 		}
-		if ok, probe := s.p.health.admit(r.Name, now, false); ok {
-			s.race.probe = probe
+		if ok, adm := s.p.health.admit(r.Name, now, false); ok {
+			s.race.admitted = adm
 			return j, true
 		}
 	}
