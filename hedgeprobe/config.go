@@ -199,7 +199,8 @@ type Config struct {
 	// EjectBase is the first ejection's length. Default 10s, or EjectMax
 	// when that is set lower. Env ROUTE__EJECT_BASE_S.
 	EjectBase time.Duration
-	// EjectMax caps an ejection's length. Default 5m, or EjectBase when
+	// EjectMax caps the length of an ejection for failures (a Retry-After
+	// ejects until its time, however far). Default 5m, or EjectBase when
 	// that is set higher. Env ROUTE__EJECT_MAX_S.
 	EjectMax time.Duration
 }

@@ -80,8 +80,9 @@ func OnResume(f func(ResumeEvent)) Option { return func(o *options) { o.onResume
 // §2 rule 11).
 func OnEject(f func(RouteEvent)) Option { return func(o *options) { o.onEject = f } }
 
-// OnRestore registers a hook called when an ejected route's probe attempt
-// succeeds and the route takes traffic again.
+// OnRestore registers a hook called when a stream completes on an ejected
+// route — its probe, or, with every route ejected, the route used as the
+// one whose ejection ends first — and the route takes traffic again.
 func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestore = f } }
 
 // New returns a Prober with the policy cfg for items of type T. Fields of
