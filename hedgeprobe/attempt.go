@@ -19,7 +19,7 @@ type attempt[T any] struct {
 	route    *Route[T]
 	trigger  Trigger
 	launchAt time.Time
-	epoch    uint64        // the route health table's epoch at launch (health.stale)
+	epoch    uint64        // the route health table's epoch when admitted (health.admission)
 	launch   time.Duration // since the call started
 	delay    time.Duration // hedge delay in force after this launch
 	ctx      context.Context

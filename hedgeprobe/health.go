@@ -14,7 +14,7 @@ import (
 // skipped as primary and for hedges; when the time has passed one attempt
 // probes it: success restores it, failure ejects it again for longer (or
 // until its Retry-After).
-// Attempts launched before an ejection and ending after it are stale and
+// Attempts admitted before an ejection and ending after it are stale and
 // count for nothing (see failure). A Retry-After ejects the route until
 // then. With ejection off, a Retry-After only keeps hedges away
 // (pushback).
@@ -27,15 +27,16 @@ type health struct {
 
 	marked atomic.Int32
 	// seq counts the ejections of every route. An attempt takes its value
-	// at launch (see stale): an order, where two clock readings can be
-	// equal (one outage fails many attempts launched at one instant).
+	// when it is admitted (see admission): an order, where two clock
+	// readings can be equal (one outage fails many attempts launched at
+	// one instant).
 	seq    atomic.Uint64
 	mu     sync.Mutex
 	routes map[string]*routeHealth
 	// ejectedSeq is the seq of each route's latest ejection, kept after
 	// the route is restored and its entry in routes dropped: a stream
-	// launched before that ejection is stale for good (one entry per
-	// route ever ejected).
+	// admitted before that ejection is stale for good. One entry per route
+	// name ever ejected: route names are meant to be a fixed set.
 	ejectedSeq map[string]uint64
 }
 
@@ -102,16 +103,11 @@ func (h *health) route(name string) *routeHealth {
 	return r
 }
 
-// settle drops name's entry when it holds nothing, keeping marked exact;
-// h.mu is held, and wasClear is whether it held nothing before the change.
-func (h *health) settle(name string, r *routeHealth, wasClear bool) {
-	switch now := r.clear(); {
-	case wasClear && !now:
-		h.marked.Add(1)
-	case !wasClear && now:
+// settle drops name's entry, which marked counts, when it holds nothing,
+// keeping marked exact; h.mu is held.
+func (h *health) settle(name string, r *routeHealth) {
+	if r.clear() {
 		h.marked.Add(-1)
-		delete(h.routes, name)
-	case now:
 		delete(h.routes, name)
 	}
 }
@@ -151,7 +147,7 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 		if primary || !now.Before(r.until) {
 			if !now.Before(r.until) {
 				r.until = time.Time{}
-				h.settle(name, r, false)
+				h.settle(name, r)
 			}
 			return true, adm
 		}
@@ -184,36 +180,42 @@ func (h *health) soonest(names func(i int) string, n int) (int, admission) {
 	return best, adm
 }
 
-// failure records a transient failure of an attempt on name, launched at
+// failure records a transient failure of an attempt on name, admitted at
 // epoch launched (its admission's), probe telling whether it was the attempt
 // admitted to probe the route; it returns the ejection it caused, if any.
 // retryAfter > 0 is the upstream's pushback, which decides the ejection's
 // time (or pushes back) by itself — except that it never cuts short an
 // ejection in force that lasts longer.
 //
-// An attempt launched before the route's latest ejection is stale: one
+// An attempt admitted before the route's latest ejection is stale: one
 // outage fails every stream running on the route at once, and counting
 // those that end after the ejection would eject it again, longer, once per
-// stream. A Retry-After among them still holds: it lengthens the ejection
-// to its time, without counting as another. Attempts launched during an
+// stream. A Retry-After among them still holds while the ejection does: it
+// lengthens it to its time, without counting as another. Attempts launched during an
 // ejection (every route ejected: the one whose ejection ends first serves)
 // count as any other.
 func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched uint64, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.route(name)
-	// Marked before anything changes: an ejection must be marked before
-	// its seq is, for admit's lock-free path.
+	// Marked before anything changes (settle uncounts it if nothing
+	// does): an ejection must be marked before its seq is, for admit's
+	// lock-free path.
 	if r.clear() {
 		h.marked.Add(1)
 	}
-	defer func() { h.settle(name, r, false) }()
+	defer h.settle(name, r)
 	if !h.on() {
 		r.extend(now, retryAfter)
 		return RouteEvent{}, false
 	}
 	if h.stale(name, launched) {
-		r.extend(now, retryAfter)
+		// Its Retry-After lengthens the ejection in force, if any: once
+		// a probe has restored the route, what a stream of the outage
+		// says of it is older news than the probe's success.
+		if r.ejections > 0 {
+			r.extend(now, retryAfter)
+		}
 		return RouteEvent{}, false
 	}
 	if probe {
@@ -253,9 +255,9 @@ func (h *health) backoff(n int) time.Duration {
 	return h.max
 }
 
-// success records an attempt on name, launched at epoch launched, whose
+// success records an attempt on name, admitted at epoch launched, whose
 // stream completed; it reports whether that restored an ejected route. A
-// stale attempt (launched before the latest ejection, a probe of an
+// stale attempt (admitted before the latest ejection, a probe of an
 // earlier one included) restores nothing: it completing during the
 // ejection says nothing of the calls the ejection keeps away.
 func (h *health) success(name string, launched uint64) (restored bool) {
@@ -276,11 +278,11 @@ func (h *health) success(name string, launched uint64) (restored bool) {
 	if h.on() {
 		r.ejections, r.until, r.probing = 0, time.Time{}, false
 	}
-	h.settle(name, r, false)
+	h.settle(name, r)
 	return restored
 }
 
-// abandon releases name's probe, launched at epoch launched, when the
+// abandon releases name's probe, admitted at epoch launched, when the
 // probing attempt ended without telling (it lost a race, or the caller
 // hung up): the next call probes. A stale probe holds nothing to release
 // (the ejection since let it go), and must not release a newer probe's.

@@ -687,6 +687,20 @@ func TestRegressionStaleAfterRestore(t *testing.T) {
 	if h.marked.Load() != 0 {
 		t.Fatalf("marked = %d with no route holding state", h.marked.Load())
 	}
+	// X's Retry-After, stale too, keeps nothing away once the route is
+	// restored: it kept a away unreported, and then admitted one attempt
+	// at a time, as the probe of an ejection there never was.
+	if ev, ejected := h.failure("a", at(32), time.Minute, x.epoch, false); ejected {
+		t.Fatalf("X's 429 at 32 s ejected a again: %+v", ev)
+	}
+	for range 2 {
+		if ok, adm := h.admit("a", at(33), true); !ok || adm.probe {
+			t.Fatalf("at 33 s: admitted %v, %+v; want a healthy route", ok, adm)
+		}
+	}
+	if h.marked.Load() != 0 {
+		t.Fatalf("marked = %d with no route holding state", h.marked.Load())
+	}
 }
 
 // TestRegressionAdmittedBeforeEjection: an attempt admitted to a healthy
