@@ -26,6 +26,10 @@ type Continuation struct {
 	// whole script. The Anthropic endpoint always continues a trailing
 	// assistant message (a prefill).
 	Mode string `yaml:"mode"`
+	// Echo makes the OpenAI endpoint's continuation repeat the partial
+	// answer in its first content chunk, before the rest of the script,
+	// as Mistral's answer to a "prefix": true message does.
+	Echo bool `yaml:"echo"`
 	// Status, when non-zero, answers every continuation request with this
 	// HTTP status (400–599): a model that refuses prefill, as newer
 	// Claude models do with 400.
@@ -99,6 +103,8 @@ type continued struct {
 	// (a prefill trimmed of it, as Anthropic requires): the prefix then
 	// ends after all the content.
 	rescued int
+	// prefix is the partial answer the request carried.
+	prefix string
 }
 
 // Script is the text of the first n content chunks of every profile's
@@ -150,7 +156,7 @@ func continuation(req *request, p *Profile) (*continued, error) {
 		}
 		return nil, fmt.Errorf("the assistant's partial answer (%d bytes) is not a prefix of the script: they differ at byte %d", len(prefix), at)
 	}
-	c := &continued{from: p.Chunks}
+	c := &continued{from: p.Chunks, prefix: prefix}
 	off := 0
 	for i := range p.Chunks {
 		w := word(i)

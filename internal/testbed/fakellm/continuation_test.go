@@ -120,6 +120,35 @@ func TestContinuationSwitch(t *testing.T) {
 	}
 }
 
+// TestContinuationEcho: steady-prefix-echo's continuation repeats the
+// prefix in its first chunk, then the rest of the script, as Mistral
+// answers; without the switch it answers afresh; its Anthropic endpoint
+// repeats nothing.
+func TestContinuationEcho(t *testing.T) {
+	ts := startServer(t, 0.001)
+	full, prefix := script(40), script(7)
+	resp := post(t, ts.URL+"/v1/chat/completions", "steady-prefix-echo", chatBody(t, prefix, nil, map[string]any{"prefix": true}))
+	var first string
+	got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, func(c sse.ChatChunk) string {
+		s := chatText(c)
+		if first == "" {
+			first = s
+		}
+		return s
+	})
+	if got.err != nil || got.text.String() != full || got.content != 33 || first != prefix+word(7) {
+		t.Fatalf("err %v, %d chunks, first %q, text %q; want the prefix repeated, then 33 chunks", got.err, got.content, first, got.text.String())
+	}
+	resp = post(t, ts.URL+"/v1/chat/completions", "steady-prefix-echo", chatBody(t, prefix, nil, nil))
+	if got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, chatText); got.content != 40 || got.text.String() != full {
+		t.Fatalf("without the switch: %d chunks, text %q", got.content, got.text.String())
+	}
+	resp = post(t, ts.URL+"/v1/messages", "steady-prefix-echo", anthropicBody(t, prefix))
+	if got := drain(sse.NewAnthropicStream(resp, sse.StreamOptions{}), sse.ClassifyAnthropic, sse.AnthropicTokens, anthropicText); got.text.String() != full[len(prefix):] {
+		t.Fatalf("Anthropic endpoint: text %q", got.text.String())
+	}
+}
+
 // TestContinuationRefusals: a profile refusing prefill answers a
 // continuation 400 and a fresh request normally; a prefix that is not the
 // script's, or vLLM's two switches at once, is a 400 that says why.

@@ -144,6 +144,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		run.cont, err = continuation(&req, p)
+		if _, isOpenAI := d.(openaiDialect); err == nil && isOpenAI && p.Continuation.Echo {
+			run.cont.head = run.cont.prefix + run.cont.head
+		}
 	}
 	if err != nil {
 		rec.status, rec.outcome = http.StatusBadRequest, "bad_continuation"
