@@ -37,7 +37,7 @@
 // (docs/design.md §2 rule 10) on a route that can continue a partial
 // answer: set RouteOptions.Continue to the upstream's way
 // (sse.ContinueFinalMessage for vLLM and SGLang, sse.ContinuePrefix for
-// DeepSeek and Mistral, sse.ContinueTrailingAssistant for llama.cpp and
-// Ollama). OpenAI's own API continues nothing: its route stays
+// DeepSeek, sse.ContinuePrefixEcho for Mistral, whose answer repeats the
+// prefix, sse.ContinueTrailingAssistant for llama.cpp and Ollama). OpenAI's own API continues nothing: its route stays
 // sse.ContinueNone, and a resume of its stream goes to a route that can.
 package openaigo

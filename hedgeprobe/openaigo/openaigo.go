@@ -15,6 +15,7 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
@@ -149,7 +150,9 @@ type RouteOptions struct {
 	// sse.ContinueFinalMessage, sets "continue_final_message": true and
 	// "add_generation_prompt": false in the body, or, for
 	// sse.ContinuePrefix, "prefix": true on that message (both with
-	// option.WithJSONSet, as the SDK has no fields for them). When the
+	// option.WithJSONSet, as the SDK has no fields for them), and for
+	// sse.ContinuePrefixEcho the same, the repeat of the prefix dropped
+	// from the answer. When the
 	// params' messages already end in an assistant message (a prefill of
 	// your own), the delivered text is appended to its content instead,
 	// so the upstream continues one message; with sse.ContinueFinalMessage
@@ -198,13 +201,17 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			_ = s.Close()
 			return nil, err
 		}
-		return &streamend.Checked[Chunk]{
+		src := &streamend.Checked[Chunk]{
 			Source:    s,
 			Provider:  o.Provider,
 			MapError:  func(err error) error { return mapError(ctx, o.Provider, err, resp) },
 			Terminal:  finished(),
 			Responded: resp != nil,
-		}, nil
+		}
+		if a.Trigger == hedgeprobe.TriggerResume && o.Continue == sse.ContinuePrefixEcho {
+			return echoDropped(src, a.Prefix), nil
+		}
+		return src, nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
 		Continues: o.Continue != sse.ContinueNone && !(params.N.Valid() && params.N.Value > 1)}
@@ -225,8 +232,11 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 	last := len(msgs)
 	if last > 0 && msgs[last-1].OfAssistant != nil {
 		last--
-		if how == sse.ContinueFinalMessage && params.ExtraFields()["continue_final_message"] != true {
+		switch {
+		case how == sse.ContinueFinalMessage && params.ExtraFields()["continue_final_message"] != true:
 			return params, opts, errAnsweredAfter
+		case how == sse.ContinuePrefixEcho:
+			return params, opts, errEchoAfterPrefill
 		}
 		m, err := extended(*msgs[last].OfAssistant, prefix)
 		if err != nil {
@@ -241,7 +251,7 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 	switch how {
 	case sse.ContinueFinalMessage:
 		opts = append(opts, option.WithJSONSet("continue_final_message", true), option.WithJSONSet("add_generation_prompt", false))
-	case sse.ContinuePrefix:
+	case sse.ContinuePrefix, sse.ContinuePrefixEcho:
 		opts = append(opts, option.WithJSONSet("messages."+strconv.Itoa(last)+".prefix", true))
 	}
 	return params, opts, nil
@@ -348,4 +358,28 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
+}
+
+// errEchoAfterPrefill: with sse.ContinuePrefixEcho, a request that ends
+// in an assistant message is not continued: the upstream repeated that
+// message in the delivered text too, and which part of it to send again
+// cannot be told from the text alone.
+var errEchoAfterPrefill = errors.New("the request ends in an assistant message, which an upstream that repeats the prefix repeated in the delivered text too")
+
+// echoDropped returns the Source of a resume attempt on an upstream that
+// repeats the prefix (sse.ContinuePrefixEcho): the content of its first
+// choice loses the repeat.
+func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Chunk] {
+	return &prefill.EchoDropped[Chunk]{Source: s, Echo: prefill.NewEcho(prefix),
+		Text: func(c Chunk) string {
+			if len(c.Choices) == 0 {
+				return ""
+			}
+			return c.Choices[0].Delta.Content
+		},
+		WithText: func(c Chunk, text string) Chunk {
+			c.Choices = slices.Clone(c.Choices) // the chunk's own stay as decoded
+			c.Choices[0].Delta.Content = text
+			return c
+		}}
 }

@@ -1,6 +1,9 @@
 package sse
 
 import (
+	"errors"
+	"slices"
+
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
@@ -24,9 +27,43 @@ const (
 	// "add_generation_prompt": false to the body (vLLM, SGLang).
 	ContinueFinalMessage
 	// ContinuePrefix marks the trailing assistant message "prefix": true
-	// (DeepSeek, Mistral).
+	// (DeepSeek, whose answer is the continuation alone).
 	ContinuePrefix
+	// ContinuePrefixEcho is ContinuePrefix for an upstream whose answer
+	// repeats the prefix before the continuation (Mistral: its own guide
+	// reads the continuation as content[len(prefix):]). The repeat is
+	// dropped from the answer's start, so the caller reads the delivered
+	// text once; an answer that goes its own way before the whole prefix
+	// is repeated keeps every byte. A request that already ends in an
+	// assistant message (a prefill of the caller's, which the first
+	// answer repeated too) is not continued with it: the resume attempt
+	// fails with hedgeprobe.ErrCannotContinue.
+	ContinuePrefixEcho
 )
+
+// errEchoAfterPrefill is why ContinuePrefixEcho does not continue a
+// request that ends in an assistant message: the answer repeated that
+// message, so the delivered text starts with it, and which part of it to
+// send again cannot be told from the text alone.
+var errEchoAfterPrefill = errors.New("the request ends in an assistant message, which an upstream that repeats the prefix repeated in the delivered text too")
+
+// echoDropped returns the Source of a resume attempt on an upstream that
+// repeats the prefix (ContinuePrefixEcho): the content of its first
+// choice loses the repeat.
+func echoDropped(s hedgeprobe.Source[ChatChunk], prefix string) hedgeprobe.Source[ChatChunk] {
+	return &prefill.EchoDropped[ChatChunk]{Source: s, Echo: prefill.NewEcho(prefix),
+		Text: func(c ChatChunk) string {
+			if len(c.Choices) == 0 {
+				return ""
+			}
+			return c.Choices[0].Delta.Content
+		},
+		WithText: func(c ChatChunk, text string) ChatChunk {
+			c.Choices = slices.Clone(c.Choices) // the chunk's own stay as decoded
+			c.Choices[0].Delta.Content = text
+			return c
+		}}
+}
 
 // OpenAIItems tells a hedgeprobe.Prober about ChatChunk: the classifier,
 // the token count, the response model and the answer text that a resume

@@ -24,6 +24,7 @@ func TestOpenAIContinuationBody(t *testing.T) {
 		{ContinueTrailingAssistant, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
 		{ContinueFinalMessage, `{"add_generation_prompt":false,"continue_final_message":true,"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
 		{ContinuePrefix, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","prefix":true,"role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
+		{ContinuePrefixEcho, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","prefix":true,"role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
 	} {
 		b, err := openAIContinuation(body, msgs, tc.how, prefix)
 		if err != nil {
@@ -78,6 +79,76 @@ func TestOpenAIContinuationExtendsPrefill(t *testing.T) {
 	}
 	if msgs[1].Content != "Once upon" {
 		t.Fatalf("the caller's prefill changed: %q", msgs[1].Content)
+	}
+	// An upstream that repeats the prefix repeated the caller's prefill in
+	// the delivered text too: no continuation is built.
+	if b, err := openAIContinuation(plain, msgs, ContinuePrefixEcho, prefix); !errors.Is(err, errEchoAfterPrefill) {
+		t.Fatalf("echo after a prefill: body %s, err %v; want errEchoAfterPrefill", b, err)
+	}
+}
+
+// TestContinuePrefixEcho: a resume attempt on an upstream that repeats the
+// prefix (Mistral) reads the continuation without the repeat, however the
+// repeat is split across chunks; an answer that does not repeat it keeps
+// every byte; a primary is read as it is.
+func TestContinuePrefixEcho(t *testing.T) {
+	const prefix = "Once upon a time"
+	chunk := func(s string) string {
+		b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": s}}}})
+		return "data: " + string(b) + "\n\n"
+	}
+	read := func(t *testing.T, reply string, a hedgeprobe.Attempt) []string {
+		ts, ch := capture(t, reply)
+		r := OpenAIRoute("mistral", OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Continue: ContinuePrefixEcho,
+			Messages: []Message{{Role: "user", Content: "a story"}}})
+		src, err := r.Open(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var got []string
+		for src.Next() {
+			if c := src.Current(); len(c.Choices) > 0 {
+				got = append(got, c.Choices[0].Delta.Content)
+			}
+		}
+		if err := src.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if a.Trigger == hedgeprobe.TriggerResume {
+			msgs := (<-ch).body["messages"].([]any)
+			if last := msgs[len(msgs)-1].(map[string]any); last["prefix"] != true || last["content"] != prefix {
+				t.Fatalf("last message %v", last)
+			}
+		}
+		return got
+	}
+	resume := hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: prefix}
+	for _, tc := range []struct {
+		name    string
+		answer  []string
+		attempt hedgeprobe.Attempt
+		want    []string
+	}{
+		{"repeated whole", []string{prefix, " there was"}, resume, []string{"", " there was"}},
+		{"repeated in pieces", []string{"Once", " upon a", " time there", " was"}, resume, []string{"", "", " there", " was"}},
+		{"not repeated", []string{" there was"}, resume, []string{" there was"}},
+		// Its own way after a part that matched: every byte kept.
+		{"repeated in part", []string{"Once upon", " there was"}, resume, []string{"", "Once upon there was"}},
+		{"differs within a chunk", []string{"Once upon a tim", "id mouse"}, resume, []string{"", "Once upon a timid mouse"}},
+		{"ends within the repeat", []string{"Once upon"}, resume, []string{""}},
+		{"a primary", []string{prefix}, hedgeprobe.Attempt{Trigger: hedgeprobe.TriggerPrimary}, []string{prefix}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reply strings.Builder
+			for _, s := range tc.answer {
+				reply.WriteString(chunk(s))
+			}
+			reply.WriteString("data: [DONE]\n\n")
+			if got := read(t, reply.String(), tc.attempt); strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("contents %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -106,7 +106,11 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 			if err != nil {
 				return nil, err
 			}
-			return NewOpenAIStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel}), nil
+			s := NewOpenAIStream(resp, StreamOptions{Provider: req.Provider, MaxEventSize: req.MaxEventSize, Cancel: cancel})
+			if a.Trigger == hedgeprobe.TriggerResume && req.Continue == ContinuePrefixEcho {
+				return echoDropped(s, a.Prefix), nil
+			}
+			return s, nil
 		},
 	}
 }
@@ -252,14 +256,18 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	for _, m := range msgs {
 		out = append(out, prefixMessage{Role: m.Role, Content: m.Content})
 	}
+	marked := how == ContinuePrefix || how == ContinuePrefixEcho
 	if n := len(out); n > 0 && out[n-1].Role == "assistant" {
-		if how == ContinueFinalMessage && body["continue_final_message"] != true {
+		switch {
+		case how == ContinueFinalMessage && body["continue_final_message"] != true:
 			return nil, errAnsweredAfter
+		case how == ContinuePrefixEcho:
+			return nil, errEchoAfterPrefill
 		}
 		out[n-1].Content += prefix
-		out[n-1].Prefix = how == ContinuePrefix
+		out[n-1].Prefix = marked
 	} else {
-		out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: how == ContinuePrefix})
+		out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: marked})
 	}
 	b := maps.Clone(body)
 	b["messages"] = out

@@ -184,9 +184,11 @@ func (a Adapter[T]) CheckResumeCases(t *testing.T, route func(t *testing.T, up *
 
 // CheckResumeSwitches checks that an OpenAI-compatible route's server
 // switches reach the wire: the "stall" route, built with no continuation,
-// is resumed on fakellm's steady-final-message and steady-prefix profiles,
-// which continue only with their switch and answer afresh (the whole
-// script again, which Resumed.Check rejects) without it. route builds the
+// is resumed on fakellm's steady-final-message, steady-prefix and
+// steady-prefix-echo profiles, which continue only with their switch and
+// answer afresh (the whole script again, which Resumed.Check rejects)
+// without it; the last repeats the prefix before the rest, which the
+// route must drop. route builds the
 // route of a profile with a continuation; read is the caller's loop.
 func (a Adapter[T]) CheckResumeSwitches(t *testing.T, route func(t *testing.T, up *Upstream, profile string, how sse.Continuation) hedgeprobe.Route[T], read ReadFunc[T]) {
 	t.Helper()
@@ -197,6 +199,8 @@ func (a Adapter[T]) CheckResumeSwitches(t *testing.T, route func(t *testing.T, u
 	}{
 		{"steady-final-message", sse.ContinueFinalMessage},
 		{"steady-prefix", sse.ContinuePrefix},
+		// Its answer repeats the prefix: read twice unless dropped.
+		{"steady-prefix-echo", sse.ContinuePrefixEcho},
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			res := a.ResumeCall(t, ResumeConfig, read,

@@ -1,7 +1,9 @@
 // Package prefill prepares a partial answer for Anthropic's prefill (a
 // trailing assistant message the model continues) and mends the
 // continuation, for the resume attempts of hedgeprobe/sse and
-// hedgeprobe/anthropicgo (docs/design.md §2 rule 10).
+// hedgeprobe/anthropicgo (docs/design.md §2 rule 10); and drops the prefix
+// an upstream repeats before its continuation (Echo), for hedgeprobe/sse
+// and hedgeprobe/openaigo.
 //
 // Anthropic refuses a final assistant message that ends in whitespace, so
 // the whitespace at the end of the delivered text is cut before it is sent
@@ -11,7 +13,11 @@
 // cut characters exactly once.
 package prefill
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
 
 // whitespace is what Anthropic counts as trailing whitespace.
 const whitespace = " \t\r\n"
@@ -51,3 +57,75 @@ func (u *Uncut) Text(s string) string {
 	}
 	return s
 }
+
+// Echo drops from the start of a continuation the prefix an upstream
+// repeats before it (Mistral's "prefix": true answers so). Text that
+// matches the prefix so far is held back until the whole prefix has come,
+// and is then dropped — or until the continuation differs from it, and is
+// then given back before the text that differs, so that no byte of an
+// answer that does not repeat the prefix is lost. A continuation that ends
+// within the repeat repeated nothing new: what is held is dropped. Give it
+// each text delta in turn.
+type Echo struct {
+	rest string // what of the prefix is still to come
+	held string // the text matched so far
+}
+
+// NewEcho returns an Echo of prefix.
+func NewEcho(prefix string) *Echo { return &Echo{rest: prefix} }
+
+// Pending reports whether the repeat is still being looked for: until
+// then each text delta must go through Text.
+func (e *Echo) Pending() bool { return e.rest != "" }
+
+// Text returns what of the text delta s the caller reads.
+func (e *Echo) Text(s string) string {
+	if e.rest == "" || s == "" {
+		return s
+	}
+	n := 0
+	for n < len(s) && n < len(e.rest) && s[n] == e.rest[n] {
+		n++
+	}
+	switch {
+	case n == len(e.rest): // the repeat is complete
+		s, e.rest, e.held = s[n:], "", ""
+	case n == len(s): // all of s repeats the prefix: held
+		e.held += s
+		s, e.rest = "", e.rest[n:]
+	default: // the continuation goes its own way
+		s, e.rest, e.held = e.held+s, "", ""
+	}
+	return s
+}
+
+// EchoDropped is the Source of a resume attempt on an upstream that
+// repeats the prefix: each item's text, as Text reads it, goes through
+// Echo, and WithText returns the item with what is left (an item whose
+// text is held back goes on, empty). Text returns "" for an item with no
+// text; WithText must not modify the item it is given, which its Source
+// may still hold.
+type EchoDropped[T any] struct {
+	hedgeprobe.Source[T]
+	Echo     *Echo
+	Text     func(T) string
+	WithText func(T, string) T
+	cur      T
+}
+
+// Next reads the next item, less what the continuation repeats.
+func (d *EchoDropped[T]) Next() bool {
+	if !d.Source.Next() {
+		return false
+	}
+	d.cur = d.Source.Current()
+	if d.Echo.Pending() {
+		if s := d.Text(d.cur); s != "" {
+			d.cur = d.WithText(d.cur, d.Echo.Text(s))
+		}
+	}
+	return true
+}
+
+// Current returns the item Next read.
+func (d *EchoDropped[T]) Current() T { return d.cur }

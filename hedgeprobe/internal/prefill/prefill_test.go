@@ -66,3 +66,41 @@ func TestUncutJoin(t *testing.T) {
 		t.Fatal("the zero Uncut drops something")
 	}
 }
+
+// TestEcho: the repeat of the prefix is dropped however it is split; an
+// answer that differs from the prefix keeps every byte, the part that
+// matched given back with the first delta that differs; past the repeat
+// nothing is touched.
+func TestEcho(t *testing.T) {
+	const prefix = "Once upon a time"
+	for _, tc := range []struct {
+		name   string
+		deltas []string
+		want   []string
+	}{
+		{"whole", []string{prefix + " there", " was"}, []string{" there", " was"}},
+		{"in pieces", []string{"Once", " upon a", " time", " there"}, []string{"", "", "", " there"}},
+		{"not repeated", []string{" there", "Once"}, []string{" there", "Once"}},
+		{"differs after a match", []string{"Once upon", " there"}, []string{"", "Once upon there"}},
+		{"differs within a delta", []string{"Once upon a tim", "id mouse"}, []string{"", "Once upon a timid mouse"}},
+		{"empty deltas pass", []string{"", "Once upon a time", "", "!"}, []string{"", "", "", "!"}},
+		{"repeated twice", []string{prefix, prefix}, []string{"", prefix}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEcho(prefix)
+			var got []string
+			for _, d := range tc.deltas {
+				got = append(got, e.Text(d))
+			}
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if e.Pending() {
+				t.Fatal("still pending after the answer went on")
+			}
+		})
+	}
+	if e := NewEcho(""); e.Pending() || e.Text("x") != "x" {
+		t.Fatal("an empty prefix drops something")
+	}
+}
