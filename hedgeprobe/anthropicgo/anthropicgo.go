@@ -137,7 +137,9 @@ type RouteOptions struct {
 	// the start of the continuation where the model repeats it, so the
 	// caller reads it once. Newer Claude models refuse prefill with a 400:
 	// a resume there fails as refused, and the route is not asked again
-	// for a while.
+	// for a while. Params that turn extended thinking on (Thinking other
+	// than disabled) never resume, whatever Prefill says: Anthropic takes
+	// no prefill with it.
 	Prefill bool
 }
 
@@ -186,7 +188,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 		return src, nil
 	}
 	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
-		Continues: o.Prefill}
+		Continues: o.Prefill && !thinks(params.Thinking)}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}
@@ -315,4 +317,10 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
+}
+
+// thinks reports whether params' thinking turns extended thinking on:
+// any variant but disabled.
+func thinks(t anthropic.ThinkingConfigParamUnion) bool {
+	return t.OfEnabled != nil || t.OfAdaptive != nil || t.OfBetweenTools != nil
 }

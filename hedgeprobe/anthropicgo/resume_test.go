@@ -91,3 +91,25 @@ func accumulateBlocks(t testing.TB, stream *hedgeprobe.Stream[anthropicgo.Event]
 	}
 	return blocks, stream.Err()
 }
+
+// TestThinkingDoesNotContinue: params that turn extended thinking on make
+// a route that cannot resume, whatever Prefill says: Anthropic takes no
+// prefill with it.
+func TestThinkingDoesNotContinue(t *testing.T) {
+	client := anthropic.NewClient(option.WithBaseURL("http://127.0.0.1:1"))
+	for _, c := range []struct {
+		name     string
+		thinking anthropic.ThinkingConfigParamUnion
+		want     bool
+	}{
+		{"unset", anthropic.ThinkingConfigParamUnion{}, true},
+		{"disabled", anthropic.ThinkingConfigParamUnion{OfDisabled: &anthropic.ThinkingConfigDisabledParam{}}, true},
+		{"enabled", anthropic.ThinkingConfigParamOfEnabled(1024), false},
+		{"adaptive", anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}, false},
+	} {
+		params := anthropic.MessageNewParams{Model: "m", MaxTokens: 10, Thinking: c.thinking}
+		if r := anthropicgo.Route("r", client, params, anthropicgo.RouteOptions{Prefill: true}); r.Continues != c.want {
+			t.Errorf("%s: Continues %v, want %v", c.name, r.Continues, c.want)
+		}
+	}
+}

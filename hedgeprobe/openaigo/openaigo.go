@@ -248,6 +248,11 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 	}
 	params.Messages = msgs
 	opts = slices.Clip(opts)
+	if _, ok := params.ExtraFields()["echo"]; ok {
+		// vLLM's "echo" repeats the last message first: the delivered
+		// text, which the caller has.
+		opts = append(opts, option.WithJSONDel("echo"))
+	}
 	switch how {
 	case sse.ContinueFinalMessage:
 		opts = append(opts, option.WithJSONSet("continue_final_message", true), option.WithJSONSet("add_generation_prompt", false))

@@ -113,3 +113,29 @@ func TestResumeExtendsPrefill(t *testing.T) {
 func TestRelabel(t *testing.T) {
 	adaptertest.CheckChatRelabel(t, openaigo.Relabel, func(c openaigo.Chunk) (string, int64, string) { return c.ID, c.Created, c.Model })
 }
+
+// TestResumeDropsEcho: vLLM's "echo" would repeat the delivered text
+// before the continuation; a resume attempt does not send it on, a primary
+// sends the caller's params as they are.
+func TestResumeDropsEcho(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
+		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
+	p := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story")}}
+	p.SetExtraFields(map[string]any{"echo": true})
+	r := openaigo.Route("vllm", client, p, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage})
+	for _, a := range []hedgeprobe.Attempt{
+		{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"},
+		{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
+	} {
+		src, err := r.Open(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adaptertest.Drain(t, src)
+		body := up.Next(t)
+		if _, echoed := body["echo"]; echoed != (a.Trigger == hedgeprobe.TriggerPrimary) {
+			t.Errorf("%s: echo sent %v: %v", a.Trigger, echoed, body)
+		}
+	}
+}

@@ -37,6 +37,15 @@ func TestOpenAIContinuationBody(t *testing.T) {
 	if len(body) != 3 || body["messages"] != nil {
 		t.Fatalf("the route's body changed: %v", body)
 	}
+	// vLLM's echo would repeat the delivered text: never sent on.
+	echoing := map[string]any{"model": "m", "echo": true}
+	b, err := openAIContinuation(echoing, msgs, ContinueFinalMessage, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := canonical(t, b); strings.Contains(got, "echo") || echoing["echo"] != true {
+		t.Fatalf("continuation %s, route body %v", got, echoing)
+	}
 }
 
 // TestOpenAIContinuationExtendsPrefill: a request that already ends in an
@@ -191,6 +200,32 @@ func canonical(t *testing.T, b []byte) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestThinkingDoesNotContinue: an Anthropic request that turns extended
+// thinking on, in any form, makes a route that cannot resume whatever its
+// Prefill: Anthropic takes no prefill with it.
+func TestThinkingDoesNotContinue(t *testing.T) {
+	for _, c := range []struct {
+		thinking any // absent when nil
+		want     bool
+	}{
+		{nil, true},
+		{map[string]any{"type": "disabled"}, true},
+		{map[string]any{"type": "enabled", "budget_tokens": 1024}, false},
+		{map[string]any{"type": "adaptive"}, false},
+		{json.RawMessage(`{"type":"enabled","budget_tokens":2048}`), false},
+		{"on", false}, // unreadable: on
+	} {
+		req := AnthropicRequest{BaseURL: "http://127.0.0.1:1", Model: "m", Prefill: true,
+			Messages: []Message{{Role: "user", Content: "hi"}}}
+		if c.thinking != nil {
+			req.Params = map[string]any{"thinking": c.thinking}
+		}
+		if r := AnthropicRoute("r", req); r.Continues != c.want {
+			t.Errorf("thinking %v: Continues %v, want %v", c.thinking, r.Continues, c.want)
+		}
+	}
 }
 
 // TestManyChoicesDoNotContinue: Params asking for more than one choice,

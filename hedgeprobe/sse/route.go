@@ -148,7 +148,9 @@ type AnthropicRequest struct {
 	// Prefill says the model accepts a trailing assistant message (a
 	// prefill) and continues it: the route can resume. Newer Claude models
 	// refuse prefill with a 400; a resume there fails as refused and the
-	// route is not asked again for a while.
+	// route is not asked again for a while. A request that turns extended
+	// thinking on (Params["thinking"] of any type but "disabled") never
+	// resumes, whatever Prefill says: Anthropic takes no prefill with it.
 	Prefill bool
 }
 
@@ -189,7 +191,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		Name:      name,
 		Provider:  req.Provider,
 		Model:     req.Model,
-		Continues: req.Prefill,
+		Continues: req.Prefill && !thinks(req.Params["thinking"]),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[AnthropicEvent], error) {
 			if merr != nil {
 				return nil, merr
@@ -220,6 +222,23 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			return src, nil
 		},
 	}
+}
+
+// thinks reports whether an Anthropic "thinking" parameter turns extended
+// thinking on: any type but "disabled" (enabled, adaptive, …); one that
+// cannot be read counts as on.
+func thinks(v any) bool {
+	if v == nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	var t struct {
+		Type string `json:"type"`
+	}
+	if err != nil || json.Unmarshal(b, &t) != nil {
+		return true
+	}
+	return t.Type != "disabled"
 }
 
 // manyChoices reports whether params ask for more than one choice: an
@@ -271,6 +290,9 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	}
 	b := maps.Clone(body)
 	b["messages"] = out
+	// vLLM's "echo" repeats the last message first: the delivered text,
+	// which the caller has.
+	delete(b, "echo")
 	if how == ContinueFinalMessage {
 		b["continue_final_message"] = true
 		b["add_generation_prompt"] = false
