@@ -191,9 +191,9 @@ func (h *health) soonest(names func(i int) string, n int) (int, admission) {
 // outage fails every stream running on the route at once, and counting
 // those that end after the ejection would eject it again, longer, once per
 // stream. A Retry-After among them still holds while the ejection does: it
-// lengthens it to its time, without counting as another. Attempts launched during an
-// ejection (every route ejected: the one whose ejection ends first serves)
-// count as any other.
+// lengthens it to its time, without counting as another. Attempts
+// admitted during an ejection (every route ejected: the one whose
+// ejection ends first serves) count as any other.
 func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched uint64, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
