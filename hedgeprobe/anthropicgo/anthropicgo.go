@@ -137,9 +137,10 @@ type RouteOptions struct {
 	// the start of the continuation where the model repeats it, so the
 	// caller reads it once. Newer Claude models refuse prefill with a 400:
 	// a resume there fails as refused, and the route is not asked again
-	// for a while. Params that turn extended thinking on (Thinking other
-	// than disabled) never resume, whatever Prefill says: Anthropic takes
-	// no prefill with it.
+	// for a while. Params that turn extended thinking on (Thinking, or a
+	// "thinking" extra field, other than disabled) never resume, whatever
+	// Prefill says: Anthropic takes no prefill with it. RequestOptions are
+	// not looked into: thinking set there needs Prefill off.
 	Prefill bool
 }
 
@@ -188,7 +189,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 		return src, nil
 	}
 	r := hedgeprobe.Route[Event]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
-		Continues: o.Prefill && !thinks(params.Thinking)}
+		Continues: o.Prefill && !prefill.Thinks(params.Thinking) && !prefill.Thinks(params.ExtraFields()["thinking"])}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}
@@ -317,10 +318,4 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
-}
-
-// thinks reports whether params' thinking turns extended thinking on:
-// any variant but disabled.
-func thinks(t anthropic.ThinkingConfigParamUnion) bool {
-	return t.OfEnabled != nil || t.OfAdaptive != nil || t.OfBetweenTools != nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
@@ -110,6 +111,16 @@ func TestThinkingDoesNotContinue(t *testing.T) {
 		params := anthropic.MessageNewParams{Model: "m", MaxTokens: 10, Thinking: c.thinking}
 		if r := anthropicgo.Route("r", client, params, anthropicgo.RouteOptions{Prefill: true}); r.Continues != c.want {
 			t.Errorf("%s: Continues %v, want %v", c.name, r.Continues, c.want)
+		}
+	}
+	// Turned on by an override or an extra field instead.
+	override := anthropic.MessageNewParams{Model: "m", MaxTokens: 10,
+		Thinking: param.Override[anthropic.ThinkingConfigParamUnion](map[string]any{"type": "enabled", "budget_tokens": 1024})}
+	extra := anthropic.MessageNewParams{Model: "m", MaxTokens: 10}
+	extra.SetExtraFields(map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": 1024}})
+	for name, params := range map[string]anthropic.MessageNewParams{"override": override, "extra field": extra} {
+		if r := anthropicgo.Route("r", client, params, anthropicgo.RouteOptions{Prefill: true}); r.Continues {
+			t.Errorf("%s: Continues with thinking on", name)
 		}
 	}
 }

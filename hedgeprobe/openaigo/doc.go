@@ -38,6 +38,7 @@
 // answer: set RouteOptions.Continue to the upstream's way
 // (sse.ContinueFinalMessage for vLLM and SGLang, sse.ContinuePrefix for
 // DeepSeek, sse.ContinuePrefixEcho for Mistral, whose answer repeats the
-// prefix, sse.ContinueTrailingAssistant for llama.cpp and Ollama). OpenAI's own API continues nothing: its route stays
-// sse.ContinueNone, and a resume of its stream goes to a route that can.
+// prefix, sse.ContinueTrailingAssistant for llama.cpp and Ollama).
+// OpenAI's own API continues nothing: its route stays sse.ContinueNone,
+// and a resume of its stream goes to a route that can.
 package openaigo

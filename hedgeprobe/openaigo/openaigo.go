@@ -152,10 +152,10 @@ type RouteOptions struct {
 	// sse.ContinuePrefix, "prefix": true on that message (both with
 	// option.WithJSONSet, as the SDK has no fields for them), and for
 	// sse.ContinuePrefixEcho the same, the repeat of the prefix dropped
-	// from the answer. When the
-	// params' messages already end in an assistant message (a prefill of
-	// your own), the delivered text is appended to its content instead,
-	// so the upstream continues one message; with sse.ContinueFinalMessage
+	// from the answer. When the params' messages already end in an
+	// assistant message (a prefill of your own), the delivered text is
+	// appended to its content instead, so the upstream continues one
+	// message (sse.ContinuePrefixEcho refuses such a request); with sse.ContinueFinalMessage
 	// that takes "continue_final_message": true in the params' extra
 	// fields (SetExtraFields; an option in RequestOptions is not seen), and
 	// the message must hold text only. Otherwise the resume attempt fails
@@ -248,11 +248,10 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 	}
 	params.Messages = msgs
 	opts = slices.Clip(opts)
-	if _, ok := params.ExtraFields()["echo"]; ok {
-		// vLLM's "echo" repeats the last message first: the delivered
-		// text, which the caller has.
-		opts = append(opts, option.WithJSONDel("echo"))
-	}
+	// vLLM's "echo" repeats the last message first: the delivered text,
+	// which the caller has. Deleted after the caller's options, it wins
+	// over an extra field and a WithJSONSet alike.
+	opts = append(opts, option.WithJSONDel("echo"))
 	switch how {
 	case sse.ContinueFinalMessage:
 		opts = append(opts, option.WithJSONSet("continue_final_message", true), option.WithJSONSet("add_generation_prompt", false))

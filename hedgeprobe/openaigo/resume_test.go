@@ -123,19 +123,24 @@ func TestResumeDropsEcho(t *testing.T) {
 		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
 	p := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story")}}
 	p.SetExtraFields(map[string]any{"echo": true})
-	r := openaigo.Route("vllm", client, p, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage})
-	for _, a := range []hedgeprobe.Attempt{
-		{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"},
-		{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
-	} {
-		src, err := r.Open(t.Context(), a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		adaptertest.Drain(t, src)
-		body := up.Next(t)
-		if _, echoed := body["echo"]; echoed != (a.Trigger == hedgeprobe.TriggerPrimary) {
-			t.Errorf("%s: echo sent %v: %v", a.Trigger, echoed, body)
+	byField := openaigo.Route("vllm", client, p, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage})
+	p.SetExtraFields(nil)
+	byOption := openaigo.Route("vllm", client, p, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage,
+		RequestOptions: []option.RequestOption{option.WithJSONSet("echo", true)}})
+	for name, r := range map[string]hedgeprobe.Route[openaigo.Chunk]{"extra field": byField, "request option": byOption} {
+		for _, a := range []hedgeprobe.Attempt{
+			{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"},
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
+		} {
+			src, err := r.Open(t.Context(), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Drain(t, src)
+			body := up.Next(t)
+			if _, echoed := body["echo"]; echoed != (a.Trigger == hedgeprobe.TriggerPrimary) {
+				t.Errorf("%s, %s: echo sent %v: %v", name, a.Trigger, echoed, body)
+			}
 		}
 	}
 }

@@ -215,7 +215,9 @@ func TestThinkingDoesNotContinue(t *testing.T) {
 		{map[string]any{"type": "enabled", "budget_tokens": 1024}, false},
 		{map[string]any{"type": "adaptive"}, false},
 		{json.RawMessage(`{"type":"enabled","budget_tokens":2048}`), false},
-		{"on", false}, // unreadable: on
+		{json.RawMessage(`null`), true},
+		{map[string]any{}, true}, // no type: off
+		{"on", false},            // unreadable: on
 	} {
 		req := AnthropicRequest{BaseURL: "http://127.0.0.1:1", Model: "m", Prefill: true,
 			Messages: []Message{{Role: "user", Content: "hi"}}}

@@ -191,7 +191,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		Name:      name,
 		Provider:  req.Provider,
 		Model:     req.Model,
-		Continues: req.Prefill && !thinks(req.Params["thinking"]),
+		Continues: req.Prefill && !prefill.Thinks(req.Params["thinking"]),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[AnthropicEvent], error) {
 			if merr != nil {
 				return nil, merr
@@ -222,23 +222,6 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			return src, nil
 		},
 	}
-}
-
-// thinks reports whether an Anthropic "thinking" parameter turns extended
-// thinking on: any type but "disabled" (enabled, adaptive, …); one that
-// cannot be read counts as on.
-func thinks(v any) bool {
-	if v == nil {
-		return false
-	}
-	b, err := json.Marshal(v)
-	var t struct {
-		Type string `json:"type"`
-	}
-	if err != nil || json.Unmarshal(b, &t) != nil {
-		return true
-	}
-	return t.Type != "disabled"
 }
 
 // manyChoices reports whether params ask for more than one choice: an

@@ -14,6 +14,7 @@
 package prefill
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -62,41 +63,44 @@ func (u *Uncut) Text(s string) string {
 // repeats before it (Mistral's "prefix": true answers so). Text that
 // matches the prefix so far is held back until the whole prefix has come,
 // and is then dropped — or until the continuation differs from it, and is
-// then given back before the text that differs, so that no byte of an
-// answer that does not repeat the prefix is lost. A continuation that ends
-// within the repeat repeated nothing new: what is held is dropped. Give it
+// then given back before the text that differs. So an answer that differs
+// from the prefix within its length keeps every byte; one that starts with
+// the whole prefix, or ends within it, is taken as repeating it. Give it
 // each text delta in turn.
 type Echo struct {
-	rest string // what of the prefix is still to come
-	held string // the text matched so far
+	prefix string
+	at     int  // bytes of prefix matched so far: the text held back
+	done   bool // the repeat was dropped, or the continuation went its own way
 }
 
 // NewEcho returns an Echo of prefix.
-func NewEcho(prefix string) *Echo { return &Echo{rest: prefix} }
+func NewEcho(prefix string) *Echo { return &Echo{prefix: prefix, done: prefix == ""} }
 
 // Pending reports whether the repeat is still being looked for: until
 // then each text delta must go through Text.
-func (e *Echo) Pending() bool { return e.rest != "" }
+func (e *Echo) Pending() bool { return !e.done }
 
 // Text returns what of the text delta s the caller reads.
 func (e *Echo) Text(s string) string {
-	if e.rest == "" || s == "" {
+	if e.done || s == "" {
 		return s
 	}
+	rest := e.prefix[e.at:]
 	n := 0
-	for n < len(s) && n < len(e.rest) && s[n] == e.rest[n] {
+	for n < len(s) && n < len(rest) && s[n] == rest[n] {
 		n++
 	}
 	switch {
-	case n == len(e.rest): // the repeat is complete
-		s, e.rest, e.held = s[n:], "", ""
+	case n == len(rest): // the repeat is complete
+		e.done = true
+		return s[n:]
 	case n == len(s): // all of s repeats the prefix: held
-		e.held += s
-		s, e.rest = "", e.rest[n:]
-	default: // the continuation goes its own way
-		s, e.rest, e.held = e.held+s, "", ""
+		e.at += n
+		return ""
+	default: // the continuation goes its own way: what was held first
+		e.done = true
+		return e.prefix[:e.at] + s
 	}
-	return s
 }
 
 // EchoDropped is the Source of a resume attempt on an upstream that
@@ -129,3 +133,21 @@ func (d *EchoDropped[T]) Next() bool {
 
 // Current returns the item Next read.
 func (d *EchoDropped[T]) Current() T { return d.cur }
+
+// Thinks reports whether an Anthropic "thinking" parameter, in any form
+// that marshals to its JSON, turns extended thinking on, with which
+// Anthropic takes no prefill: a type other than "disabled". Absent, null
+// or without a type is off; one that cannot be read counts as on.
+func Thinks(v any) bool {
+	if v == nil {
+		return false
+	}
+	b, err := json.Marshal(v)
+	var t struct {
+		Type string `json:"type"`
+	}
+	if err != nil || json.Unmarshal(b, &t) != nil {
+		return true
+	}
+	return t.Type != "" && t.Type != "disabled"
+}
