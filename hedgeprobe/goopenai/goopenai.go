@@ -211,12 +211,13 @@ type RouteOptions struct {
 	// one with a refusal, tool calls or a non-text part cannot be
 	// continued, and the resume attempt fails with
 	// hedgeprobe.ErrCannotContinue (the resume is skipped; the call goes
-	// on). sse.ContinueFinalMessage and sse.ContinuePrefix
-	// need body fields go-openai cannot send: a route with either fails
-	// every attempt with ErrContinuation (use openaigo or sse.OpenAIRoute
-	// for vLLM, SGLang, DeepSeek or Mistral). A request for more than one
-	// choice (N above 1) never continues, whatever Continue says: a
-	// continuation would carry choice 0's text into every choice.
+	// on). sse.ContinueFinalMessage, sse.ContinuePrefix and
+	// sse.ContinuePrefixEcho need body fields go-openai cannot send: a
+	// route with any of them fails every attempt with ErrContinuation
+	// (use openaigo or sse.OpenAIRoute for vLLM, SGLang, DeepSeek or
+	// Mistral). A request for more than one choice (N above 1) never
+	// continues, whatever Continue says: a continuation would carry
+	// choice 0's text into every choice.
 	Continue sse.Continuation
 }
 

@@ -188,8 +188,8 @@ func (a Adapter[T]) CheckResumeCases(t *testing.T, route func(t *testing.T, up *
 // steady-prefix-echo profiles, which continue only with their switch and
 // answer afresh (the whole script again, which Resumed.Check rejects)
 // without it; the last repeats the prefix before the rest, which the
-// route must drop. route builds the
-// route of a profile with a continuation; read is the caller's loop.
+// route must drop. route builds the route of a profile with a
+// continuation; read is the caller's loop.
 func (a Adapter[T]) CheckResumeSwitches(t *testing.T, route func(t *testing.T, up *Upstream, profile string, how sse.Continuation) hedgeprobe.Route[T], read ReadFunc[T]) {
 	t.Helper()
 	up := Start(t)

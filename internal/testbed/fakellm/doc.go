@@ -11,7 +11,8 @@
 // assistant's, holding a prefix of the profile's script, gets only the
 // rest of the script, with the script's timing after that point; a
 // profile can require the OpenAI-compatible switch (continue_final_message
-// or "prefix": true) or refuse continuations with a status (400, as models
+// or "prefix": true), repeat the partial answer before the rest (as
+// Mistral does), or refuse continuations with a status (400, as models
 // without prefill do). See Continuation.
 //
 // A request picks its profile with the X-Fakellm-Profile header, or with a
