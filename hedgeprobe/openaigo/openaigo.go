@@ -236,7 +236,7 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 		case how == sse.ContinueFinalMessage && params.ExtraFields()["continue_final_message"] != true:
 			return params, opts, errAnsweredAfter
 		case how == sse.ContinuePrefixEcho:
-			return params, opts, errEchoAfterPrefill
+			return params, opts, prefill.ErrEchoAfterPrefill
 		}
 		m, err := extended(*msgs[last].OfAssistant, prefix)
 		if err != nil {
@@ -363,12 +363,6 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
 }
-
-// errEchoAfterPrefill: with sse.ContinuePrefixEcho, a request that ends
-// in an assistant message is not continued: the upstream repeated that
-// message in the delivered text too, and which part of it to send again
-// cannot be told from the text alone.
-var errEchoAfterPrefill = errors.New("the request ends in an assistant message, which an upstream that repeats the prefix repeated in the delivered text too")
 
 // echoDropped returns the Source of a resume attempt on an upstream that
 // repeats the prefix (sse.ContinuePrefixEcho): the content of its first

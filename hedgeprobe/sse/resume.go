@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -40,12 +39,6 @@ const (
 	// fails with hedgeprobe.ErrCannotContinue.
 	ContinuePrefixEcho
 )
-
-// errEchoAfterPrefill is why ContinuePrefixEcho does not continue a
-// request that ends in an assistant message: the answer repeated that
-// message, so the delivered text starts with it, and which part of it to
-// send again cannot be told from the text alone.
-var errEchoAfterPrefill = errors.New("the request ends in an assistant message, which an upstream that repeats the prefix repeated in the delivered text too")
 
 // echoDropped returns the Source of a resume attempt on an upstream that
 // repeats the prefix (ContinuePrefixEcho): the content of its first

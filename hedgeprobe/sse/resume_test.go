@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 )
 
 // TestOpenAIContinuationBody: each Continuation mode's body — the
@@ -91,8 +92,8 @@ func TestOpenAIContinuationExtendsPrefill(t *testing.T) {
 	}
 	// An upstream that repeats the prefix repeated the caller's prefill in
 	// the delivered text too: no continuation is built.
-	if b, err := openAIContinuation(plain, msgs, ContinuePrefixEcho, prefix); !errors.Is(err, errEchoAfterPrefill) {
-		t.Fatalf("echo after a prefill: body %s, err %v; want errEchoAfterPrefill", b, err)
+	if b, err := openAIContinuation(plain, msgs, ContinuePrefixEcho, prefix); !errors.Is(err, prefill.ErrEchoAfterPrefill) {
+		t.Fatalf("echo after a prefill: body %s, err %v; want ErrEchoAfterPrefill", b, err)
 	}
 }
 

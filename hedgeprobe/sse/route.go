@@ -264,7 +264,7 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 		case how == ContinueFinalMessage && body["continue_final_message"] != true:
 			return nil, errAnsweredAfter
 		case how == ContinuePrefixEcho:
-			return nil, errEchoAfterPrefill
+			return nil, prefill.ErrEchoAfterPrefill
 		}
 		out[n-1].Content += prefix
 		out[n-1].Prefix = marked

@@ -15,6 +15,7 @@ package prefill
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -102,6 +103,13 @@ func (e *Echo) Text(s string) string {
 		return e.prefix[:e.at] + s
 	}
 }
+
+// ErrEchoAfterPrefill is why an upstream that repeats the prefix is not
+// asked to continue a request that ends in an assistant message: its
+// first answer repeated that message, so the delivered text starts with
+// it, and which part of it to send again cannot be told from the text
+// alone.
+var ErrEchoAfterPrefill = errors.New("the request ends in an assistant message, which an upstream that repeats the prefix repeated in the delivered text too")
 
 // EchoDropped is the Source of a resume attempt on an upstream that
 // repeats the prefix: each item's text, as Text reads it, goes through
