@@ -88,7 +88,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	for _, s := range scenarios {
 		total += s.Calls
 	}
-	fmt.Printf("==> %d calls in %d scenarios; about 35 s, because one profile falls silent for 30 s on purpose\n", total, len(scenarios))
+	fmt.Printf("==> %d calls in %d scenarios; about 31 s, because one profile falls silent for 30 s on purpose\n", total, len(scenarios))
 	start := time.Now()
 	done := make(chan struct{})
 	go progress(done, start)

@@ -45,16 +45,16 @@ func waitMetrics(ctx context.Context, url string, calls int, timeout time.Durati
 		m, err := scrape(ctx, url)
 		if err == nil {
 			last = m
-			if int(sumCounter(m, callsName, nil)) >= calls {
+			if got, _ := sumCounter(m, callsName, nil); got >= float64(calls) {
 				return m, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			got := 0.0
-			if last != nil {
-				got = sumCounter(last, callsName, nil)
+			got, _ := sumCounter(last, callsName, nil)
+			if err != nil {
+				return nil, fmt.Errorf("the collector reported %v of %d calls after %s (last error: %w)", got, calls, timeout, err)
 			}
-			return nil, fmt.Errorf("the collector reported %v of %d calls after %s (last error: %v)", got, calls, timeout, err)
+			return nil, fmt.Errorf("the collector reported %v of %d calls after %s", got, calls, timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -71,6 +71,11 @@ func scrape(ctx context.Context, url string) (families, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		// An error page is no scrape: parsed, an empty one would read as
+		// "no calls yet" until the timeout.
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
 }
@@ -93,14 +98,16 @@ func match(m *dto.Metric, want map[string]string) bool {
 	return true
 }
 
-// sumCounter adds every series of a counter whose labels match want.
-func sumCounter(f families, name string, want map[string]string) float64 {
+// sumCounter adds every series of a counter whose labels match want, and
+// reports whether the collector exported the counter at all: a metric it
+// does not export is no measured zero.
+func sumCounter(f families, name string, want map[string]string) (float64, bool) {
 	mf := f[strings.TrimSuffix(name, "_total")]
 	if mf == nil {
 		mf = f[name]
 	}
 	if mf == nil {
-		return 0
+		return 0, false
 	}
 	var s float64
 	for _, m := range mf.GetMetric() {
@@ -108,7 +115,7 @@ func sumCounter(f families, name string, want map[string]string) float64 {
 			s += m.GetCounter().GetValue()
 		}
 	}
-	return s
+	return s, true
 }
 
 // byLabel sums a counter per value of one label.
@@ -159,7 +166,10 @@ func merged(f families, name string) hist {
 }
 
 // quantile interpolates linearly inside the bucket, as PromQL's
-// histogram_quantile does.
+// histogram_quantile does; like it, it has no estimate (NaN) without a
+// finite bucket, and it returns the highest finite bound for a rank in the
+// +Inf bucket. A rank no bucket reaches (a series without buckets merged
+// in) has no estimate either.
 func (h hist) quantile(q float64) float64 {
 	if h.count == 0 {
 		return math.NaN()
@@ -168,7 +178,10 @@ func (h hist) quantile(q float64) float64 {
 	lower, prev := 0.0, uint64(0)
 	for i, b := range h.bounds {
 		if float64(h.cum[i]) >= rank {
-			if math.IsInf(b, 1) {
+			switch {
+			case math.IsInf(b, 1) && i == 0:
+				return math.NaN()
+			case math.IsInf(b, 1):
 				return lower
 			}
 			in := float64(h.cum[i] - prev)
@@ -179,7 +192,7 @@ func (h hist) quantile(q float64) float64 {
 		}
 		lower, prev = b, h.cum[i]
 	}
-	return lower
+	return math.NaN()
 }
 
 func (h hist) mean() float64 {
@@ -244,33 +257,57 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 	gen, act := merged(f, genName), merged(f, activeName)
 	fmt.Fprintf(tw, "  generation per stream, mean\traw %s   active %s\n", secs(gen.mean()), secs(act.mean()))
 	share := "n/a"
-	if gen.sum > 0 {
-		share = fmt.Sprintf("%.1f %%", 100*(1-act.sum/gen.sum))
+	if s := 1 - act.sum/gen.sum; gen.count > 0 && act.count > 0 && gen.sum > 0 && !math.IsNaN(s) && !math.IsInf(s, 0) {
+		share = fmt.Sprintf("%.1f %%", 100*s)
 	}
 	fmt.Fprintf(tw, "  stall share of generation\t%s\n", share)
-	sd := merged(f, stallDur)
-	fmt.Fprintf(tw, "  stalls (upstream)\t%v segments, mean %s, %s in all; %v of %v streams stalled\n", sumCounter(f, stallsName, nil), secs(sd.mean()),
-		secs(sd.sum), sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"}), sumCounter(f, streamsName, nil))
-	if cs := merged(f, callStall); cs.count > 0 {
-		fmt.Fprintf(tw, "  stalls callers saw\t%v segments, %s in all over %d calls (a rescued call's wait before its rescue; a silence cut by the rescue is no upstream segment)\n",
-			sumCounter(f, callStalls, nil), secs(cs.sum), cs.count)
+	if stalls, ok := sumCounter(f, stallsName, nil); ok {
+		sd := merged(f, stallDur)
+		stalled, _ := sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"})
+		streams, ok := sumCounter(f, streamsName, nil)
+		fmt.Fprintf(tw, "  stalls (upstream)\t%s segments, mean %s, %s in all; %s of %s streams stalled\n", num(stalls, true), secs(sd.mean()),
+			secs(sd.sum), num(stalled, ok), num(streams, ok))
 	} else {
-		fmt.Fprintf(tw, "  stalls callers saw\tn/a: this collector does not report %s yet\n", semconv.MetricCallStallDuration)
+		fmt.Fprintf(tw, "  stalls (upstream)\t%s\n", notReported(semconv.MetricStalls))
 	}
-	fmt.Fprintf(tw, "  watchdog timeouts\tttft %v   stall %v\n", calls["ttft_timeout"], calls["stall_timeout"])
-	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%v   (hedgeprobe: %d)\n",
-		sumCounter(f, wastedName, nil), probe.WastedChunks)
-	fmt.Fprintf(tw, "  route ejections\t%v   (hedgeprobe: %d)\n", sumCounter(f, ejectionsName, nil), probe.Ejections)
+	if cs := merged(f, callStall); cs.count > 0 {
+		n, ok := sumCounter(f, callStalls, nil)
+		fmt.Fprintf(tw, "  stalls callers saw\t%s segments, %s in all over %d calls (a rescued call's wait before its rescue; a silence cut by the rescue is no upstream segment)\n",
+			num(n, ok), secs(cs.sum), cs.count)
+	} else {
+		fmt.Fprintf(tw, "  stalls callers saw\t%s\n", notReported(semconv.MetricCallStallDuration))
+	}
+	_, ok := sumCounter(f, callsName, nil)
+	fmt.Fprintf(tw, "  watchdog timeouts\tttft %s   stall %s\n", num(calls["ttft_timeout"], ok), num(calls["stall_timeout"], ok))
+	wasted, ok := sumCounter(f, wastedName, nil)
+	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%s   (hedgeprobe: %d)\n", num(wasted, ok), probe.WastedChunks)
+	ejections, ok := sumCounter(f, ejectionsName, nil)
+	fmt.Fprintf(tw, "  route ejections\t%s   (hedgeprobe: %d)\n", num(ejections, ok), probe.Ejections)
 	tw.Flush()
+}
+
+// notReported says a metric is missing from the scrape, so that an older
+// collector, or one without the connector, reads as such and not as zero.
+func notReported(metric string) string {
+	return "n/a: this collector does not report " + metric
 }
 
 func kv(m map[string]float64) string {
 	var parts []string
 	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		parts = append(parts, k+"="+num(v, true))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// num prints a sample value, or n/a where the metric is missing (ok
+// false) or the value is no number (a NaN or an infinity in the scrape).
+func num(v float64, ok bool) string {
+	if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%v", v)
 }
 
 func dur(d time.Duration) string {
@@ -281,7 +318,7 @@ func dur(d time.Duration) string {
 }
 
 func secs(v float64) string {
-	if math.IsNaN(v) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2fs", v)
