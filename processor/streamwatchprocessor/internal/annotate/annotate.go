@@ -145,9 +145,12 @@ func putSegment(attrs pcommon.Map, s *breakdown.Segment) {
 
 // StallSpans appends to dst one child span of parent per segment, named
 // semconv.StallSpanName, covering the silence. parent must stay valid while
-// dst grows: pdata spans are held by pointer, so it does.
+// dst grows: pdata spans are held by pointer, so it does. A parent without
+// a span id or trace id (invalid OTLP) gets none: its children would be
+// root spans, or belong to no trace; its stall events still carry the
+// segments.
 func StallSpans(parent ptrace.Span, segs []breakdown.Segment, dst ptrace.SpanSlice) {
-	if len(segs) == 0 {
+	if len(segs) == 0 || parent.SpanID().IsEmpty() || parent.TraceID().IsEmpty() {
 		return
 	}
 	dst.EnsureCapacity(dst.Len() + len(segs))

@@ -74,6 +74,27 @@ func TestStallSpans(t *testing.T) {
 	}, s.Attributes().AsRaw())
 }
 
+// A parent without a span id or a trace id gets no stall span: the span
+// would be a root span, or in no trace.
+func TestStallSpansOfInvalidParent(t *testing.T) {
+	for name, ids := range map[string]struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}{
+		"no span id":  {trace: pcommon.TraceID{9}},
+		"no trace id": {span: pcommon.SpanID{7}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spans := ptrace.NewSpanSlice()
+			parent := spans.AppendEmpty()
+			parent.SetTraceID(ids.trace)
+			parent.SetSpanID(ids.span)
+			StallSpans(parent, []breakdown.Segment{{StartUs: 2000, DurationUs: 5000, AfterChunk: 4}}, spans)
+			assert.Equal(t, 1, spans.Len())
+		})
+	}
+}
+
 // TestFigureCountIsWhatFiguresWrites: the attribute array is sized by
 // figureCount, so it must count exactly the attributes Figures adds, for
 // every combination of present and absent figures.
