@@ -129,11 +129,14 @@ const (
 	EventTimeoutMs = attribute.Key("streamwatch.watchdog.timeout_ms")
 	// EventThrottleReason is "budget" or "pushback".
 	EventThrottleReason = attribute.Key("streamwatch.hedge.throttle_reason")
-	// EventResumeReason says why a resume was skipped: "budget",
-	// "max_attempts", "no_route" (no route can continue), "not_resumable"
-	// (the delivered items cannot be continued, e.g. a tool call in
-	// progress), "too_long" (the delivered text passed the memory bound) or
-	// "build" (the continuation request could not be built).
+	// EventResumeReason says why a resume was skipped: "max_attempts",
+	// "no_route" (no route can continue), "not_resumable" (the delivered
+	// items cannot be continued, e.g. a tool call in progress), "too_long"
+	// (the delivered text passed the memory bound), "refused" (the route
+	// answered the continuation with a fatal error) or "build" (the
+	// continuation request could not be built). A resume the hedge budget
+	// refuses is a streamwatch.hedge.throttled event (EventThrottleReason
+	// "budget"), not a skip.
 	EventResumeReason = attribute.Key("streamwatch.resume.reason")
 	// EventEjectionMs is how long a route is ejected for, in milliseconds.
 	EventEjectionMs = attribute.Key("streamwatch.route.ejection_ms")
