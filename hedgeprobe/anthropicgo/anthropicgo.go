@@ -131,16 +131,19 @@ type RouteOptions struct {
 	TapKeepalives bool
 	// Prefill says the model accepts a trailing assistant message (a
 	// prefill) and continues it: the route can resume (Route.Continues,
-	// docs/design.md §2 rule 10). A resume attempt sends the delivered
-	// text as the prefill, less its trailing whitespace (Anthropic refuses
-	// a prefill that ends in whitespace), and drops that whitespace from
-	// the start of the continuation where the model repeats it, so the
-	// caller reads it once. Newer Claude models refuse prefill with a 400:
-	// a resume there fails as refused, and the route is not asked again
-	// for a while. Params that turn extended thinking on (Thinking, or a
-	// "thinking" extra field, other than disabled) never resume, whatever
-	// Prefill says: Anthropic takes no prefill with it. RequestOptions are
-	// not looked into: thinking set there needs Prefill off.
+	// docs/design.md §2 rule 10). A resume attempt sends the delivered text
+	// as the prefill, less its trailing whitespace (Anthropic refuses a
+	// prefill that ends in whitespace), and drops that whitespace from the
+	// start of the continuation where the model repeats it, so the caller
+	// reads it once. Params that already end in an assistant message (the
+	// caller's own prefill) are resumed with that message's last text block
+	// extended by the delivered text. Newer Claude models refuse prefill
+	// with a 400: a resume there fails as refused, and the route is not
+	// asked again for a while. Params that turn extended thinking on
+	// (Thinking, or a "thinking" extra field, other than disabled) never
+	// resume, whatever Prefill says: Anthropic takes no prefill with it.
+	// RequestOptions are not looked into: thinking set there needs Prefill
+	// off.
 	Prefill bool
 }
 
@@ -165,7 +168,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			// and the cut whitespace is dropped from that.
 			var sent string
 			if sent, cut = prefill.Trim(a.Prefix); sent != "" {
-				params.Messages = append(slices.Clip(params.Messages), anthropic.NewAssistantMessage(anthropic.NewTextBlock(sent)))
+				params.Messages = continuation(params.Messages, sent)
 			}
 		}
 		var resp *http.Response
@@ -194,6 +197,31 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 		r = sse.KeepaliveRoute(r)
 	}
 	return r
+}
+
+// continuation returns msgs ending in an assistant message whose text
+// ends in sent. When msgs already end in an assistant message (the
+// caller's own prefill), sent extends it — its last text block, or a new
+// one after its last block — since the model continued that message; a
+// second assistant message would be merged into it by Anthropic's API but
+// not by every compatible server. msgs and its messages are not modified.
+func continuation(msgs []anthropic.MessageParam, sent string) []anthropic.MessageParam {
+	n := len(msgs)
+	if n == 0 || msgs[n-1].OfAssistant == nil {
+		return append(slices.Clip(msgs), anthropic.NewAssistantMessage(anthropic.NewTextBlock(sent)))
+	}
+	out := slices.Clone(msgs)
+	last := *out[n-1].OfAssistant
+	last.Content = slices.Clone(last.Content)
+	if k := len(last.Content); k > 0 && last.Content[k-1].OfText != nil {
+		text := *last.Content[k-1].OfText
+		text.Text += sent
+		last.Content[k-1].OfText = &text
+	} else {
+		last.Content = append(last.Content, anthropic.NewTextBlock(sent))
+	}
+	out[n-1].OfAssistant = &last
+	return out
 }
 
 // continued is the Source of a resume attempt. Its text deltas lose the

@@ -1,6 +1,7 @@
 package anthropicgo_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -53,6 +54,20 @@ func TestResume(t *testing.T) {
 	adapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[anthropicgo.Event] {
 		return anthropicgo.Route(r.Profile, newClient(t, up, r.Profile, false), params, anthropicgo.RouteOptions{Prefill: r.Continues})
 	}, accumulateText)
+}
+
+// TestResumeAfterCallerPrefill: params that end in the caller's own
+// assistant message are resumed with that message extended by the
+// delivered text, not followed by a second assistant message.
+func TestResumeAfterCallerPrefill(t *testing.T) {
+	p := params
+	p.Messages = append(slices.Clip(p.Messages), anthropic.NewAssistantMessage(anthropic.NewTextBlock(adaptertest.CallerPrefill)))
+	adapter.CheckResumeAfterCallerPrefill(t, func(t *testing.T, up *adaptertest.Upstream, profile string) hedgeprobe.Route[anthropicgo.Event] {
+		return anthropicgo.Route(profile, newClient(t, up, profile, false), p, anthropicgo.RouteOptions{Prefill: true})
+	}, accumulateText)
+	if got := p.Messages[1].OfAssistant.Content[0].OfText.Text; got != adaptertest.CallerPrefill {
+		t.Fatalf("the caller's prefill changed: %q", got)
+	}
 }
 
 // TestItemsText: text deltas and a text block's start are answer text;

@@ -2,6 +2,7 @@ package goopenai_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -19,6 +20,17 @@ import (
 func TestResume(t *testing.T) {
 	adapter.CheckResumeCases(t, func(t *testing.T, up *adaptertest.Upstream, r adaptertest.RouteSpec) hedgeprobe.Route[goopenai.Chunk] {
 		return goopenai.Route(r.Profile, newClient(t, up, r.Profile, false), req, goopenai.RouteOptions{Continue: r.Continuation()})
+	}, recvText)
+}
+
+// TestResumeAfterCallerPrefill: a request that ends in the caller's own
+// assistant message is resumed with that message extended by the
+// delivered text.
+func TestResumeAfterCallerPrefill(t *testing.T) {
+	r := req
+	r.Messages = append(slices.Clip(r.Messages), openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: adaptertest.CallerPrefill})
+	adapter.CheckResumeAfterCallerPrefill(t, func(t *testing.T, up *adaptertest.Upstream, profile string) hedgeprobe.Route[goopenai.Chunk] {
+		return goopenai.Route(profile, newClient(t, up, profile, false), r, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
 	}, recvText)
 }
 

@@ -1,6 +1,7 @@
 package openaigo_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -26,6 +27,17 @@ func TestResume(t *testing.T) {
 // theirs, and answer afresh (the whole script again) without it.
 func TestResumeSwitches(t *testing.T) {
 	adapter.CheckResumeSwitches(t, route, readText)
+}
+
+// TestResumeAfterCallerPrefill: params that end in the caller's own
+// assistant message are resumed with that message extended by the
+// delivered text.
+func TestResumeAfterCallerPrefill(t *testing.T) {
+	p := params
+	p.Messages = append(slices.Clip(p.Messages), openai.AssistantMessage(adaptertest.CallerPrefill))
+	adapter.CheckResumeAfterCallerPrefill(t, func(t *testing.T, up *adaptertest.Upstream, profile string) hedgeprobe.Route[openaigo.Chunk] {
+		return openaigo.Route(profile, newClient(t, up, profile, false), p, openaigo.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+	}, readText)
 }
 
 // route is the openai-go route of one fakellm profile that continues in

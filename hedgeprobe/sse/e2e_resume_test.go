@@ -72,6 +72,25 @@ func TestE2EResumeAnthropic(t *testing.T) {
 	}, itemsText(sse.AnthropicItems, nil))
 }
 
+// TestE2EResumeAfterCallerPrefill: a request that ends in the caller's own
+// assistant message is resumed as one assistant message — the caller's,
+// extended by the delivered text — on both dialects.
+func TestE2EResumeAfterCallerPrefill(t *testing.T) {
+	msgs := []sse.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: adaptertest.CallerPrefill}}
+	t.Run("anthropic", func(t *testing.T) {
+		anthropicAdapter.CheckResumeAfterCallerPrefill(t, func(t *testing.T, up *adaptertest.Upstream, profile string) hedgeprobe.Route[sse.AnthropicEvent] {
+			return sse.AnthropicRoute(profile, sse.AnthropicRequest{BaseURL: up.ProfileURL(profile), APIKey: "test", Model: "claude-fake",
+				Messages: msgs, Client: client(t), Prefill: true})
+		}, itemsText(sse.AnthropicItems, nil))
+	})
+	t.Run("openai", func(t *testing.T) {
+		openAIAdapter.CheckResumeAfterCallerPrefill(t, func(t *testing.T, up *adaptertest.Upstream, profile string) hedgeprobe.Route[sse.ChatChunk] {
+			return sse.OpenAIRoute(profile, sse.OpenAIRequest{BaseURL: up.ProfileURL(profile) + "/v1", APIKey: "test", Model: "fake-model",
+				Messages: msgs, Client: client(t), Continue: sse.ContinueTrailingAssistant})
+		}, itemsText(sse.OpenAIItems, chatID))
+	})
+}
+
 // openAIResumeRoute is the raw OpenAI route of one fakellm profile that
 // continues in the way how.
 func openAIResumeRoute(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Continuation) hedgeprobe.Route[sse.ChatChunk] {

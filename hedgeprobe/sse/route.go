@@ -146,11 +146,13 @@ type AnthropicRequest struct {
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
 	// Prefill says the model accepts a trailing assistant message (a
-	// prefill) and continues it: the route can resume. Newer Claude models
-	// refuse prefill with a 400; a resume there fails as refused and the
-	// route is not asked again for a while. A request that turns extended
-	// thinking on (Params["thinking"] of any type but "disabled") never
-	// resumes, whatever Prefill says: Anthropic takes no prefill with it.
+	// prefill) and continues it: the route can resume. A request that
+	// already ends in one (the caller's own prefill) is resumed with that
+	// message extended by the delivered text. Newer Claude models refuse
+	// prefill with a 400; a resume there fails as refused and the route is
+	// not asked again for a while. A request that turns extended thinking
+	// on (Params["thinking"] of any type but "disabled") never resumes,
+	// whatever Prefill says: Anthropic takes no prefill with it.
 	Prefill bool
 }
 
@@ -204,9 +206,8 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 				var sent string
 				sent, cut = prefill.Trim(a.Prefix)
 				if sent != "" {
-					msgs := append(append([]Message(nil), req.Messages...), Message{Role: "assistant", Content: sent})
 					var err error
-					if buf, err = marshalWith(body, "messages", msgs); err != nil {
+					if buf, err = marshalWith(body, "messages", anthropicContinuation(req.Messages, sent)); err != nil {
 						return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 					}
 				}
@@ -222,6 +223,21 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			return src, nil
 		},
 	}
+}
+
+// anthropicContinuation returns msgs ending in an assistant message that
+// carries sent. When msgs already end in one (the caller's own prefill),
+// sent extends it: the model continued that message, so the delivered text
+// follows it in the same one. (Anthropic's API merges consecutive
+// assistant turns, but a compatible server need not: one that continues
+// only the last message would take sent alone for the whole answer.)
+func anthropicContinuation(msgs []Message, sent string) []Message {
+	out := append(make([]Message, 0, len(msgs)+1), msgs...)
+	if n := len(out); n > 0 && out[n-1].Role == "assistant" {
+		out[n-1].Content += sent
+		return out
+	}
+	return append(out, Message{Role: "assistant", Content: sent})
 }
 
 // manyChoices reports whether params ask for more than one choice: an

@@ -214,6 +214,40 @@ func (a Adapter[T]) CheckResumeSwitches(t *testing.T, route func(t *testing.T, u
 	}
 }
 
+// CallerPrefill is the caller's own prefill in CheckResumeAfterCallerPrefill:
+// the script's first three words, without the space after them (Anthropic
+// refuses a prefill that ends in whitespace).
+var CallerPrefill = strings.TrimRight(fakellm.Script(3), " ")
+
+// CheckResumeAfterCallerPrefill checks a resume of a request that already
+// ends in an assistant message, the caller's own prefill (CallerPrefill):
+// the "stall" route, continued after its silence on "steady", must send
+// the delivered text as the continuation of that message — one assistant
+// message, as fakellm (like many compatible servers) continues only the
+// last one and refuses a partial answer that is not a prefix of the
+// script. The caller reads the rest of the script byte for byte. route
+// builds the route of a profile on a request ending in CallerPrefill, as
+// one that continues; read is the caller's loop.
+func (a Adapter[T]) CheckResumeAfterCallerPrefill(t *testing.T, route func(t *testing.T, up *Upstream, profile string) hedgeprobe.Route[T], read ReadFunc[T]) {
+	t.Helper()
+	up := Start(t)
+	res := a.ResumeCall(t, ResumeConfig, read, route(t, up, "stall"), route(t, up, "steady"))
+	want := []WantAttempt{
+		{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
+		{hedgeprobe.TriggerResume, "steady", hedgeprobe.AttemptWinner},
+	}
+	for i, at := range res.Stats.Attempts {
+		if at.Err != nil {
+			t.Logf("attempt %d: %v", i, at.Err)
+		}
+	}
+	// What the caller has: its prefill, the script's first 3 chunks, and
+	// the answer, the other 37.
+	res.Text = CallerPrefill + res.Text
+	res.Stats.ChunksDelivered += 3
+	res.Check(t, ResumeCase{Attempts: want})
+}
+
 // Resumed is what a resume scenario's call produced.
 type Resumed struct {
 	// Stats are the stream's Stats after the loop.
