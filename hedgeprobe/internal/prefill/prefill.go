@@ -17,12 +17,24 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
-// whitespace is what Anthropic counts as trailing whitespace.
-const whitespace = " \t\r\n"
+// trailingSpace reports whether r is cut from the end of a prefill.
+// Anthropic does not document which characters its check counts; the
+// clients that strip a prefill for it use Python's str.rstrip or
+// JavaScript's trimEnd, which between them strip Unicode's white space
+// (NBSP and the ideographic space U+3000 too), U+001C–U+001F and U+FEFF.
+// All of them are cut: cutting one the check would have let through costs
+// nothing, since the caller keeps what was delivered and Uncut drops only
+// what the continuation repeats, while leaving one it refuses would cost
+// the resume and turn the route away for ResumeRefusedFor.
+func trailingSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == '\uFEFF' || r >= 0x1c && r <= 0x1f
+}
 
 // Trim splits a partial answer into what may be sent as the prefill and
 // the trailing whitespace cut from it. sent is empty when prefix is
@@ -30,7 +42,7 @@ const whitespace = " \t\r\n"
 // empty assistant message is refused too), and the model's answer,
 // continued from nothing, loses the whitespace the caller has.
 func Trim(prefix string) (sent, cut string) {
-	sent = strings.TrimRight(prefix, whitespace)
+	sent = strings.TrimRightFunc(prefix, trailingSpace)
 	return sent, prefix[len(sent):]
 }
 
@@ -49,10 +61,16 @@ func (u *Uncut) Pending() bool { return u.cut != "" }
 
 // Text returns what is left of the text delta s once the repeated
 // whitespace is dropped. When the continuation goes its own way (a
-// character that is not the next one cut), nothing more is dropped.
+// character that is not the next one cut), nothing more is dropped. It
+// compares whole characters: U+3001 after a cut U+3000 shares its first
+// two bytes, and loses none of them.
 func (u *Uncut) Text(s string) string {
-	for u.cut != "" && s != "" && s[0] == u.cut[0] {
-		s, u.cut = s[1:], u.cut[1:]
+	for u.cut != "" && s != "" {
+		_, n := utf8.DecodeRuneInString(u.cut) // cut is whole characters: Trim cut them
+		if !strings.HasPrefix(s, u.cut[:n]) {
+			break
+		}
+		s, u.cut = s[n:], u.cut[n:]
 	}
 	if s != "" {
 		u.cut = ""

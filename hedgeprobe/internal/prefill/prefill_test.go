@@ -3,6 +3,7 @@ package prefill
 import (
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // TestTrim: only trailing whitespace is cut; leading and inner whitespace
@@ -12,7 +13,11 @@ func TestTrim(t *testing.T) {
 		{"lorem ipsum ", "lorem ipsum", " "},
 		{"lorem ipsum", "lorem ipsum", ""},
 		{" a \t\r\n \n", " a", " \t\r\n \n"},
-		{"a\u00a0", "a\u00a0", ""}, // not whitespace to Anthropic's check
+		{"a\u00a0", "a", "\u00a0"},
+		{"終わり\u3000", "終わり", "\u3000"},
+		{"a\v\f\u0085\u2028\u202f\u205f\ufeff\x1f", "a", "\v\f\u0085\u2028\u202f\u205f\ufeff\x1f"},
+		{"a\u200b", "a\u200b", ""}, // a zero-width space is no white space to either
+		{"a\xff ", "a\xff", " "},    // invalid UTF-8 is no white space
 		{"\n\n", "", "\n\n"},
 		{"", "", ""},
 	} {
@@ -42,10 +47,14 @@ func TestUncutJoin(t *testing.T) {
 		{"nothing cut", "a", []string{" b", " c"}, "a b c"},
 		{"whitespace only delivered", "\n\n", []string{"\n\nHello", "\n\n"}, "\n\nHello\n\n"},
 		{"repeat inside a later delta is kept", "a ", []string{"b", " "}, "a b "},
+		{"ideographic space repeated", "終わり\u3000", []string{"\u3000次", "へ"}, "終わり\u3000次へ"},
+		// U+3001 shares U+3000's first two bytes: none of them is lost.
+		{"a character sharing the cut's first bytes", "終わり\u3000", []string{"\u3001次"}, "終わり\u3000\u3001次"},
+		{"NBSP then a newline, the NBSP repeated", "a\u00a0\n", []string{"\u00a0b"}, "a\u00a0\nb"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sent, cut := Trim(tc.delivered)
-			if strings.TrimRight(sent, whitespace) != sent {
+			if strings.TrimRightFunc(sent, unicode.IsSpace) != sent {
 				t.Fatalf("sent %q ends in whitespace", sent)
 			}
 			u := NewUncut(cut)
