@@ -299,12 +299,13 @@ var (
 	errNotText = errors.New("the request ends in an assistant message with a refusal, tool calls or audio, which cannot be continued")
 )
 
-// finished returns the terminal test of a stream: the chunk after which
-// every choice has its finish_reason (streamend.Choices).
+// finished returns the terminal test of a stream: whether every choice
+// seen so far has its finish_reason (streamend.Choices), after each chunk
+// — a chunk without choices (usage) leaves the answer as it was.
 func finished() func(Chunk) bool {
 	var choices streamend.Choices
+	complete := false
 	return func(c Chunk) bool {
-		complete := false
 		for _, ch := range c.Choices {
 			complete = choices.Add(ch.Index, ch.FinishReason != "")
 		}

@@ -154,6 +154,12 @@ var ChatReplyCases = []ReplyCase{
 			"data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
 			"data: {\"id\":\"c\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\" and\"}}]}\n\n"},
 		Check: cutShort},
+	// The first choice's finish is no end while a second choice, first
+	// seen after it, has none.
+	{Name: "a choice first seen after another finished, cut short", Reply: Reply{ContentType: "text/event-stream",
+		Body: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"A\"},\"finish_reason\":\"stop\"}]}\n\n" +
+			"data: {\"id\":\"c\",\"choices\":[{\"index\":1,\"delta\":{\"content\":\"B\"}}]}\n\n"},
+		Check: cutShort},
 	{Name: "502 with a long page", Reply: Reply{Status: 502, ContentType: "text/html",
 		Body: strings.Repeat("é", 40<<10)}, Check: func(t testing.TB, err error) {
 		var ue *sse.UpstreamError

@@ -63,8 +63,10 @@ type Checked[T any] struct {
 	Provider string
 	// MapError types the stream's error for hedging; nil keeps it.
 	MapError func(error) error
-	// Terminal reports the stream's terminal item (a finish_reason,
-	// message_stop).
+	// Terminal reports whether the stream is complete once it has read
+	// the item (every choice has its finish_reason, message_stop). Its
+	// answer for the latest item counts: with n > 1 one choice's finish
+	// makes the stream complete until another choice's text comes.
 	Terminal func(T) bool
 	// CloseAtEnd closes the wrapped stream as soon as it ends, releasing
 	// its connection before hedgeprobe's own Close.
@@ -111,8 +113,8 @@ func (s *Checked[T]) Next() bool {
 		return false
 	}
 	s.items++
-	if s.Terminal != nil && s.Terminal(s.Source.Current()) {
-		s.terminal = true
+	if s.Terminal != nil {
+		s.terminal = s.Terminal(s.Source.Current())
 	}
 	return true
 }
