@@ -11,6 +11,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
@@ -136,14 +137,17 @@ type RouteOptions struct {
 	// prefill that ends in whitespace), and drops that whitespace from the
 	// start of the continuation where the model repeats it, so the caller
 	// reads it once. Params that already end in an assistant message (the
-	// caller's own prefill) are resumed with that message's last text block
-	// extended by the delivered text. Newer Claude models refuse prefill
-	// with a 400: a resume there fails as refused, and the route is not
-	// asked again for a while. Params that turn extended thinking on
-	// (Thinking, or a "thinking" extra field, other than disabled) never
-	// resume, whatever Prefill says: Anthropic takes no prefill with it.
-	// RequestOptions are not looked into: thinking set there needs Prefill
-	// off.
+	// caller's own prefill) are resumed with that message extended by the
+	// delivered text: in its last text block, or in a block of its own
+	// after a block that is not text or is marked for caching (a message
+	// written as an override or with extra fields is followed by a second
+	// assistant message instead, which Anthropic's API merges). Newer
+	// Claude models refuse prefill with a 400: a resume there fails as
+	// refused, and the route is not asked again for a while. Params that
+	// turn extended thinking on (Thinking, or a "thinking" extra field,
+	// other than disabled) never resume, whatever Prefill says: Anthropic
+	// takes no prefill with it. RequestOptions are not looked into:
+	// thinking set there needs Prefill off.
 	Prefill bool
 }
 
@@ -201,19 +205,24 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 
 // continuation returns msgs ending in an assistant message whose text
 // ends in sent. When msgs already end in an assistant message (the
-// caller's own prefill), sent extends it — its last text block, or a new
-// one after its last block — since the model continued that message; a
-// second assistant message would be merged into it by Anthropic's API but
-// not by every compatible server. msgs and its messages are not modified.
+// caller's own prefill), sent extends it, since the model continued that
+// message: a second assistant message would be merged into it by
+// Anthropic's API but not by every compatible server. Its last text block
+// takes sent, unless it carries cache_control (the cached prefix would
+// change: sent goes in a text block of its own after it), or the last
+// block is not text. A message or block the caller wrote as an override
+// or with extra fields sends those, not the fields changed here: sent
+// then goes as a second assistant message, as before. msgs and its
+// messages are not modified.
 func continuation(msgs []anthropic.MessageParam, sent string) []anthropic.MessageParam {
 	n := len(msgs)
-	if n == 0 || msgs[n-1].OfAssistant == nil {
+	if n == 0 || msgs[n-1].OfAssistant == nil || !sendsFields(msgs[n-1]) || !sendsFields(*msgs[n-1].OfAssistant) {
 		return append(slices.Clip(msgs), anthropic.NewAssistantMessage(anthropic.NewTextBlock(sent)))
 	}
 	out := slices.Clone(msgs)
 	last := *out[n-1].OfAssistant
 	last.Content = slices.Clone(last.Content)
-	if k := len(last.Content); k > 0 && last.Content[k-1].OfText != nil {
+	if k := len(last.Content); k > 0 && extendable(last.Content[k-1]) {
 		text := *last.Content[k-1].OfText
 		text.Text += sent
 		last.Content[k-1].OfText = &text
@@ -222,6 +231,24 @@ func continuation(msgs []anthropic.MessageParam, sent string) []anthropic.Messag
 	}
 	out[n-1].OfAssistant = &last
 	return out
+}
+
+// extendable reports whether b is a text block sent from its fields and
+// not marked for caching, whose text sent can extend.
+func extendable(b anthropic.ContentBlockParamUnion) bool {
+	t := b.OfText
+	return t != nil && sendsFields(b) && sendsFields(*t) && param.IsOmitted(t.CacheControl)
+}
+
+// sendsFields reports whether a param struct is sent as its fields say:
+// one set by param.Override or SetJSON is sent as that value, and extra
+// fields are sent beside (or over) the fields.
+func sendsFields(p interface {
+	Overrides() (any, bool)
+	ExtraFields() map[string]any
+}) bool {
+	_, overridden := p.Overrides()
+	return !overridden && len(p.ExtraFields()) == 0
 }
 
 // continued is the Source of a resume attempt. Its text deltas lose the
