@@ -239,16 +239,26 @@ func hedges(r workload.Result) string {
 func printCollector(w io.Writer, f families, probe workload.Result) {
 	fmt.Fprintln(w, "\nWhat the collector measured (read back from its Prometheus endpoint):")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	_, reporting := sumCounter(f, callsName, nil)
 	calls := byLabel(f, callsName, "streamwatch_outcome", nil)
-	fmt.Fprintf(tw, "  calls\t%s\n", kv(calls))
 	trig := byLabel(f, hedgesName, "streamwatch_attempt_trigger", nil)
 	wins := byLabel(f, hedgesName, "streamwatch_attempt_trigger", map[string]string{"streamwatch_attempt_outcome": "winner"})
 	var hs []string
 	for k, v := range trig {
-		hs = append(hs, fmt.Sprintf("%s=%v (won %v)", k, v, wins[k]))
+		hs = append(hs, fmt.Sprintf("%s=%s (won %s)", k, num(v, true), num(wins[k], true)))
 	}
 	sort.Strings(hs)
-	fmt.Fprintf(tw, "  hedges by trigger\t%s\n", strings.Join(hs, " "))
+	switch {
+	case !reporting:
+		fmt.Fprintf(tw, "  calls\t%s\n", notReported(semconv.MetricCalls))
+		fmt.Fprintf(tw, "  hedges by trigger\tn/a\n")
+	case len(hs) == 0:
+		fmt.Fprintf(tw, "  calls\t%s\n", kv(calls))
+		fmt.Fprintf(tw, "  hedges by trigger\tnone\n")
+	default:
+		fmt.Fprintf(tw, "  calls\t%s\n", kv(calls))
+		fmt.Fprintf(tw, "  hedges by trigger\t%s\n", strings.Join(hs, " "))
+	}
 	ttft := merged(f, ttftName)
 	fmt.Fprintf(tw, "  time to first chunk (caller)\tp50 %s   p99 %s   estimated: interpolated in the GenAI buckets, as histogram_quantile does\n",
 		secs(ttft.quantile(0.5)), secs(ttft.quantile(0.99)))
@@ -261,29 +271,33 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 		share = fmt.Sprintf("%.1f %%", 100*s)
 	}
 	fmt.Fprintf(tw, "  stall share of generation\t%s\n", share)
-	if stalls, ok := sumCounter(f, stallsName, nil); ok {
+	if reporting {
 		sd := merged(f, stallDur)
-		stalled, _ := sumCounter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"})
-		streams, ok := sumCounter(f, streamsName, nil)
-		fmt.Fprintf(tw, "  stalls (upstream)\t%s segments, mean %s, %s in all; %s of %s streams stalled\n", num(stalls, true), secs(sd.mean()),
-			secs(sd.sum), num(stalled, ok), num(streams, ok))
+		stalled := counter(f, streamsName, map[string]string{"streamwatch_stalled": "yes"})
+		fmt.Fprintf(tw, "  stalls (upstream)\t%s segments, mean %s, %s in all; %s of %s streams stalled\n",
+			num(counter(f, stallsName, nil), true), secs(sd.mean()), secs(sd.sum), num(stalled, true), num(counter(f, streamsName, nil), true))
 	} else {
-		fmt.Fprintf(tw, "  stalls (upstream)\t%s\n", notReported(semconv.MetricStalls))
+		fmt.Fprintf(tw, "  stalls (upstream)\tn/a\n")
 	}
 	if cs := merged(f, callStall); cs.count > 0 {
-		n, ok := sumCounter(f, callStalls, nil)
 		fmt.Fprintf(tw, "  stalls callers saw\t%s segments, %s in all over %d calls (a rescued call's wait before its rescue; a silence cut by the rescue is no upstream segment)\n",
-			num(n, ok), secs(cs.sum), cs.count)
+			num(counter(f, callStalls, nil), true), secs(cs.sum), cs.count)
 	} else {
 		fmt.Fprintf(tw, "  stalls callers saw\t%s\n", notReported(semconv.MetricCallStallDuration))
 	}
-	_, ok := sumCounter(f, callsName, nil)
-	fmt.Fprintf(tw, "  watchdog timeouts\tttft %s   stall %s\n", num(calls["ttft_timeout"], ok), num(calls["stall_timeout"], ok))
-	wasted, ok := sumCounter(f, wastedName, nil)
-	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%s   (hedgeprobe: %d)\n", num(wasted, ok), probe.WastedChunks)
-	ejections, ok := sumCounter(f, ejectionsName, nil)
-	fmt.Fprintf(tw, "  route ejections\t%s   (hedgeprobe: %d)\n", num(ejections, ok), probe.Ejections)
+	fmt.Fprintf(tw, "  watchdog timeouts\tttft %s   stall %s\n", num(calls["ttft_timeout"], reporting), num(calls["stall_timeout"], reporting))
+	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%s   (hedgeprobe: %d)\n", num(counter(f, wastedName, nil), reporting), probe.WastedChunks)
+	fmt.Fprintf(tw, "  route ejections\t%s   (hedgeprobe: %d)\n", num(counter(f, ejectionsName, nil), reporting), probe.Ejections)
 	tw.Flush()
+}
+
+// counter is sumCounter for a collector that reports calls: the
+// connector makes a counter's series at its first count, so a counter
+// with no series there is a measured zero. (Where the collector reports
+// no calls counter either, the report says n/a instead.)
+func counter(f families, name string, want map[string]string) float64 {
+	v, _ := sumCounter(f, name, want)
+	return v
 }
 
 // notReported says a metric is missing from the scrape, so that an older

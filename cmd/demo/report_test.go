@@ -51,7 +51,9 @@ streamwatch_generation_duration_seconds_count 2
 
 // A figure the collector did not export, or exported as no number, reads
 // n/a: never a measured-looking zero beside hedgeprobe's figure, never
-// "100 %" of generation stalled, never NaN.
+// "100 %" of generation stalled, never NaN. A counter without series from
+// a collector that reports calls is a zero: the connector makes a series
+// at its first count.
 func TestReportMissingFigures(t *testing.T) {
 	probe := workload.Result{WastedChunks: 30, Ejections: 2, Outcomes: map[hedgeprobe.Outcome]int{}}
 	for _, tc := range []struct {
@@ -60,10 +62,11 @@ func TestReportMissingFigures(t *testing.T) {
 	}{
 		{"only the calls counter", scrapeCalls, map[string]string{
 			"calls":                           "ok=3",
+			"hedges by trigger":               "none",
 			"stall share of generation":       "n/a",
-			"stalls (upstream)":               "n/a: this collector does not report streamwatch.stalls",
-			"wasted chunks (never delivered)": "n/a   (hedgeprobe: 30)",
-			"route ejections":                 "n/a   (hedgeprobe: 2)",
+			"stalls (upstream)":               "0 segments, mean n/a, 0.00s in all; 0 of 0 streams stalled",
+			"wasted chunks (never delivered)": "0   (hedgeprobe: 30)",
+			"route ejections":                 "0   (hedgeprobe: 2)",
 			"watchdog timeouts":               "ttft 0   stall 0",
 			"time to first chunk (caller)":    "p50 n/a   p99 n/a",
 			"generation per stream, mean":     "raw n/a   active n/a",
@@ -76,6 +79,8 @@ func TestReportMissingFigures(t *testing.T) {
 streamwatch_calls_total{streamwatch_outcome="ok"} NaN
 # TYPE streamwatch_route_ejections_total counter
 streamwatch_route_ejections_total +Inf
+# TYPE streamwatch_hedges_total counter
+streamwatch_hedges_total{streamwatch_attempt_trigger="stall",streamwatch_attempt_outcome="winner"} NaN
 ` + scrapeGen + `# TYPE streamwatch_generation_active_duration_seconds histogram
 streamwatch_generation_active_duration_seconds_bucket{le="+Inf"} 2
 streamwatch_generation_active_duration_seconds_sum NaN
@@ -84,9 +89,15 @@ streamwatch_generation_active_duration_seconds_count 2
 			"calls":                     "ok=n/a",
 			"stall share of generation": "n/a",
 			"route ejections":           "n/a   (hedgeprobe: 2)",
+			"hedges by trigger":         "stall=n/a (won n/a)",
 		}},
 		{"nothing", "", map[string]string{
-			"watchdog timeouts": "ttft n/a   stall n/a",
+			"calls":                           "n/a: this collector does not report streamwatch.calls",
+			"hedges by trigger":               "n/a",
+			"stalls (upstream)":               "n/a",
+			"wasted chunks (never delivered)": "n/a   (hedgeprobe: 30)",
+			"route ejections":                 "n/a   (hedgeprobe: 2)",
+			"watchdog timeouts":               "ttft n/a   stall n/a",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
