@@ -28,12 +28,15 @@ import (
 // clients that strip a prefill for it use Python's str.rstrip or
 // JavaScript's trimEnd, which between them strip Unicode's white space
 // (NBSP and the ideographic space U+3000 too), U+001C–U+001F and U+FEFF.
-// All of them are cut: cutting one the check would have let through costs
-// nothing, since the caller keeps what was delivered and Uncut drops only
-// what the continuation repeats, while leaving one it refuses would cost
-// the resume and turn the route away for ResumeRefusedFor.
+// All of them are cut. Cutting one the check would have let through
+// loses no text — the caller keeps what was delivered, and Uncut drops
+// only what the continuation repeats — but the model does not see it, and
+// may begin with white space of its own (a space after a cut NBSP), which
+// the caller then reads after the cut character, as after any cut
+// white space. Leaving one the check refuses would cost the resume and
+// turn the route away for ResumeRefusedFor.
 func trailingSpace(r rune) bool {
-	return unicode.IsSpace(r) || r == '\uFEFF' || r >= 0x1c && r <= 0x1f
+	return unicode.IsSpace(r) || r == '\uFEFF' || (r >= 0x1c && r <= 0x1f)
 }
 
 // Trim splits a partial answer into what may be sent as the prefill and

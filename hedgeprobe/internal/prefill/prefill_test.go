@@ -3,7 +3,7 @@ package prefill
 import (
 	"strings"
 	"testing"
-	"unicode"
+	"unicode/utf8"
 )
 
 // TestTrim: only trailing whitespace is cut; leading and inner whitespace
@@ -17,7 +17,7 @@ func TestTrim(t *testing.T) {
 		{"終わり\u3000", "終わり", "\u3000"},
 		{"a\v\f\u0085\u2028\u202f\u205f\ufeff\x1f", "a", "\v\f\u0085\u2028\u202f\u205f\ufeff\x1f"},
 		{"a\u200b", "a\u200b", ""}, // a zero-width space is no white space to either
-		{"a\xff ", "a\xff", " "},    // invalid UTF-8 is no white space
+		{"a\xff ", "a\xff", " "},   // invalid UTF-8 is no white space
 		{"\n\n", "", "\n\n"},
 		{"", "", ""},
 	} {
@@ -54,7 +54,7 @@ func TestUncutJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sent, cut := Trim(tc.delivered)
-			if strings.TrimRightFunc(sent, unicode.IsSpace) != sent {
+			if strings.TrimRightFunc(sent, trailingSpace) != sent {
 				t.Fatalf("sent %q ends in whitespace", sent)
 			}
 			u := NewUncut(cut)
@@ -128,5 +128,42 @@ func TestEchoHoldsWithoutCopying(t *testing.T) {
 	}
 	if got := e.Text("abX"); !strings.HasSuffix(got, "abX") || len(got) != 2*1001+3 {
 		t.Fatalf("given back %d bytes ending %q, want the 1,001 pieces held and abX", len(got), got[max(0, len(got)-5):])
+	}
+}
+
+// TestUncutDropsWholeCharacters: over 20,000 pseudo-random cuts and
+// deltas (white space of one to three bytes, characters sharing their
+// leading bytes, stray continuation bytes), Uncut drops only a prefix of
+// the delta that is whole characters of what was cut, and stops dropping
+// once the delta's text goes on.
+func TestUncutDropsWholeCharacters(t *testing.T) {
+	pool := []string{" ", "\n", "\u00a0", "\u3000", "\u3001", "\u2028", "\u2029", "\ufeff", "a", "次", "\xe3\x80", "\x80"}
+	x := uint64(1)
+	next := func(n int) int { // splitmix64: the same cases on every run
+		x += 0x9e3779b97f4a7c15
+		z := (x ^ x>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		return int((z ^ z>>31) % uint64(n))
+	}
+	for range 20000 {
+		var delivered, delta strings.Builder
+		delivered.WriteString("x")
+		for range next(4) {
+			delivered.WriteString(pool[next(8)]) // white space only: all of it is cut
+		}
+		for range next(5) {
+			delta.WriteString(pool[next(len(pool))])
+		}
+		_, cut := Trim(delivered.String())
+		u := NewUncut(cut)
+		s := delta.String()
+		got := u.Text(s)
+		dropped, ok := strings.CutSuffix(s, got)
+		if !ok || !strings.HasPrefix(cut, dropped) || !utf8.ValidString(dropped) {
+			t.Fatalf("cut %q, delta %q: read %q", cut, s, got)
+		}
+		if got != "" && u.Pending() {
+			t.Fatalf("cut %q, delta %q: still dropping after text", cut, s)
+		}
 	}
 }

@@ -86,6 +86,13 @@ func TestChecked(t *testing.T) {
 				t.Fatalf("err = %#v, want a ConnectionError after 2 events wrapping io.ErrUnexpectedEOF", err)
 			}
 		}, false},
+		// The latest item's answer counts: a terminal item followed by more
+		// (another choice's text) leaves the stream incomplete again.
+		{"clean end after an item past the terminal one", []string{"a", "stop", "b"}, nil, func(t *testing.T, err error) {
+			if !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("err = %v, want io.ErrUnexpectedEOF", err)
+			}
+		}, false},
 		{"error mapped and counted", []string{"a"}, upstream, func(t *testing.T, err error) {
 			if err != mapped || !mapped.Connected || mapped.Events != 1 || !errors.Is(err, upstream) {
 				t.Fatalf("err = %#v, want the mapped error with Connected and 1 event", err)
