@@ -59,6 +59,7 @@ type attempt[T any] struct {
 	first      time.Duration // first content chunk since call start, when content > 0
 	firstItem  int           // index in buf of the first content chunk
 	opening    int           // Control items before the first content chunk
+	openAsked  bool          // a resume attempt: its Control items before content are put to Items.Opening
 	last       time.Duration // latest content chunk since call start
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64
@@ -102,9 +103,10 @@ func (a *attempt[T]) stats() AttemptStats {
 }
 
 type item[T any] struct {
-	v    T
-	kind Kind
-	from *attempt[T] // the attempt that received it
+	v     T
+	kind  Kind
+	opens bool        // a Control item of a continuation that Items.Opening says opens an answer
+	from  *attempt[T] // the attempt that received it
 }
 
 type eventType uint8

@@ -149,6 +149,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 		launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,
+		openAsked: l.trigger == TriggerResume && s.p.items.Opening != nil,
 	}
 	// The epoch is the admission's, not now's: an attempt admitted before
 	// an ejection that came before its launch is stale (see admission).

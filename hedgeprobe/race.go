@@ -164,6 +164,14 @@ func (s *Stream[T]) handle(ev event[T]) {
 			return
 		}
 	}
+	if ev.kind == Control && a.openAsked && a.content == 0 {
+		opens, err := openingSafe(s.p.items.Opening, ev.v)
+		if err != nil {
+			s.fail(a, err)
+			return
+		}
+		a.buf[len(a.buf)-1].opens = opens
+	}
 	if ev.kind == Content {
 		a.content++
 		a.last = ev.at
@@ -228,14 +236,25 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 // the attempt it continues. With content, the opening is everything before
 // the first content chunk. A continuation that ended without content (the
 // answer was complete at the prefix) has no such mark: its opening is
-// taken to be as many Control items as the answer's own had (OpenAI's role
-// chunk; Anthropic's message_start and content_block_start), so the caller
-// gets only the closing items (finish reason, usage). A second opening
-// would make anthropic-sdk-go's Message.Accumulate start the message
-// afresh.
+// what Items.Opening says opens (OpenAI's role chunk; Anthropic's
+// message_start and content_block_start) up to its first other Control
+// item, so the caller gets only the closing items (finish reason, usage).
+// Without Items.Opening it is taken to be as many Control items as the
+// answer's own had, which fails where the routes open differently (a
+// server that sends no role chunk continuing one that does would lose
+// its finish reason). A second opening would make anthropic-sdk-go's
+// Message.Accumulate start the message afresh.
 func continuation[T any](a *attempt[T]) []item[T] {
 	if a.firstItem >= 0 {
 		return a.buf[a.firstItem:]
+	}
+	if a.openAsked {
+		for i, it := range a.buf {
+			if it.kind == Control && !it.opens {
+				return a.buf[i:]
+			}
+		}
+		return nil
 	}
 	answer := a
 	for answer.trigger == TriggerResume && answer.of != nil {

@@ -103,6 +103,17 @@ func relabelSafe[T any](relabel func(answer, v T) T, answer, v T) (out T, err er
 	return relabel(answer, v), nil
 }
 
+// openingSafe calls Items.Opening; a panic becomes an error wrapping
+// ErrExtractorPanic.
+func openingSafe[T any](opening func(T) bool, v T) (opens bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: opening: %v", ErrExtractorPanic, r)
+		}
+	}()
+	return opening(v), nil
+}
+
 // textSafe calls Items.Text; a panic becomes an error wrapping
 // ErrExtractorPanic.
 func textSafe[T any](text func(T) (string, bool), v T) (s string, ok bool, err error) {

@@ -451,10 +451,14 @@ func TestResumeBeforeCommitBuffered(t *testing.T) {
 
 // A continuation can end without content: the answer was complete at
 // the prefix, and the stalled stream only owed its closing items. The
-// caller then reads the continuation's closing items, not its opening (as
-// many Control items as the answer's own opening), after commit and before
-// (Buffered): a second opening would make an accumulator such as
-// anthropic-sdk-go's (message_start) start the message afresh.
+// caller then reads the continuation's closing items, not its opening
+// (what Items.Opening says opens; without it, as many Control items as
+// the answer's own opening), after commit and before (Buffered): a second
+// opening would make an accumulator such as anthropic-sdk-go's
+// (message_start) start the message afresh. Routes that open differently
+// need Items.Opening: a continuation without a role chunk after an answer
+// with one would lose its finish reason, and one with a role chunk after
+// an answer without would deliver a second opening.
 func TestResumeEndsWithoutContent(t *testing.T) {
 	openAI := func(after time.Duration) []step {
 		return []step{keepalive(after), control(50*time.Millisecond, "role"),
@@ -464,53 +468,86 @@ func TestResumeEndsWithoutContent(t *testing.T) {
 		return []step{control(after, "message_start"), keepalive(10 * time.Millisecond), control(10*time.Millisecond, "block_start"),
 			control(10*time.Millisecond, "block_stop"), control(10*time.Millisecond, "message_delta"), control(0, "message_stop")}
 	}
+	opens := func(i *Items[chunk]) {
+		i.Opening = func(c chunk) bool { return c.Text == "role" || c.Text == "message_start" || c.Text == "block_start" }
+	}
 	for _, tc := range []struct {
-		name       string
-		delivery   Delivery
-		stallAfter time.Duration
-		a, b       []step
-		want       string
+		name        string
+		delivery    Delivery
+		stallAfter  time.Duration
+		a, b        []step
+		want        string
+		openingOnly bool // only right with Items.Opening
 	}{
 		{"after commit", Streaming, 0,
 			[]step{control(0, "role"), content(time.Second, "Done."), keepalive(500 * time.Millisecond), hang()}, openAI(50 * time.Millisecond),
-			"[role Done. stop usage]"},
+			"[role Done. stop usage]", false},
 		{"before commit (Buffered)", Buffered, time.Second,
 			[]step{control(0, "role"), content(time.Second, "Done."), keepalive(500 * time.Millisecond), hang()}, openAI(50 * time.Millisecond),
-			"[role Done. stop usage]"},
+			"[role Done. stop usage]", false},
 		{"two opening items", Streaming, 0,
 			[]step{control(0, "message_start"), control(0, "block_start"), content(time.Second, "Done."), hang()}, anthropic(50 * time.Millisecond),
-			"[message_start block_start Done. block_stop message_delta message_stop]"},
+			"[message_start block_start Done. block_stop message_delta message_stop]", false},
+		{"a continuation without the answer's role chunk", Streaming, 0,
+			[]step{control(0, "role"), content(time.Second, "Done."), hang()},
+			[]step{control(50*time.Millisecond, "stop"), control(10*time.Millisecond, "usage")},
+			"[role Done. stop usage]", true},
+		{"an answer without a role chunk", Streaming, 0,
+			[]step{content(time.Second, "Done."), hang()}, openAI(50 * time.Millisecond),
+			"[Done. stop usage]", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				a, b := continuing("a", tc.a), continuing("b", tc.b)
-				cfg := resumeCfg()
-				cfg.Delivery, cfg.StallAfter = tc.delivery, tc.stallAfter
-				p := mustNew(t, cfg, withText())
-				s := p.Stream(t.Context(), a.route(), b.route())
-				g := drain(s, time.Now())
-				if g.err != nil {
-					t.Fatalf("err %v", g.err)
-				}
-				var items []string
-				for i, k := range g.kinds {
-					if k != Keepalive {
-						items = append(items, g.texts[i])
+		for _, opening := range []bool{true, false} {
+			if tc.openingOnly && !opening {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/opening=%v", tc.name, opening), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					a, b := continuing("a", tc.a), continuing("b", tc.b)
+					cfg := resumeCfg()
+					cfg.Delivery, cfg.StallAfter = tc.delivery, tc.stallAfter
+					opts := []any{withText()}
+					if opening {
+						opts = append(opts, itemsOpt(opens))
 					}
-				}
-				if fmt.Sprint(items) != tc.want {
-					t.Fatalf("caller read %v, want %s: the continuation's opening must not be delivered", items, tc.want)
-				}
-				if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "Done." || asked[0].Trigger != TriggerResume {
-					t.Fatalf("b asked %+v", asked)
-				}
-				if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled ||
-					st.Attempts[1].Outcome != AttemptWinner || st.ChunksDelivered != 1 {
-					t.Fatalf("stats %+v", st)
-				}
+					s := mustNew(t, cfg, opts...).Stream(t.Context(), a.route(), b.route())
+					g := drain(s, time.Now())
+					if g.err != nil {
+						t.Fatalf("err %v", g.err)
+					}
+					var items []string
+					for i, k := range g.kinds {
+						if k != Keepalive {
+							items = append(items, g.texts[i])
+						}
+					}
+					if fmt.Sprint(items) != tc.want {
+						t.Fatalf("caller read %v, want %s: the continuation's opening must not be delivered, its closing must", items, tc.want)
+					}
+					if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "Done." || asked[0].Trigger != TriggerResume {
+						t.Fatalf("b asked %+v", asked)
+					}
+					if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled ||
+						st.Attempts[1].Outcome != AttemptWinner || st.ChunksDelivered != 1 {
+						t.Fatalf("stats %+v", st)
+					}
+				})
 			})
-		})
+		}
 	}
+	// A panic in Items.Opening fails the call, as one in Items.Text does.
+	t.Run("panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", []step{control(0, "role"), content(time.Second, "Done."), hang()})
+			b := continuing("b", openAI(50*time.Millisecond))
+			s := mustNew(t, resumeCfg(), withText(), itemsOpt(func(i *Items[chunk]) {
+				i.Opening = func(chunk) bool { panic("opening") }
+			})).Stream(t.Context(), a.route(), b.route())
+			g := drain(s, time.Now())
+			if !errors.Is(g.err, ErrExtractorPanic) || joined(g) != "Done." || s.Stats().Outcome != OutcomeError {
+				t.Fatalf("text %q err %v outcome %s, want Done. and ErrExtractorPanic", joined(g), g.err, s.Stats().Outcome)
+			}
+		})
+	})
 }
 
 // Exactly once, under stress: thousands of calls whose streams fall

@@ -167,6 +167,19 @@ type Items[T any] struct {
 	// only what the caller reads; a panic fails the call like
 	// OutputTokens.
 	Relabel func(answer, v T) T
+	// Opening reports whether a Control item opens an answer (OpenAI's
+	// role chunk; Anthropic's message_start and content_block_start)
+	// rather than closing one (a finish reason, usage, message_stop). It
+	// is asked about the Control items a continuation sends before any
+	// content, only while resume is possible for the call: a continuation
+	// that ends without content (the answer was complete at the prefix)
+	// reaches the caller without its opening items, which the caller
+	// already has from the answer, and with its closing ones. Optional:
+	// without it, that continuation's opening is taken to be as many
+	// Control items as the answer's own opening had, which holds only
+	// where both routes open alike. A panic fails the call like
+	// OutputTokens.
+	Opening func(v T) bool
 }
 
 // TransientError is implemented by upstream errors that know whether a

@@ -58,7 +58,12 @@ var Items = hedgeprobe.Items[Event]{
 	},
 	Text:    Text,
 	Relabel: Relabel,
+	Opening: Opening,
 }
+
+// Opening is the hedgeprobe Items.Opening of anthropic-sdk-go events:
+// message_start and content_block_start open the answer.
+func Opening(e Event) bool { return classify.AnthropicOpening(e.Type) }
 
 // Relabel is the hedgeprobe Items.Relabel of anthropic-sdk-go events: a
 // continuation numbers its content blocks from 0, and its block j is the

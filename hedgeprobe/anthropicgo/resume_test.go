@@ -76,6 +76,11 @@ func TestItemsText(t *testing.T) {
 	adaptertest.CheckAnthropicText(t, anthropicgo.Items.Text)
 }
 
+// TestItemsOpening: message_start and content_block_start open an answer.
+func TestItemsOpening(t *testing.T) {
+	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, anthropicgo.Items.Opening)
+}
+
 // TestResumeKeepsTheBlock: an answer whose text is block 1, after a
 // thinking block, falls silent and is continued; the continuation's text
 // comes in its own block 0, and Relabel moves it to block 1, so

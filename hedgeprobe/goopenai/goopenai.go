@@ -155,6 +155,14 @@ var Items = hedgeprobe.Items[Chunk]{
 	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
 	Text:          Text,
 	Relabel:       Relabel,
+	Opening:       Opening,
+}
+
+// Opening is the hedgeprobe Items.Opening of go-openai chunks: a Control
+// chunk that finishes no choice and carries no usage (the role chunk)
+// opens the answer.
+func Opening(c Chunk) bool {
+	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *openai.ChatCompletionStreamChoice) bool { return ch.FinishReason != "" })
 }
 
 // Relabel is the hedgeprobe Items.Relabel of go-openai chunks: a

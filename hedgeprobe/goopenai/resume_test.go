@@ -73,6 +73,12 @@ func TestItemsText(t *testing.T) {
 	adaptertest.CheckChatText(t, goopenai.Items.Text)
 }
 
+// TestItemsOpening: a role chunk opens an answer; a finish reason or
+// usage does not.
+func TestItemsOpening(t *testing.T) {
+	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, goopenai.Items.Opening)
+}
+
 // TestResumeExtendsPrefill: a request that already ends in an assistant
 // message (the caller's own prefill) is continued in that one message —
 // prefill + delivered text; one that cannot be continued fails with

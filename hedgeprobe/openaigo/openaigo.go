@@ -90,6 +90,14 @@ var Items = hedgeprobe.Items[Chunk]{
 	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
 	Text:          Text,
 	Relabel:       Relabel,
+	Opening:       Opening,
+}
+
+// Opening is the hedgeprobe Items.Opening of openai-go chunks: a Control
+// chunk that finishes no choice and carries no usage (the role chunk)
+// opens the answer.
+func Opening(c Chunk) bool {
+	return classify.ChatOpening(c.JSON.Usage.Valid(), c.Choices, func(ch *openai.ChatCompletionChunkChoice) bool { return ch.FinishReason != "" })
 }
 
 // Relabel is the hedgeprobe Items.Relabel of openai-go chunks: a

@@ -106,6 +106,12 @@ func TestChatTextCases(t *testing.T) { adaptertest.CheckChatText(t, sse.ChatText
 // adapter's Items.Text reads, alike.
 func TestAnthropicTextCases(t *testing.T) { adaptertest.CheckAnthropicText(t, sse.AnthropicText) }
 
+// TestOpeningCases: the items that open an answer, in both dialects.
+func TestOpeningCases(t *testing.T) {
+	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, sse.OpenAIItems.Opening)
+	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, sse.AnthropicItems.Opening)
+}
+
 // TestE2EResumeAnthropicKeepsTheBlock: an answer whose text is block 1,
 // after a thinking block, falls silent and is continued; the
 // continuation's blocks, numbered from 0, reach the caller as blocks 1…

@@ -67,6 +67,7 @@ var OpenAIItems = hedgeprobe.Items[ChatChunk]{
 	ResponseModel: func(c ChatChunk) (string, bool) { return c.Model, c.Model != "" },
 	Text:          ChatText,
 	Relabel:       ChatRelabel,
+	Opening:       ChatOpening,
 }
 
 // AnthropicItems tells a hedgeprobe.Prober about AnthropicEvent.
@@ -81,6 +82,7 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 	},
 	Text:    AnthropicText,
 	Relabel: AnthropicRelabel,
+	Opening: AnthropicOpening,
 }
 
 // ChatRelabel is the hedgeprobe Items.Relabel of ChatChunk: a
@@ -112,6 +114,17 @@ func AnthropicRelabel(answer, e AnthropicEvent) AnthropicEvent {
 func anthropicBlockEvent(typ string) bool {
 	return typ == "content_block_start" || typ == "content_block_delta" || typ == "content_block_stop"
 }
+
+// ChatOpening is the hedgeprobe Items.Opening of ChatChunk: a Control
+// chunk that finishes no choice and carries no usage (the role chunk)
+// opens the answer.
+func ChatOpening(c ChatChunk) bool {
+	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *ChatChoice) bool { return ch.FinishReason != "" })
+}
+
+// AnthropicOpening is the hedgeprobe Items.Opening of AnthropicEvent:
+// message_start and content_block_start open the answer.
+func AnthropicOpening(e AnthropicEvent) bool { return classify.AnthropicOpening(e.Type) }
 
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the content (and
 // refusal) delta of choice 0 is answer text; reasoning is not (it is

@@ -404,3 +404,47 @@ func CheckChatRelabel[T any](t *testing.T, relabel func(answer, v T) T, fields f
 		})
 	}
 }
+
+// OpeningCase is an item as JSON and whether Items.Opening must say it
+// opens an answer.
+type OpeningCase struct {
+	Name, JSON string
+	Opens      bool
+}
+
+// ChatOpeningCases are the Control chunks every OpenAI adapter's
+// Items.Opening reads alike.
+var ChatOpeningCases = []OpeningCase{
+	{"role", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, true},
+	{"finish reason", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false},
+	{"usage", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
+	{"finish reason with usage", `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
+	{"one of two choices finished", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{},"finish_reason":"stop"}]}`, false},
+}
+
+// AnthropicOpeningCases are the Control events every Anthropic adapter's
+// Items.Opening reads alike.
+var AnthropicOpeningCases = []OpeningCase{
+	{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":1,"output_tokens":1}}}`, true},
+	{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
+	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},
+	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, false},
+	{"message_stop", `{"type":"message_stop"}`, false},
+}
+
+// CheckOpening runs a subtest per case: it decodes the JSON into the
+// adapter's item type, as the SDK does, and checks opening.
+func CheckOpening[T any](t *testing.T, cases []OpeningCase, opening func(T) bool) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var v T
+			if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
+				t.Fatal(err)
+			}
+			if got := opening(v); got != tc.Opens {
+				t.Fatalf("Opening = %v, want %v", got, tc.Opens)
+			}
+		})
+	}
+}

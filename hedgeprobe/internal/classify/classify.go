@@ -76,6 +76,29 @@ func Chat[C any](usage bool, choices []C, parts func(*C) ChatParts) hedgeprobe.K
 	return kind
 }
 
+// ChatOpening is the hedgeprobe Items.Opening of a chat chunk, asked only
+// of Control chunks: one that finishes no choice and carries no usage
+// opens the answer (the role chunk; a server's chunk of metadata before
+// the text). finished reports a choice's finish_reason.
+func ChatOpening[C any](usage bool, choices []C, finished func(*C) bool) bool {
+	if usage {
+		return false
+	}
+	for i := range choices {
+		if finished(&choices[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
+// of type eventType: message_start and content_block_start open an
+// answer; content_block_stop, message_delta and message_stop close it.
+func AnthropicOpening(eventType string) bool {
+	return eventType == "message_start" || eventType == "content_block_start"
+}
+
 // AnthropicParts is what Anthropic reads of an Anthropic Messages stream
 // event. Each caller fills it from its own event type
 // (sse.ClassifyAnthropic from sse.AnthropicEvent, hedgeprobe/anthropicgo
