@@ -337,11 +337,7 @@ func checkText[T any](t *testing.T, cases []ChatTextCase, text func(T) (string, 
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			var v T
-			if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
-				t.Fatal(err)
-			}
-			if s, ok := text(v); s != tc.Text || ok != tc.Resumable {
+			if s, ok := text(decoded[T](t, tc.JSON)); s != tc.Text || ok != tc.Resumable {
 				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.Text, tc.Resumable)
 			}
 		})
@@ -438,13 +434,20 @@ func CheckOpening[T any](t *testing.T, cases []OpeningCase, opening func(T) bool
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			var v T
-			if err := json.Unmarshal([]byte(tc.JSON), &v); err != nil {
-				t.Fatal(err)
-			}
-			if got := opening(v); got != tc.Opens {
+			if got := opening(decoded[T](t, tc.JSON)); got != tc.Opens {
 				t.Fatalf("Opening = %v, want %v", got, tc.Opens)
 			}
 		})
 	}
+}
+
+// decoded is the item of type T that JSON decodes to, as the SDK decodes
+// it.
+func decoded[T any](t *testing.T, js string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
