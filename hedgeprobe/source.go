@@ -173,8 +173,9 @@ type Items[T any] struct {
 	// is asked about the Control items a continuation sends before any
 	// content, only while resume is possible for the call: a continuation
 	// that ends without content (the answer was complete at the prefix)
-	// reaches the caller without its opening items, which the caller
-	// already has from the answer, and with its closing ones. Optional:
+	// reaches the caller from its first closing item on, without the
+	// opening items before it, which the caller already has from the
+	// answer. Optional:
 	// without it, that continuation's opening is taken to be as many
 	// Control items as the answer's own opening had, which holds only
 	// where both routes open alike. A panic fails the call like

@@ -94,10 +94,12 @@ var Items = hedgeprobe.Items[Chunk]{
 }
 
 // Opening is the hedgeprobe Items.Opening of openai-go chunks: a Control
-// chunk that finishes no choice and carries no usage (the role chunk)
-// opens the answer.
+// chunk that finishes no choice opens the answer when it carries a role or
+// no usage (the role chunk).
 func Opening(c Chunk) bool {
-	return classify.ChatOpening(c.JSON.Usage.Valid(), c.Choices, func(ch *openai.ChatCompletionChunkChoice) bool { return ch.FinishReason != "" })
+	return classify.ChatOpening(c.JSON.Usage.Valid(), c.Choices, func(ch *openai.ChatCompletionChunkChoice) (bool, bool) {
+		return ch.FinishReason != "", ch.Delta.Role != ""
+	})
 }
 
 // Relabel is the hedgeprobe Items.Relabel of openai-go chunks: a

@@ -116,10 +116,12 @@ func anthropicBlockEvent(typ string) bool {
 }
 
 // ChatOpening is the hedgeprobe Items.Opening of ChatChunk: a Control
-// chunk that finishes no choice and carries no usage (the role chunk)
-// opens the answer.
+// chunk that finishes no choice opens the answer when it carries a role or
+// no usage (the role chunk).
 func ChatOpening(c ChatChunk) bool {
-	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *ChatChoice) bool { return ch.FinishReason != "" })
+	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *ChatChoice) (bool, bool) {
+		return ch.FinishReason != "", ch.Delta.Role != ""
+	})
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of AnthropicEvent:

@@ -416,6 +416,10 @@ var ChatOpeningCases = []OpeningCase{
 	{"usage", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
 	{"finish reason with usage", `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
 	{"one of two choices finished", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{},"finish_reason":"stop"}]}`, false},
+	// vLLM's continuous usage stats put usage on every chunk.
+	{"role with usage", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`, true},
+	// Ollama sends its role on every chunk, the last one too.
+	{"role with a finish reason", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}`, false},
 }
 
 // AnthropicOpeningCases are the Control events every Anthropic adapter's

@@ -77,19 +77,21 @@ func Chat[C any](usage bool, choices []C, parts func(*C) ChatParts) hedgeprobe.K
 }
 
 // ChatOpening is the hedgeprobe Items.Opening of a chat chunk, asked only
-// of Control chunks: one that finishes no choice and carries no usage
-// opens the answer (the role chunk; a server's chunk of metadata before
-// the text). finished reports a choice's finish_reason.
-func ChatOpening[C any](usage bool, choices []C, finished func(*C) bool) bool {
-	if usage {
-		return false
-	}
+// of Control chunks: one that finishes a choice closes the answer; else
+// one with a role opens it, usage or not (servers that report usage on
+// every chunk send it on the role chunk too); else one with usage closes
+// it, and any other (a server's metadata before the text) opens it.
+// parts reports a choice's finish_reason and role as present or not.
+func ChatOpening[C any](usage bool, choices []C, parts func(*C) (finished, role bool)) bool {
+	opens := !usage
 	for i := range choices {
-		if finished(&choices[i]) {
+		finished, role := parts(&choices[i])
+		if finished {
 			return false
 		}
+		opens = opens || role
 	}
-	return true
+	return opens
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
