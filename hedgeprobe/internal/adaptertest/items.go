@@ -1,0 +1,174 @@
+package adaptertest
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The item cases every adapter's Items functions read alike (Text,
+// Relabel, Opening), each item given as JSON and decoded as the SDK
+// decodes it.
+
+// ChatTextCase is an item as JSON (an OpenAI-compatible chunk, or an
+// Anthropic event in AnthropicTextCases) and what Items.Text must say of
+// it.
+type ChatTextCase struct {
+	Name, JSON string
+	Text       string
+	Resumable  bool
+}
+
+// ChatTextCases are the chunks every OpenAI adapter's Items.Text reads
+// alike.
+var ChatTextCases = []ChatTextCase{
+	{"content", `{"choices":[{"index":0,"delta":{"content":"Hi "}}]}`, "Hi ", true},
+	{"refusal", `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, "no", true},
+	{"role only", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, "", true},
+	{"reasoning", `{"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}`, "", true},
+	{"usage only", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, "", true},
+	{"tool call", `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, "", false},
+	{"function call", `{"choices":[{"index":0,"delta":{"function_call":{"name":"f"}}}]}`, "", false},
+	// Some servers send the last text with the finish reason: the answer
+	// ends there, and a continuation would follow its end.
+	{"last text with its finish reason", `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, "!", false},
+	// With n > 1 the answer is several texts: no continuation carries
+	// them all on, and one choice's text is not the others'.
+	{"another choice's text", `{"choices":[{"index":1,"delta":{"content":"Hi"}}]}`, "", false},
+	{"two choices in one chunk", `{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`, "", false},
+}
+
+// CheckChatText runs a subtest per ChatTextCases entry: it decodes the
+// JSON into the adapter's chunk type, as the SDK does, and checks text.
+func CheckChatText[T any](t *testing.T, text func(T) (string, bool)) {
+	t.Helper()
+	checkText(t, ChatTextCases, text)
+}
+
+// CheckAnthropicText is CheckChatText for AnthropicTextCases.
+func CheckAnthropicText[T any](t *testing.T, text func(T) (string, bool)) {
+	t.Helper()
+	checkText(t, AnthropicTextCases, text)
+}
+
+func checkText[T any](t *testing.T, cases []ChatTextCase, text func(T) (string, bool)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			if s, ok := text(decoded[T](t, tc.JSON)); s != tc.Text || ok != tc.Resumable {
+				t.Fatalf("Text = %q, %v; want %q, %v", s, ok, tc.Text, tc.Resumable)
+			}
+		})
+	}
+}
+
+// AnthropicTextCases are the events every Anthropic adapter's Items.Text
+// reads alike: the text of a text delta and of a text block's start is
+// answer text, what a delta or block of any other type carries is not; a
+// tool call's block or its input cannot be continued.
+var AnthropicTextCases = []ChatTextCase{
+	{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi "}}`, "Hi ", true},
+	{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"A"}}`, "A", true},
+	{"thinking delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "", true},
+	{"thinking delta with a text field", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm","text":"x"}}`, "", true},
+	{"thinking block start with a text field", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","text":"x"}}`, "", true},
+	{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"c"}}}`, "", true},
+	{"tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`, "", false},
+	{"mcp_tool_use start", `{"type":"content_block_start","index":1,"content_block":{"type":"mcp_tool_use","id":"t","name":"lookup","server_name":"s","input":{}}}`, "", false},
+	{"input_json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{"}}`, "", false},
+	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, "", true},
+}
+
+// CheckChatRelabel checks an OpenAI adapter's Items.Relabel on chunks
+// decoded from JSON: every chunk of a continuation but a keepalive without
+// an id (a tapped keepalive) takes the answer's id and creation time and
+// keeps its own model; fields reads a chunk's id, created and model.
+func CheckChatRelabel[T any](t *testing.T, relabel func(answer, v T) T, fields func(T) (id string, created int64, model string)) {
+	t.Helper()
+	decode := func(t *testing.T, s string) T {
+		var v T
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	answer := `{"id":"chatcmpl-A","object":"chat.completion.chunk","created":100,"model":"a","choices":[{"index":0,"delta":{"content":"x"}}]}`
+	for _, tc := range []struct {
+		name, json string
+		relabelled bool
+	}{
+		{"content of another id", `{"id":"chatcmpl-B","object":"chat.completion.chunk","created":200,"model":"b","choices":[{"index":0,"delta":{"content":"y"}}]}`, true},
+		{"content without an id", `{"model":"b","choices":[{"index":0,"delta":{"content":"y"}}]}`, true},
+		{"finish reason", `{"id":"chatcmpl-B","created":200,"model":"b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, true},
+		{"usage without an id", `{"model":"b","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`, true},
+		{"keepalive without an id", `{}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := decode(t, tc.json)
+			_, _, model := fields(v)
+			id, created, gotModel := fields(relabel(decode(t, answer), v))
+			switch {
+			case gotModel != model:
+				t.Fatalf("model %q, want the continuation's %q", gotModel, model)
+			case tc.relabelled && (id != "chatcmpl-A" || created != 100):
+				t.Fatalf("id %q created %d, want the answer's chatcmpl-A, 100", id, created)
+			case !tc.relabelled && (id != "" || created != 0):
+				t.Fatalf("id %q created %d, want the keepalive left as it is", id, created)
+			}
+		})
+	}
+}
+
+// OpeningCase is an item as JSON and whether Items.Opening must say it
+// opens an answer.
+type OpeningCase struct {
+	Name, JSON string
+	Opens      bool
+}
+
+// ChatOpeningCases are the Control chunks every OpenAI adapter's
+// Items.Opening reads alike.
+var ChatOpeningCases = []OpeningCase{
+	{"role", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, true},
+	{"finish reason", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false},
+	{"usage", `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
+	{"finish reason with usage", `{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10}}`, false},
+	{"one of two choices finished", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{},"finish_reason":"stop"}]}`, false},
+	// vLLM's continuous usage stats put usage on every chunk.
+	{"role with usage", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":1,"completion_tokens":0,"total_tokens":1}}`, true},
+	// Ollama sends its role on every chunk, the last one too.
+	{"role with a finish reason", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}`, false},
+}
+
+// AnthropicOpeningCases are the Control events every Anthropic adapter's
+// Items.Opening reads alike.
+var AnthropicOpeningCases = []OpeningCase{
+	{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":1,"output_tokens":1}}}`, true},
+	{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
+	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},
+	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, false},
+	{"message_stop", `{"type":"message_stop"}`, false},
+}
+
+// CheckOpening runs a subtest per case: it decodes the JSON into the
+// adapter's item type, as the SDK does, and checks opening.
+func CheckOpening[T any](t *testing.T, cases []OpeningCase, opening func(T) bool) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			if got := opening(decoded[T](t, tc.JSON)); got != tc.Opens {
+				t.Fatalf("Opening = %v, want %v", got, tc.Opens)
+			}
+		})
+	}
+}
+
+// decoded is the item of type T that JSON decodes to, as the SDK decodes
+// it.
+func decoded[T any](t *testing.T, js string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(js), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
