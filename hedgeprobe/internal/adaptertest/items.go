@@ -84,13 +84,6 @@ var AnthropicTextCases = []ChatTextCase{
 // keeps its own model; fields reads a chunk's id, created and model.
 func CheckChatRelabel[T any](t *testing.T, relabel func(answer, v T) T, fields func(T) (id string, created int64, model string)) {
 	t.Helper()
-	decode := func(t *testing.T, s string) T {
-		var v T
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	answer := `{"id":"chatcmpl-A","object":"chat.completion.chunk","created":100,"model":"a","choices":[{"index":0,"delta":{"content":"x"}}]}`
 	for _, tc := range []struct {
 		name, json string
@@ -103,9 +96,9 @@ func CheckChatRelabel[T any](t *testing.T, relabel func(answer, v T) T, fields f
 		{"keepalive without an id", `{}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := decode(t, tc.json)
+			v := decoded[T](t, tc.json)
 			_, _, model := fields(v)
-			id, created, gotModel := fields(relabel(decode(t, answer), v))
+			id, created, gotModel := fields(relabel(decoded[T](t, answer), v))
 			switch {
 			case gotModel != model:
 				t.Fatalf("model %q, want the continuation's %q", gotModel, model)
