@@ -126,6 +126,16 @@ func (k *keepaliveSource[T]) Next() bool {
 			return false
 		}
 	}
+	// A keepalive already reported came in a read no later than the one
+	// that completed any item the pump holds, so it goes first: a random
+	// pick between the two could yield it after a later item, or drop it
+	// for the stream's end.
+	select {
+	case ev := <-k.kas:
+		k.cur = k.mk(ev)
+		return true
+	default:
+	}
 	select {
 	case ev := <-k.kas:
 		k.cur = k.mk(ev)

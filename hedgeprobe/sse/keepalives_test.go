@@ -94,3 +94,49 @@ func TestKeepalivesCloseWhileBlocked(t *testing.T) {
 		// synctest.Test fails if the pump goroutine outlived Close.
 	})
 }
+
+// TestKeepalivesBeforeLaterItems: a keepalive reported before the SDK's
+// next item is ready is yielded before that item, every time, and one
+// reported before the stream's end is not lost to it.
+func TestKeepalivesBeforeLaterItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
+		var report func(Event)
+		s, err := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
+			report = ctx.Value(keepaliveKey{}).(func(Event))
+			return src, nil
+		}, func(ev Event) string { return "ka:" + string(ev.Data) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		next := func(want string) {
+			t.Helper()
+			if !s.Next() || s.Current() != want {
+				t.Fatalf("got %q, want %q", s.Current(), want)
+			}
+		}
+		for range 30 {
+			// The pump is asked for an item and waits on the SDK; a
+			// keepalive is yielded meanwhile.
+			report(Event{Comment: true, Data: []byte("wait")})
+			next("ka:wait")
+			// While the caller is away, a keepalive arrives, then an item
+			// that the pump takes and holds: both are ready at the next Next.
+			report(Event{Comment: true, Data: []byte("early")})
+			src.ch <- "item"
+			synctest.Wait()
+			next("ka:early")
+			next("item")
+		}
+		report(Event{Comment: true, Data: []byte("wait")})
+		next("ka:wait")
+		report(Event{Comment: true, Data: []byte("last")})
+		close(src.ch)
+		synctest.Wait()
+		next("ka:last")
+		if s.Next() {
+			t.Fatalf("Next after the end: %q", s.Current())
+		}
+	})
+}
