@@ -40,7 +40,10 @@ type Event struct {
 // leading byte order mark, ":" comments, "data:" fields joined with "\n",
 // "event:", "id:" and "retry:" (the latter two are parsed and ignored), a
 // blank line dispatching the event, no event without data, and an
-// unterminated event at the end of the stream discarded.
+// unterminated event at the end of the stream discarded. It works on bytes:
+// where the rules first decode the stream as UTF-8, an invalid sequence is
+// kept as it came instead of becoming U+FFFD (a JSON decoder of the data
+// replaces it).
 //
 // Memory is bounded: a line longer than the limit, or an event whose data
 // grows past it, ends the stream with an error matching ErrTooLarge.
@@ -254,11 +257,17 @@ func (p *parser) processLine(line []byte, at time.Time, emit func(Event)) error 
 	case "event":
 		p.evType = string(value)
 	case "data":
-		if len(p.data)+len(value)+1 > p.limit+1 {
+		if room := p.limit - len(p.data); len(value) > room {
 			if !p.watch {
 				return p.tooLarge("the data of an event")
 			}
-			value = value[:max(p.limit-len(p.data), 0)]
+			if room < 0 {
+				// Full, and ending in the "\n" of the line that filled
+				// it: a further line adds nothing, so an event that is
+				// never dispatched cannot grow the buffer a byte per line.
+				return nil
+			}
+			value = value[:room]
 		}
 		p.data = append(p.data, value...)
 		p.data = append(p.data, '\n')

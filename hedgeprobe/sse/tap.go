@@ -3,13 +3,13 @@ package sse
 import (
 	"context"
 	"io"
-	"mime"
 	"net/http"
 	"time"
 )
 
 // Tap is an http.RoundTripper for SDK clients that watches each
-// text/event-stream response body as the SDK reads it and reports every
+// text/event-stream response body (or one without a Content-Type, which
+// the SDKs read as a stream) as the SDK reads it and reports every
 // keepalive — SSE comments and "ping" events, which the SDKs' decoders drop
 // — with its arrival time. It never changes the bytes the SDK reads.
 //
@@ -45,8 +45,9 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "text/event-stream" {
+	// A body without a Content-Type is watched too: the SDKs read it as
+	// an event stream, as CheckEventStream does.
+	if mt := mediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" && mt != "" {
 		return resp, nil
 	}
 	f, _ := req.Context().Value(keepaliveKey{}).(func(Event))

@@ -129,3 +129,52 @@ func TestTapLeavesOtherBodiesAlone(t *testing.T) {
 		}
 	})
 }
+
+// TestTapWatchesWithoutContentType: a body without a Content-Type, which
+// the SDKs read as an event stream, has its keepalives reported too.
+func TestTapWatchesWithoutContentType(t *testing.T) {
+	var got []string
+	tap := &Tap{
+		Base:        fixedTransport{segs: []string{": alive\n\ndata: [DONE]\n\n"}},
+		OnKeepalive: func(_ *http.Request, ev Event) { got = append(got, string(ev.Data)) },
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://x.test/", nil)
+	resp, err := tap.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if strings.Join(got, ",") != "alive" {
+		t.Fatalf("keepalives reported: %q, want alive", got)
+	}
+}
+
+// TestTapMemoryBounded: an event that is never dispatched — data lines
+// without the blank line — holds at most the limit and a byte however many
+// lines follow (each line past the limit added its "\n"), and the Tap
+// still reports the keepalive after it.
+func TestTapMemoryBounded(t *testing.T) {
+	const limit = 64
+	for _, line := range []string{"data: x\n", "data\n", "data: " + strings.Repeat("y", 40) + "\n"} {
+		var got []string
+		tb := &tapBody{ReadCloser: io.NopCloser(strings.NewReader(strings.Repeat(line, 20000) + "\n: after\n"))}
+		tb.p.limit, tb.p.watch = limit, true
+		tb.emit = func(ev Event) { got = append(got, string(ev.Data)) }
+		var most int
+		buf := make([]byte, 512)
+		for {
+			_, err := tb.Read(buf)
+			most = max(most, len(tb.p.data))
+			if err != nil {
+				break
+			}
+		}
+		if most > limit+1 {
+			t.Errorf("%q × 20,000: the Tap held %d bytes of data, limit %d", line, most, limit)
+		}
+		if got[len(got)-1] != "after" {
+			t.Errorf("%q × 20,000: reported %q, want the comment after the event last", line, got)
+		}
+	}
+}
