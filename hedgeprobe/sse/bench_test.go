@@ -29,6 +29,20 @@ func BenchmarkReader(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }
 
+// BenchmarkReaderCRLineEnds is BenchmarkReader on a stream whose lines end
+// in CR alone, which the rules allow and no LF follows.
+func BenchmarkReaderCRLineEnds(b *testing.B) {
+	const n = 1000
+	in := bytes.ReplaceAll(streamBytes(n), []byte("\n"), []byte("\r"))
+	b.ReportAllocs()
+	for b.Loop() {
+		rd := NewReader(bytes.NewReader(in))
+		for rd.Next() {
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}
+
 // BenchmarkScannerBaseline is the SDKs' way (bufio.Scanner lines, no
 // timestamps, no CR handling, no limit error), per event, as the baseline.
 func BenchmarkScannerBaseline(b *testing.B) {

@@ -148,6 +148,10 @@ func (p *parser) tooLarge(what string) error {
 
 // feed consumes b, calling emit for each event or comment it completes.
 func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
+	// lf is the index in b of its first LF, -1 when it has none, lfUnknown
+	// before the search: searched once per LF, not once per line, so that
+	// lines ending in CR alone do not each scan the rest of the read.
+	lf := lfUnknown
 	for len(b) > 0 {
 		if !p.bomCheck {
 			// The BOM may arrive split across reads: hold back a prefix of
@@ -164,11 +168,14 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 		if p.skipLF {
 			p.skipLF = false
 			if b[0] == '\n' {
-				b = b[1:]
+				b, lf = b[1:], lfUnknown
 				continue
 			}
 		}
-		i := lineEnd(b)
+		if lf == lfUnknown {
+			lf = bytes.IndexByte(b, '\n')
+		}
+		i := lineEnd(b, lf)
 		if i < 0 {
 			if len(p.line)+len(b) > p.limit {
 				if !p.watch {
@@ -197,6 +204,12 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 		}
 		p.skipLF = b[i] == '\r'
 		b = b[i+1:]
+		switch {
+		case i == lf:
+			lf = lfUnknown
+		case lf > 0:
+			lf -= i + 1
+		}
 		err := p.processLine(line, at, emit)
 		p.line = p.line[:0]
 		if err != nil {
@@ -206,18 +219,20 @@ func (p *parser) feed(b []byte, at time.Time, emit func(Event)) error {
 	return nil
 }
 
-// lineEnd returns the index of the first CR or LF in b, or -1. LF is
-// searched first with the vectorised IndexByte, then CR only before it: CR
-// line ends are rare, and IndexAny would scan byte by byte.
-func lineEnd(b []byte) int {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
+// lfUnknown is feed's lf before b has been searched.
+const lfUnknown = -2
+
+// lineEnd returns the index of the first CR or LF in b, or -1, given lf,
+// the index of b's first LF or -1. CR is searched only before the LF, with
+// the vectorised IndexByte (IndexAny would scan byte by byte).
+func lineEnd(b []byte, lf int) int {
+	if lf < 0 {
 		return bytes.IndexByte(b, '\r')
 	}
-	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+	if j := bytes.IndexByte(b[:lf], '\r'); j >= 0 {
 		return j
 	}
-	return i
+	return lf
 }
 
 func (p *parser) processLine(line []byte, at time.Time, emit func(Event)) error {

@@ -217,5 +217,8 @@ func FuzzReader(f *testing.F) {
 		if werr == nil && !slices.Equal(render(whole), render(chunked)) {
 			t.Fatalf("whole %q, chunked %q", render(whole), render(chunked))
 		}
+		if werr == nil && !slices.Equal(render(whole), specEvents(in)) {
+			t.Fatalf("read %q, the rules give %q", render(whole), specEvents(in))
+		}
 	})
 }
