@@ -37,17 +37,25 @@ func (c *chanSource) Close() error {
 	return nil
 }
 
+// keepaliveStream returns a chanSource, Keepalives over it yielding
+// "ka:DATA" for a keepalive, and the function the Tap would report to.
+func keepaliveStream(t *testing.T) (*chanSource, hedgeprobe.Source[string], func(Event)) {
+	t.Helper()
+	src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
+	var report func(Event)
+	s, err := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
+		report = ctx.Value(keepaliveKey{}).(func(Event))
+		return src, nil
+	}, func(ev Event) string { return "ka:" + string(ev.Data) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src, s, report
+}
+
 func TestKeepalivesInterleave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
-		var report func(Event)
-		s, err := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
-			report = ctx.Value(keepaliveKey{}).(func(Event))
-			return src, nil
-		}, func(ev Event) string { return "ka:" + string(ev.Data) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		src, s, report := keepaliveStream(t)
 		go func() {
 			src.ch <- "a"
 			time.Sleep(time.Second)
@@ -100,15 +108,7 @@ func TestKeepalivesCloseWhileBlocked(t *testing.T) {
 // reported before the stream's end is not lost to it.
 func TestKeepalivesBeforeLaterItems(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &chanSource{ch: make(chan string), closed: make(chan struct{})}
-		var report func(Event)
-		s, err := Keepalives(t.Context(), func(ctx context.Context) (hedgeprobe.Source[string], error) {
-			report = ctx.Value(keepaliveKey{}).(func(Event))
-			return src, nil
-		}, func(ev Event) string { return "ka:" + string(ev.Data) })
-		if err != nil {
-			t.Fatal(err)
-		}
+		src, s, report := keepaliveStream(t)
 		defer s.Close()
 		next := func(want string) {
 			t.Helper()
