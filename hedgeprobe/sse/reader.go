@@ -131,7 +131,9 @@ type parser struct {
 	limit int
 	// watch cuts a line or an event's data at limit instead of refusing
 	// it: the Tap watches a stream for its keepalives and must keep
-	// watching past an event the SDK reading the stream accepts.
+	// watching past an event the SDK reading the stream accepts. Watching,
+	// the parser emits only keepalives (comments and "ping" events), the
+	// Tap's only reports, and copies no other event's data.
 	watch    bool
 	line     []byte // a partial line carried across feeds
 	skipLF   bool   // the last line ended with CR: a leading LF belongs to it
@@ -237,8 +239,8 @@ func lineEnd(b []byte, lf int) int {
 
 func (p *parser) processLine(line []byte, at time.Time, emit func(Event)) error {
 	if len(line) == 0 {
-		if len(p.data) == 0 {
-			p.evType = ""
+		if len(p.data) == 0 || p.watch && p.evType != "ping" {
+			p.data, p.evType = p.data[:0], ""
 			return nil
 		}
 		ev := Event{

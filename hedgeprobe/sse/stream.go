@@ -16,12 +16,12 @@ import (
 // (NewAnthropicStream).
 //
 // Next returns false at the stream's terminal event ([DONE], message_stop)
-// with Err nil, and otherwise with the error that ended it: an
-// *UpstreamError for a non-2xx status or an error payload, a
-// *ConnectionError when the connection broke or the body ended before the
-// terminal event (never a clean end), a *ProtocolError for malformed or
-// oversized data, or the context's error when the request's context was
-// cancelled. The stream closes itself when it ends.
+// or after the caller's Close with Err nil, and otherwise with the error
+// that ended it: an *UpstreamError for a non-2xx status or an error
+// payload, a *ConnectionError when the connection broke or the body ended
+// before the terminal event (never a clean end), a *ProtocolError for
+// malformed or oversized data, or the context's error when the request's
+// context was cancelled. The stream closes itself when it ends.
 //
 // A Stream is not safe for concurrent use, except that Close may be called
 // while Next blocks: it cancels the request and unblocks Next.
