@@ -58,7 +58,12 @@ type Reader struct {
 	cur   Event
 	err   error // io.EOF at a clean end
 	now   func() time.Time
+	empty int // consecutive reads that returned nothing and no error
 }
+
+// maxEmptyReads is how many reads in a row may return nothing and no error
+// before Next fails with io.ErrNoProgress (bufio's figure).
+const maxEmptyReads = 100
 
 // ReaderOption configures a Reader.
 type ReaderOption func(*Reader)
@@ -85,7 +90,9 @@ func NewReader(r io.Reader, opts ...ReaderOption) *Reader {
 }
 
 // Next advances to the next event or comment and reports whether there is
-// one. It returns false at the end of the stream or after an error.
+// one. It returns false at the end of the stream or after an error; 100
+// reads in a row that return nothing and no error are one
+// (io.ErrNoProgress).
 func (r *Reader) Next() bool {
 	for r.qi >= len(r.queue) {
 		if r.err != nil {
@@ -93,6 +100,15 @@ func (r *Reader) Next() bool {
 		}
 		r.queue, r.qi = r.queue[:0], 0
 		n, err := r.r.Read(r.buf)
+		if n == 0 && err == nil {
+			// The io.Reader contract discourages it; a reader that does it
+			// for good would spin here, so give up as bufio does.
+			if r.empty++; r.empty >= maxEmptyReads {
+				r.err = io.ErrNoProgress
+			}
+			continue
+		}
+		r.empty = 0
 		if n > 0 {
 			at := r.now()
 			if perr := r.p.feed(r.buf[:n], at, r.push); perr != nil {

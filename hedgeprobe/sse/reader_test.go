@@ -222,3 +222,37 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// emptyReader returns nothing and no error, for ever.
+type emptyReader struct{ reads int }
+
+func (e *emptyReader) Read([]byte) (int, error) { e.reads++; return 0, nil }
+
+// readsReader returns its reads in turn, "" as nothing and no error, then
+// io.EOF.
+type readsReader []string
+
+func (r *readsReader) Read(p []byte) (int, error) {
+	if len(*r) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*r)[0])
+	*r = (*r)[1:]
+	return n, nil
+}
+
+// TestReaderNoProgress: a body that returns nothing and no error for ever
+// ends the stream with io.ErrNoProgress instead of spinning in Next; a few
+// empty reads between data do not.
+func TestReaderNoProgress(t *testing.T) {
+	e := &emptyReader{}
+	rd := NewReader(e)
+	if rd.Next() || !errors.Is(rd.Err(), io.ErrNoProgress) || e.reads != 100 {
+		t.Fatalf("Next after %d empty reads: err %v, want io.ErrNoProgress after 100", e.reads, rd.Err())
+	}
+	reads := readsReader{"data: a\n", "", "", "\n"}
+	evs, err := readAll(&reads)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events %v, err %v", render(evs), err)
+	}
+}
