@@ -48,6 +48,21 @@ type UpstreamError struct {
 // Unwrap returns Cause.
 func (e *UpstreamError) Unwrap() error { return e.Cause }
 
+// ErrorType is the error's error.type on hedgeprobe's spans: the code the
+// provider returned, as the GenAI conventions ask — the HTTP status, such
+// as "429"; for an error payload in a 200 response its type, such as
+// "overloaded_error", or "error_payload" without one (or with one longer
+// than 64 bytes, which is no code).
+func (e *UpstreamError) ErrorType() string {
+	switch {
+	case !e.MidStream && e.StatusCode != 0:
+		return strconv.Itoa(e.StatusCode)
+	case e.Type != "" && len(e.Type) <= 64:
+		return e.Type
+	}
+	return "error_payload"
+}
+
 // Error returns the provider, status and message.
 func (e *UpstreamError) Error() string {
 	var b strings.Builder

@@ -1,0 +1,72 @@
+package sse
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/semconv"
+)
+
+func TestUpstreamErrorType(t *testing.T) {
+	for _, tc := range []struct {
+		err  UpstreamError
+		want string
+	}{
+		{UpstreamError{StatusCode: 429, Type: "rate_limit_error"}, "429"},
+		{UpstreamError{StatusCode: 503}, "503"},
+		{UpstreamError{MidStream: true, Type: "overloaded_error"}, "overloaded_error"},
+		{UpstreamError{MidStream: true}, "error_payload"},
+		{UpstreamError{MidStream: true, Type: strings.Repeat("x", 65)}, "error_payload"},
+	} {
+		if got := tc.err.ErrorType(); got != tc.want {
+			t.Errorf("%+v: ErrorType %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestErrorTypeOnSpans: a provider's HTTP error is reported on the attempt
+// and call spans by its status, the code the GenAI conventions ask for
+// (it was the Go type, "*sse.UpstreamError", for every status).
+func TestErrorTypeOnSpans(t *testing.T) {
+	for _, code := range []int{429, 500, 400} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte(`{"error":{"type":"x_error","message":"m"}}`))
+		}))
+		exp := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, OpenAIItems, hedgeprobe.WithTracerProvider(tp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := p.Stream(t.Context(), OpenAIRoute("r", OpenAIRequest{BaseURL: srv.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}))
+		for s.Next() {
+		}
+		_ = s.Close()
+		spans := exp.GetSpans()
+		_ = tp.Shutdown(t.Context())
+		srv.Close()
+		if len(spans) != 2 {
+			t.Fatalf("HTTP %d: %d spans, want the attempt's and the call's", code, len(spans))
+		}
+		for _, sp := range spans {
+			got := ""
+			for _, kv := range sp.Attributes {
+				if kv.Key == semconv.ErrorType {
+					got = kv.Value.AsString()
+				}
+			}
+			if got != strconv.Itoa(code) {
+				t.Errorf("HTTP %d: span %q error.type %q", code, sp.Name, got)
+			}
+		}
+	}
+}
