@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -36,7 +37,7 @@ func specEvents(in []byte) []string {
 		switch {
 		case len(line) == 0:
 			if len(data) > 0 {
-				t := cmpOr(evType, "message")
+				t := cmp.Or(evType, "message")
 				out = append(out, t+":"+string(data[:len(data)-1]))
 			}
 			data, evType = nil, ""
@@ -55,13 +56,6 @@ func specEvents(in []byte) []string {
 			}
 		}
 	}
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // specCases are streams around each rule: the byte order mark, the three

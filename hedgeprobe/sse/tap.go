@@ -56,10 +56,8 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	tb := &tapBody{ReadCloser: resp.Body}
 	tb.p.limit, tb.p.watch = DefaultMaxEventSize, true
+	// Watching, the parser emits keepalives only (parser.watch).
 	tb.emit = func(ev Event) {
-		if !ev.Comment && ev.Type != "ping" {
-			return
-		}
 		if f != nil {
 			f(ev)
 		}
