@@ -29,20 +29,29 @@ type attemptRecorder struct {
 }
 
 func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
-	attrs := []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs = append(attrs,
 		r.t.opAttr,
-		semconv.GenAIProviderName.String(route.provider),
-		semconv.GenAIRequestModel.String(route.model),
 		semconv.GenAIRequestStream.Bool(true),
 		semconv.Route.String(route.name),
 		semconv.AttemptIndex.Int(idx),
 		semconv.AttemptTrigger.String(string(trig)),
-		semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds()) / 1000),
+		semconv.AttemptLaunchOffsetMs.Float64(float64(offset.Microseconds())/1000))
+	// A route without a provider or a model has none to report: an empty
+	// string would be a value, and a series of its own where metrics are
+	// pushed.
+	if route.provider != "" {
+		attrs = append(attrs, semconv.GenAIProviderName.String(route.provider))
+	}
+	name := r.t.operation
+	if route.model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel.String(route.model))
+		name += " " + route.model
 	}
 	if trig == TriggerResume {
 		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))
 	}
-	ctx, span := r.t.tracer.Start(ctx, r.t.operation+" "+route.model,
+	ctx, span := r.t.tracer.Start(ctx, name,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(at),
 		trace.WithAttributes(attrs...))
@@ -118,12 +127,17 @@ func (a *attemptRecorder) keepalive(at time.Time) {
 // end ends the attempt span; the token count is the attempt's, set by the
 // race as usage items arrive.
 func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int64, at time.Time) {
-	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs := make([]attribute.KeyValue, 0, 10)
 	attrs = append(attrs,
 		semconv.AttemptOutcome.String(string(o)),
 		semconv.ChunkCount.Int64(chunks),
 		semconv.ChunksDelivered.Int64(delivered),
 		semconv.ChunkOffsetsUs.Int64Slice(a.offsets))
+	if len(a.offsets) > 0 {
+		// The attempt's own wait, from its request: the conventions' figure
+		// on the client span. The call span's is what the caller waited.
+		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(float64(a.offsets[0])/1e6))
+	}
 	if len(a.kaOffsets) > 0 {
 		attrs = append(attrs, semconv.KeepaliveOffsetsUs.Int64Slice(a.kaOffsets))
 	}

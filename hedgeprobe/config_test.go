@@ -42,6 +42,11 @@ func TestBadConfig(t *testing.T) {
 	if _, err := New(Config{}, Items[chunk]{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("nil classifier: %v", err)
 	}
+	// Every span carries the operation name, as a protobuf string.
+	if _, err := newProber(Config{}, WithOperationName("chat\xff")); !errors.Is(err, ErrInvalidConfig) ||
+		!strings.Contains(fmt.Sprint(err), `WithOperationName "chat\xff" is not valid UTF-8`) {
+		t.Fatalf("operation name not UTF-8: %v", err)
+	}
 	var d Delivery
 	if err := d.UnmarshalText([]byte("Buffered")); err != nil || d != Buffered {
 		t.Fatal(d, err)
@@ -51,10 +56,19 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
-// Bad routes: none, nil Open, no Name → the Stream's Err, nothing started.
+// Bad routes: none, nil Open, no Name, a name that is not UTF-8 → the
+// Stream's Err, nothing started. (A route name that is not UTF-8 was
+// written into the spans, and the OTLP exporter failed its whole batch on
+// it: TestTelemetryOTLPInvalidUTF8.)
 func TestBadRoutes(t *testing.T) {
 	p := mustNew(t, Config{})
-	ok := newUpstream("a").route()
+	up := newUpstream("a", []step{content(0, "x")})
+	ok := up.route()
+	notUTF8 := func(f func(r *Route[chunk])) []Route[chunk] {
+		r := ok
+		f(&r)
+		return []Route[chunk]{ok, r}
+	}
 	for _, c := range []struct {
 		name   string
 		routes []Route[chunk]
@@ -64,6 +78,9 @@ func TestBadRoutes(t *testing.T) {
 		{"none", nil, ErrNoRoutes, "no routes"},
 		{"nil open", []Route[chunk]{ok, {Name: "b"}}, ErrInvalidRoute, `routes[1] ("b") has a nil Open`},
 		{"no name", []Route[chunk]{{Open: ok.Open}}, ErrInvalidRoute, "routes[0] has no Name"},
+		{"name not UTF-8", notUTF8(func(r *Route[chunk]) { r.Name = "b\xff" }), ErrInvalidRoute, `routes[1] Name "b\xff" is not valid UTF-8`},
+		{"provider not UTF-8", notUTF8(func(r *Route[chunk]) { r.Provider = "\xc3" }), ErrInvalidRoute, `routes[1] Provider "\xc3" is not valid UTF-8`},
+		{"model not UTF-8", notUTF8(func(r *Route[chunk]) { r.Model = "gpt\xfe" }), ErrInvalidRoute, `routes[1] Model "gpt\xfe" is not valid UTF-8`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := p.Stream(t.Context(), c.routes...)
@@ -72,6 +89,9 @@ func TestBadRoutes(t *testing.T) {
 			}
 			if s.Stats().Outcome != OutcomeError || s.Close() != nil {
 				t.Fatal("outcome")
+			}
+			if n := len(up.asked); n != 0 {
+				t.Fatalf("%d attempts opened", n)
 			}
 		})
 	}

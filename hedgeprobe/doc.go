@@ -26,12 +26,13 @@
 // defaults and why, and the API as go doc lists it.
 //
 // Telemetry: a call span (INTERNAL, "streamwatch.call") with the caller's
-// view of the delivery, and one attempt span per attempt (CLIENT,
-// "{operation} {model}", child of the call span) with the docs/design.md §3
-// attributes and the compact timeline streamwatch.chunk.offsets_us,
-// through the TracerProvider of WithTracerProvider or the global one. When
-// the call span does not record, nothing is recorded and nothing
-// allocated per chunk. No prompt or completion text is ever recorded.
+// view of the delivery, and one attempt span per attempt (CLIENT, child of
+// the call span, "{operation} {model}", or "{operation}" for a route
+// without a model) with the docs/design.md §3 attributes and the compact
+// timeline streamwatch.chunk.offsets_us, through the TracerProvider of
+// WithTracerProvider or the global one. When the call span does not
+// record, nothing is recorded and nothing allocated per chunk. No prompt
+// or completion text is ever recorded.
 //
 // Goroutines: one per attempt reads its Source; the goroutine calling Next
 // drives the race (no coordinator goroutine). After a Streaming commit

@@ -21,7 +21,8 @@ var (
 	// ErrNoRoutes is the error of a Stream given no route.
 	ErrNoRoutes = errors.New("hedgeprobe: no routes")
 	// ErrInvalidRoute is wrapped by the error of a Stream given a route
-	// without a Name or an Open function.
+	// without a Name or an Open function, or with a Name, Provider or
+	// Model that is not valid UTF-8.
 	ErrInvalidRoute = errors.New("hedgeprobe: invalid route")
 	// ErrClassifierPanic is wrapped by the error of a call whose
 	// classifier panicked.

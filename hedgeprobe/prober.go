@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Prober runs hedged, watchdogged, resumable calls under one policy. It
@@ -89,25 +90,29 @@ func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestor
 // cfg left zero are read from the environment (see Config: a value set in
 // code wins), then take their defaults; New fails, naming the field or the
 // variable and the value, on anything invalid — every malformed variable,
-// the code's invalid fields and a missing Items.Classify at once (no
-// variable is applied while one is malformed) — and never panics on bad
-// input. Prober.Config shows the values in force.
+// the code's invalid fields, a missing Items.Classify and an operation
+// name that is not UTF-8 at once (no variable is applied while one is
+// malformed) — and never panics on bad input. Prober.Config shows the values in force.
 func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) {
 	// A malformed variable applies no variable, and the code's fields are
 	// still validated: one start-up reports every mistake.
 	envErr := cfg.fillFromEnv()
-	var classifyErr error
+	var classifyErr, opErr error
 	if items.Classify == nil {
 		classifyErr = fmt.Errorf("%w: Items.Classify is nil", ErrInvalidConfig)
-	}
-	if err := errors.Join(envErr, cfg.Validate(), classifyErr); err != nil {
-		return nil, err
 	}
 	var o options
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if !utf8.ValidString(o.operation) {
+		// It is in every span, as a protobuf string (see validateRoutes).
+		opErr = fmt.Errorf("%w: WithOperationName %q is not valid UTF-8", ErrInvalidConfig, o.operation)
+	}
+	if err := errors.Join(envErr, cfg.Validate(), classifyErr, opErr); err != nil {
+		return nil, err
 	}
 	p := &Prober[T]{cfg: cfg.withDefaults(), items: items, hooks: o.hooks}
 	p.delays = newDelayBook(p.cfg)
@@ -177,6 +182,14 @@ func validateRoutes[T any](routes []Route[T]) error {
 		}
 		if r.Open == nil {
 			errs = append(errs, fmt.Errorf("%w: routes[%d] (%q) has a nil Open", ErrInvalidRoute, i, r.Name))
+		}
+		// The names go into every span of the call, and OTLP sends them as
+		// protobuf strings: one that is not UTF-8 fails the exporter's
+		// whole batch, other calls' spans included.
+		for _, f := range [...]struct{ field, v string }{{"Name", r.Name}, {"Provider", r.Provider}, {"Model", r.Model}} {
+			if !utf8.ValidString(f.v) {
+				errs = append(errs, fmt.Errorf("%w: routes[%d] %s %q is not valid UTF-8", ErrInvalidRoute, i, f.field, f.v))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -83,9 +83,12 @@ type Route[T any] struct {
 	// Name identifies the route in telemetry, route health and pushback,
 	// such as "openai-primary". Required.
 	Name string
-	// Provider is the gen_ai.provider.name of the upstream, such as "openai".
+	// Provider is the gen_ai.provider.name of the upstream, such as
+	// "openai". Optional: a route without one writes no provider.
 	Provider string
-	// Model is the gen_ai.request.model asked of this upstream.
+	// Model is the gen_ai.request.model asked of this upstream. Optional:
+	// without one, the attempt span is named by the operation alone.
+	// Name, Provider and Model must be UTF-8 (they go into every span).
 	Model string
 	// Open starts one attempt, described by a (its index, trigger and, for
 	// a resume attempt, the text to continue). The context is the

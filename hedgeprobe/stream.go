@@ -98,8 +98,9 @@ const (
 // route (routes[0] unless it is ejected), each hedge to the next route
 // (round robin), each resume to the next route that Continues. Nothing
 // starts before the first Next. Invalid routes (none, or one without Name
-// or Open) make the first Next report false with the error in Err. ctx
-// bounds the whole call, and is handed to every listener hook.
+// or Open, or whose Name, Provider or Model is not UTF-8) make the first
+// Next report false with the error in Err. ctx bounds the whole call, and
+// is handed to every listener hook.
 func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 	if ctx == nil {
 		ctx = context.Background()

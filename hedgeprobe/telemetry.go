@@ -31,7 +31,8 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithOperationName sets gen_ai.operation.name, which also names attempt
-// spans ("{operation} {model}"). Default "chat".
+// spans ("{operation} {model}"). Default "chat". New fails on a name that
+// is not UTF-8.
 func WithOperationName(name string) Option {
 	return func(o *options) { o.operation = name }
 }
@@ -130,10 +131,15 @@ var _ observer = (*callRecorder)(nil)
 // attempts derive from (it carries the span even when it is not
 // recording, so the trace context still propagates upstream).
 func (t *tracing) startCall(ctx context.Context, start time.Time, model string, d Delivery) (context.Context, *callRecorder) {
+	attrs := make([]attribute.KeyValue, 0, 3)
+	attrs = append(attrs, t.opAttr, semconv.Delivery.String(d.String()))
+	if model != "" { // as on the attempt spans
+		attrs = append(attrs, semconv.GenAIRequestModel.String(model))
+	}
 	ctx, span := t.tracer.Start(ctx, semconv.CallSpanName,
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(start),
-		trace.WithAttributes(t.opAttr, semconv.GenAIRequestModel.String(model), semconv.Delivery.String(d.String())))
+		trace.WithAttributes(attrs...))
 	if !span.IsRecording() {
 		return ctx, nil
 	}

@@ -180,6 +180,17 @@ func TestTelemetryHedgedCall(t *testing.T) {
 		check(atts[1], semconv.AttemptOutcome, "winner")
 		check(atts[1], semconv.AttemptLaunchOffsetMs, 1000)
 		check(atts[1], semconv.ChunkOffsetsUs, []int64{250000, 260000, 270000})
+		// Each attempt's own wait for its first chunk; the caller's is on
+		// the call span. An attempt without one has none.
+		check(atts[1], semconv.GenAIResponseTimeToFirstChunk, 0.25)
+		if v, ok := attrOf(atts[0].Attributes, semconv.GenAIResponseTimeToFirstChunk); ok {
+			t.Errorf("the attempt without content has %s = %v", semconv.GenAIResponseTimeToFirstChunk, v.Emit())
+		}
+		check(atts[0], semconv.GenAIProviderName, "prov-a")
+		check(atts[1], semconv.GenAIRequestModel, "model-b")
+		if atts[0].Name != "chat model-a" || atts[1].Name != "chat model-b" {
+			t.Errorf("attempt spans named %q, %q", atts[0].Name, atts[1].Name)
+		}
 		check(call, semconv.Attempts, 2)
 		check(call, semconv.WinnerIndex, 1)
 		check(call, semconv.WinnerRoute, "b")
@@ -213,6 +224,38 @@ func TestTelemetryHedgedCall(t *testing.T) {
 		if v, _ := attrOf(h, semconv.EventTrigger); v.AsString() != "ttft" {
 			t.Errorf("hedge event attributes %v", h)
 		}
+	})
+}
+
+// A route without a provider or a model writes neither, and its attempt
+// span is named by the operation alone, as the GenAI conventions name a
+// span whose model is not known ("chat", not "chat " with a space, and no
+// empty-string value that would be a series of its own).
+func TestTelemetryRouteWithoutModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := newUpstream("a", texts("a", 2, 100*time.Millisecond, 10*time.Millisecond))
+		up.model = ""
+		r := up.route()
+		r.Provider = ""
+		p, exp := recorded(t, Config{}, WithOperationName("text_completion"))
+		if g := drain(p.Stream(t.Context(), r), time.Now()); g.err != nil {
+			t.Fatal(g.err)
+		}
+		call, atts := spansOf(t, exp)
+		if len(atts) != 1 || atts[0].Name != "text_completion" {
+			t.Fatalf("attempt spans %d, named %q", len(atts), atts[0].Name)
+		}
+		for _, s := range []tracetest.SpanStub{call, atts[0]} {
+			for _, k := range []attribute.Key{semconv.GenAIRequestModel, semconv.GenAIProviderName} {
+				if v, ok := attrOf(s.Attributes, k); ok {
+					t.Errorf("span %q has %s = %q", s.Name, k, v.Emit())
+				}
+			}
+			if v := mustAttr(t, s, semconv.GenAIOperationName); v.AsString() != "text_completion" {
+				t.Errorf("span %q has %s = %q", s.Name, semconv.GenAIOperationName, v.Emit())
+			}
+		}
+		mustAttr(t, atts[0], semconv.Route)
 	})
 }
 

@@ -179,7 +179,7 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(at.end)))
 	a := sp.Attributes()
-	a.EnsureCapacity(15)
+	a.EnsureCapacity(16)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutStr(string(semconv.GenAIProviderName), at.route.Provider)
 	a.PutStr(string(semconv.GenAIRequestModel), at.route.Model)
@@ -200,6 +200,9 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	offs.EnsureCapacity(len(at.offs))
 	for _, o := range at.offs {
 		offs.AppendEmpty().SetInt(o)
+	}
+	if len(at.offs) > 0 {
+		a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), float64(at.offs[0])/1e6)
 	}
 	if b.KeepaliveEvery > 0 && at.end > b.KeepaliveEvery {
 		ka := a.PutEmptySlice(string(semconv.KeepaliveOffsetsUs))

@@ -38,12 +38,11 @@ func decode(t *testing.T, r Request) ptrace.Traces {
 }
 
 // TestCountsAreWhatStreamwatchDerives runs generated requests through the
-// real streamwatch processor and connector and checks the metrics equal
-// the Counts the generator claims: the shape is one the components read
-// the way hedgeprobe's spans are read, and the e2e tests can trust Counts.
-// TestCountsAreWhatStreamwatchDerives: the generator's Counts are what the
-// processor and connector make of its requests, with the timeline kept and
-// with drop_timeline (whose pooled ITL comes from the gap counts).
+// real streamwatch processor and connector, with the timeline kept and
+// with drop_timeline (whose pooled ITL comes from the gap counts), and
+// checks the metrics equal the Counts the generator claims: the shape is
+// one the components read the way hedgeprobe's spans are read, and the
+// e2e tests can trust Counts.
 func TestCountsAreWhatStreamwatchDerives(t *testing.T) {
 	for _, drop := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drop_timeline=%v", drop), func(t *testing.T) { countsAreWhatStreamwatchDerives(t, drop) })
