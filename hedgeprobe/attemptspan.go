@@ -26,7 +26,16 @@ type attemptRecorder struct {
 	model     string // gen_ai.response.model, once known
 	tokens    int64  // gen_ai.usage.output_tokens, when hasTokens
 	hasTokens bool
+	id        string // gen_ai.response.id, once known
+	inTokens  int64  // gen_ai.usage.input_tokens, when hasIn
+	hasIn     bool
+	finish    []string // gen_ai.response.finish_reasons
 }
+
+// maxFinishReasons bounds the finish reasons an attempt span keeps: one
+// per choice, and OpenAI allows 128 choices. An upstream that repeats its
+// reason on every chunk cannot grow the list without end.
+const maxFinishReasons = 128
 
 func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
 	attrs := make([]attribute.KeyValue, 0, 9)
@@ -127,7 +136,7 @@ func (a *attemptRecorder) keepalive(at time.Time) {
 // end ends the attempt span; the token count is the attempt's, set by the
 // race as usage items arrive.
 func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int64, at time.Time) {
-	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs := make([]attribute.KeyValue, 0, 13)
 	attrs = append(attrs,
 		semconv.AttemptOutcome.String(string(o)),
 		semconv.ChunkCount.Int64(chunks),
@@ -149,6 +158,18 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int
 	}
 	if a.model != "" {
 		attrs = append(attrs, semconv.GenAIResponseModel.String(validUTF8(a.model)))
+	}
+	if a.id != "" {
+		attrs = append(attrs, semconv.GenAIResponseID.String(validUTF8(a.id)))
+	}
+	if a.hasIn {
+		attrs = append(attrs, semconv.GenAIUsageInputTokens.Int64(a.inTokens))
+	}
+	if len(a.finish) > 0 {
+		for i, r := range a.finish {
+			a.finish[i] = validUTF8(r)
+		}
+		attrs = append(attrs, semconv.GenAIResponseFinishReasons.StringSlice(a.finish))
 	}
 	if o == AttemptFailed {
 		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))

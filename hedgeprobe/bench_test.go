@@ -184,6 +184,22 @@ func BenchmarkChunkRecordingSpan(b *testing.B) {
 	benchChunksPerCall(b, WithTracerProvider(recordingProvider(b)))
 }
 
+// The same with the Items functions that describe the response on the
+// attempt span (input tokens and finish reasons are asked about every
+// content chunk; the id until known), as the adapters set them.
+func BenchmarkChunkRecordingSpanDescribed(b *testing.B) {
+	benchChunksPerCall(b, WithTracerProvider(recordingProvider(b)), itemsOpt(func(i *Items[chunk]) {
+		i.ResponseID = func(c chunk) (string, bool) { return c.Text, c.Text != "" }
+		i.InputTokens = tokensOf
+		i.FinishReasons = func(rs []string, c chunk) []string {
+			if c.Kind == Control {
+				rs = append(rs, c.Text)
+			}
+			return rs
+		}
+	}))
+}
+
 // Per-call cost of the spans: a single-route one-chunk call, recording.
 func BenchmarkCallSingleRouteRecording(b *testing.B) {
 	p := mustNew(b, Config{HedgeAfter: time.Second, StallTimeout: time.Minute}, WithTracerProvider(recordingProvider(b)))

@@ -240,22 +240,53 @@ func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) error {
 	case Keepalive:
 		a.rec.keepalive(at)
 	}
-	if s.p.items.ResponseModel != nil && a.rec.model == "" {
-		return s.responseModel(a, v)
+	it := &s.p.items
+	if it.ResponseModel != nil && a.rec.model == "" || it.ResponseID != nil && a.rec.id == "" ||
+		k != Keepalive && (it.InputTokens != nil || it.FinishReasons != nil) {
+		return s.describe(a, k, v)
 	}
 	return nil
 }
 
-// responseModel asks Items.ResponseModel about v; a panic becomes an
-// error wrapping ErrExtractorPanic.
-func (s *Stream[T]) responseModel(a *attempt[T], v T) (err error) {
+// describe asks the Items functions that feed the attempt span alone
+// about v: ResponseModel and ResponseID until they report ok,
+// InputTokens and FinishReasons on every item but a keepalive. A panic
+// becomes an error wrapping ErrExtractorPanic.
+func (s *Stream[T]) describe(a *attempt[T], k Kind, v T) (err error) {
+	var asking string
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: response model: %v", ErrExtractorPanic, r)
+			err = fmt.Errorf("%w: %s: %v", ErrExtractorPanic, asking, r)
 		}
 	}()
-	if m, ok := s.p.items.ResponseModel(v); ok {
-		a.rec.model = m
+	it, rec := &s.p.items, a.rec
+	if it.ResponseModel != nil && rec.model == "" {
+		asking = "response model"
+		if m, ok := it.ResponseModel(v); ok {
+			rec.model = m
+		}
+	}
+	if it.ResponseID != nil && rec.id == "" {
+		asking = "response id"
+		if id, ok := it.ResponseID(v); ok {
+			rec.id = id
+		}
+	}
+	if k == Keepalive {
+		return nil
+	}
+	if it.InputTokens != nil {
+		asking = "input tokens"
+		if n, ok := it.InputTokens(v); ok {
+			rec.inTokens, rec.hasIn = n, true
+		}
+	}
+	if it.FinishReasons != nil && len(rec.finish) < maxFinishReasons {
+		asking = "finish reasons"
+		rec.finish = it.FinishReasons(rec.finish, v)
+		if len(rec.finish) > maxFinishReasons {
+			rec.finish = rec.finish[:maxFinishReasons]
+		}
 	}
 	return nil
 }

@@ -38,9 +38,10 @@ var (
 	// the caller's Next after commit; it is fatal. (A panic in Close is
 	// ignored, like its error.)
 	ErrSourcePanic = errors.New("hedgeprobe: source panicked")
-	// ErrExtractorPanic is wrapped by the error of a call whose
-	// Items.OutputTokens, Items.ResponseModel or Items.Text function
-	// panicked; it is fatal.
+	// ErrExtractorPanic is wrapped by the error of a call whose Items
+	// function panicked (OutputTokens, InputTokens, ResponseModel,
+	// ResponseID, FinishReasons, Text, Relabel or Opening; Classify has
+	// ErrClassifierPanic); it is fatal.
 	ErrExtractorPanic = errors.New("hedgeprobe: an Items function panicked")
 	// ErrCannotContinue is wrapped by the error Route.Open returns for a
 	// resume attempt whose continuation request it cannot build (the

@@ -141,6 +141,23 @@ type Items[T any] struct {
 	// (it feeds nothing else). Optional; a panic fails the call like
 	// OutputTokens.
 	ResponseModel func(v T) (model string, ok bool)
+	// ResponseID reads the upstream's id of its response (OpenAI's chunk
+	// id, Anthropic's message id), for gen_ai.response.id; asked like
+	// ResponseModel. Optional; a panic fails the call like OutputTokens.
+	ResponseID func(v T) (id string, ok bool)
+	// InputTokens reads the input (prompt) token count, cached tokens
+	// included as the GenAI conventions ask, for gen_ai.usage.input_tokens.
+	// It is asked about every Content and Control item while the call span
+	// is recording; the last count reported wins. Optional; a panic fails
+	// the call like OutputTokens.
+	InputTokens TokenCount[T]
+	// FinishReasons appends to reasons the reasons v gives for ending the
+	// answer — one per choice that ends in v: OpenAI's finish_reason,
+	// Anthropic's stop_reason — and returns the extended slice, for
+	// gen_ai.response.finish_reasons (at most 128 are kept, OpenAI's
+	// limit on choices). Asked like InputTokens. Optional; a panic fails
+	// the call like OutputTokens.
+	FinishReasons func(reasons []string, v T) []string
 	// Text reads the answer text a content item adds, for resume
 	// (docs/design.md §2 rule 10): text is what a continuation must carry
 	// on from, and resumable is false for an item that cannot be continued
@@ -206,10 +223,10 @@ type RetryAfterError interface {
 	RetryAfter() time.Duration
 }
 
-// TokenCount extracts the upstream's output token count from an item that
-// carries usage (an OpenAI usage chunk, an Anthropic message_delta, or a
+// TokenCount extracts a token count from an item that carries usage (an
+// OpenAI usage chunk, an Anthropic message_start or message_delta, or a
 // content chunk that carries usage too). It reports ok = false for every
-// other item. hedgeprobe uses it to put
-// gen_ai.usage.output_tokens on the attempt span, so the collector can
-// compute TPOT.
-type TokenCount[T any] func(v T) (outputTokens int64, ok bool)
+// other item. As Items.OutputTokens it puts gen_ai.usage.output_tokens on
+// the attempt span, so the collector can compute TPOT; as
+// Items.InputTokens, gen_ai.usage.input_tokens.
+type TokenCount[T any] func(v T) (tokens int64, ok bool)

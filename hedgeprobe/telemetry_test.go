@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -465,6 +466,105 @@ func TestTokenPanicOnContentIsNotDelivered(t *testing.T) {
 				st := s.Stats()
 				if len(st.Attempts) != 1 || st.Attempts[0].ChunksDelivered > 1 || joined(g) == "ab" {
 					t.Fatalf("caller read %q; attempt %+v", joined(g), st.Attempts)
+				}
+			})
+		})
+	}
+}
+
+// withResponse reads test chunks as an upstream's response description:
+// a control "id:X" carries the response id, "in:N" the input tokens,
+// "finish:R" a finish reason (content may carry one too, "text|finish:R").
+// None of them is asked about a keepalive: each panics on one.
+func withResponse() itemsOpt {
+	field := func(c chunk, prefix string) (string, bool) {
+		if c.Kind == Keepalive {
+			panic("asked about a keepalive")
+		}
+		_, v, ok := strings.Cut(c.Text, prefix)
+		return v, ok
+	}
+	return func(i *Items[chunk]) {
+		i.ResponseID = func(c chunk) (string, bool) {
+			if c.Kind == Keepalive {
+				return "", false // asked, as ResponseModel is, until known
+			}
+			return field(c, "id:")
+		}
+		i.InputTokens = func(c chunk) (int64, bool) {
+			v, ok := field(c, "in:")
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n, ok && err == nil
+		}
+		i.FinishReasons = func(rs []string, c chunk) []string {
+			if v, ok := field(c, "finish:"); ok {
+				rs = append(rs, v)
+			}
+			return rs
+		}
+	}
+}
+
+// The attempt span carries what the upstream says of its response:
+// gen_ai.response.id (the first reported), gen_ai.usage.input_tokens
+// (the last), gen_ai.response.finish_reasons (every one, in order, at most
+// 128, made UTF-8); none of it on an attempt that reported none.
+func TestTelemetryResponseDescription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := []step{control(100*time.Millisecond, "id:resp-1"), keepalive(10 * time.Millisecond),
+			content(10*time.Millisecond, "a"), control(0, "id:resp-2"), control(0, "in:40"),
+			content(10*time.Millisecond, "b|finish:length"), keepalive(10 * time.Millisecond)}
+		for range 200 {
+			steps = append(steps, control(0, "finish:stop\xff"))
+		}
+		steps = append(steps, control(0, "in:42"))
+		a := newUpstream("a", []step{hang()})
+		b := newUpstream("b", steps)
+		p, exp := recorded(t, Config{HedgeAfter: time.Second}, withResponse())
+		if g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()); g.err != nil {
+			t.Fatal(g.err)
+		}
+		_, atts := spansOf(t, exp)
+		if len(atts) != 2 {
+			t.Fatalf("%d attempt spans", len(atts))
+		}
+		for _, k := range []attribute.Key{semconv.GenAIResponseID, semconv.GenAIUsageInputTokens, semconv.GenAIResponseFinishReasons} {
+			if v, ok := attrOf(atts[0].Attributes, k); ok {
+				t.Errorf("the silent attempt has %s = %s", k, v.Emit())
+			}
+		}
+		w := atts[1]
+		if v := mustAttr(t, w, semconv.GenAIResponseID).AsString(); v != "resp-1" {
+			t.Errorf("response id %q", v)
+		}
+		if v := mustAttr(t, w, semconv.GenAIUsageInputTokens).AsInt64(); v != 42 {
+			t.Errorf("input tokens %d", v)
+		}
+		rs := mustAttr(t, w, semconv.GenAIResponseFinishReasons).AsStringSlice()
+		if len(rs) != maxFinishReasons || rs[0] != "length" || rs[1] != "stop\uFFFD" || rs[len(rs)-1] != "stop\uFFFD" {
+			t.Errorf("%d finish reasons, first %q", len(rs), rs[:2])
+		}
+	})
+}
+
+// A panic in any of them fails the call with ErrExtractorPanic, naming
+// the function.
+func TestResponseDescriptionPanics(t *testing.T) {
+	for _, c := range []struct {
+		name, asking string
+		set          func(*Items[chunk])
+	}{
+		{"id", "response id", func(i *Items[chunk]) { i.ResponseID = func(chunk) (string, bool) { panic("x") } }},
+		{"input", "input tokens", func(i *Items[chunk]) { i.InputTokens = func(chunk) (int64, bool) { panic("x") } }},
+		{"finish", "finish reasons", func(i *Items[chunk]) { i.FinishReasons = func([]string, chunk) []string { panic("x") } }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", texts("a", 2, time.Second, time.Second))
+				p, _ := recorded(t, Config{MaxAttempts: 1}, itemsOpt(c.set))
+				g := drain(p.Stream(t.Context(), a.route()), time.Now())
+				if !errors.Is(g.err, ErrExtractorPanic) || !strings.Contains(g.err.Error(), c.asking+": x") {
+					t.Fatalf("err %v", g.err)
 				}
 			})
 		})

@@ -33,8 +33,18 @@ const (
 	// GenAIUsageOutputTokens is the output token count k, when the upstream
 	// reports usage.
 	GenAIUsageOutputTokens = otelsemconv.GenAIUsageOutputTokensKey
+	// GenAIUsageInputTokens is the input (prompt) token count, cached
+	// tokens included, when the upstream reports it.
+	GenAIUsageInputTokens = otelsemconv.GenAIUsageInputTokensKey
+	// GenAIResponseID is the upstream's id of its response, on an attempt
+	// span.
+	GenAIResponseID = otelsemconv.GenAIResponseIDKey
+	// GenAIResponseFinishReasons are the reasons an attempt's upstream gave
+	// for ending its answer (one per choice that ended), in arrival order.
+	GenAIResponseFinishReasons = otelsemconv.GenAIResponseFinishReasonsKey
 	// GenAIResponseTimeToFirstChunk is, on the call span, the seconds the
-	// caller waited for its first content chunk.
+	// caller waited for its first content chunk; on an attempt span, the
+	// seconds from the attempt's launch to its first content chunk.
 	GenAIResponseTimeToFirstChunk = otelsemconv.GenAIResponseTimeToFirstChunkKey
 	// ErrorType classifies a failure on any span.
 	ErrorType = otelsemconv.ErrorTypeKey

@@ -47,14 +47,40 @@ func Tokens(e Event) (int64, bool) {
 	return e.Usage.OutputTokens, true
 }
 
+// inputTokens reads the input tokens of message_start, or of a
+// message_delta that reports them (cumulative): input_tokens plus the
+// cache's reads and writes, which Anthropic counts apart and the GenAI
+// conventions count in.
+func inputTokens(e Event) (int64, bool) {
+	switch e.Type {
+	case "message_start":
+		u := &e.Message.Usage
+		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, e.Message.JSON.Usage.Valid()
+	case "message_delta":
+		u := &e.Usage
+		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, u.JSON.InputTokens.Valid()
+	}
+	return 0, false
+}
+
 // Items tells a hedgeprobe.Prober about anthropic-sdk-go events:
-// Classify, Tokens, the model that answered (message_start), and Text and
-// Relabel for resume.
+// Classify, Tokens, the response's model and id (message_start), its input
+// tokens and stop reason, and Text and Relabel for resume.
 var Items = hedgeprobe.Items[Event]{
 	Classify:     Classify,
 	OutputTokens: Tokens,
 	ResponseModel: func(e Event) (string, bool) {
 		return e.Message.Model, e.Type == "message_start" && e.Message.Model != ""
+	},
+	ResponseID: func(e Event) (string, bool) {
+		return e.Message.ID, e.Type == "message_start" && e.Message.ID != ""
+	},
+	InputTokens: inputTokens,
+	FinishReasons: func(rs []string, e Event) []string {
+		if e.Type == "message_delta" && e.Delta.StopReason != "" {
+			rs = append(rs, string(e.Delta.StopReason))
+		}
+		return rs
 	},
 	Text:    Text,
 	Relabel: Relabel,

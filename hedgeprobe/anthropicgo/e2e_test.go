@@ -38,6 +38,13 @@ var params = anthropic.MessageNewParams{
 
 var adapter = adaptertest.Adapter[anthropicgo.Event]{Items: anthropicgo.Items}
 
+// TestResponseOnSpan: anthropic-sdk-go's events from fakellm describe the
+// response on the attempt span.
+func TestResponseOnSpan(t *testing.T) {
+	up := adaptertest.Start(t)
+	adapter.CheckResponseOnSpan(t, anthropicgo.Route("steady", newClient(t, up, "steady", false), params, anthropicgo.RouteOptions{}), "msg_", "end_turn")
+}
+
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is anthropic-sdk-go's usual one.
 func TestHedgeStallToSteady(t *testing.T) {

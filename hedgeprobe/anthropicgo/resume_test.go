@@ -81,6 +81,12 @@ func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, anthropicgo.Items.Opening)
 }
 
+// TestItemsResponse: the response's id, input tokens and finish reasons,
+// for the attempt span.
+func TestItemsResponse(t *testing.T) {
+	adaptertest.CheckResponse(t, adaptertest.AnthropicResponseCases, anthropicgo.Items)
+}
+
 // TestResumeKeepsTheBlock: an answer whose text is block 1, after a
 // thinking block, falls silent and is continued; the continuation's text
 // comes in its own block 0, and Relabel moves it to block 1, so

@@ -65,6 +65,14 @@ func recvText(t testing.TB, hs *hedgeprobe.Stream[goopenai.Chunk]) (string, erro
 	return receive(t, goopenai.NewReceiver(hs))
 }
 
+// TestResponseOnSpan: go-openai's chunks from fakellm describe the
+// response on the attempt span (the usage chunk needs include_usage,
+// which the route asks for).
+func TestResponseOnSpan(t *testing.T) {
+	up := adaptertest.Start(t)
+	adapter.CheckResponseOnSpan(t, goopenai.Route("steady", newClient(t, up, "steady", false), req, goopenai.RouteOptions{}), "chatcmpl-", "stop")
+}
+
 // TestHedgeStallToSteady: the stalling primary is hedged to the steady
 // route, which wins; the caller's loop is go-openai's Recv loop, through
 // Receiver.

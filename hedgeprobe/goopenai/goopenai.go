@@ -148,14 +148,30 @@ func (s *Source) Close() error {
 }
 
 // Items tells a hedgeprobe.Prober about go-openai chunks: Classify,
-// Tokens, the model that answered, and Text and Relabel for resume.
+// Tokens, the response's model, id, input tokens and finish reasons, and
+// Text and Relabel for resume.
 var Items = hedgeprobe.Items[Chunk]{
 	Classify:      Classify,
 	OutputTokens:  Tokens,
 	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
-	Text:          Text,
-	Relabel:       Relabel,
-	Opening:       Opening,
+	ResponseID:    func(c Chunk) (string, bool) { return c.ID, c.ID != "" },
+	InputTokens: func(c Chunk) (int64, bool) {
+		if c.Usage == nil {
+			return 0, false
+		}
+		return int64(c.Usage.PromptTokens), true // the cached tokens counted in
+	},
+	FinishReasons: func(rs []string, c Chunk) []string {
+		for i := range c.Choices {
+			if r := c.Choices[i].FinishReason; r != "" {
+				rs = append(rs, string(r))
+			}
+		}
+		return rs
+	},
+	Text:    Text,
+	Relabel: Relabel,
+	Opening: Opening,
 }
 
 // Opening is the hedgeprobe Items.Opening of go-openai chunks: a Control

@@ -79,6 +79,12 @@ func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, goopenai.Items.Opening)
 }
 
+// TestItemsResponse: the response's id, input tokens and finish reasons,
+// for the attempt span.
+func TestItemsResponse(t *testing.T) {
+	adaptertest.CheckResponse(t, adaptertest.ChatResponseCases, goopenai.Items)
+}
+
 // TestResumeExtendsPrefill: a request that already ends in an assistant
 // message (the caller's own prefill) is continued in that one message —
 // prefill + delivered text; one that cannot be continued fails with

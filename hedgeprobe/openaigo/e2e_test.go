@@ -57,6 +57,14 @@ func readText(t testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, 
 	return text, stream.Err()
 }
 
+// TestResponseOnSpan: openai-go's chunks from fakellm describe the
+// response on the attempt span (the usage chunk needs include_usage,
+// which the route asks for).
+func TestResponseOnSpan(t *testing.T) {
+	up := adaptertest.Start(t)
+	adapter.CheckResponseOnSpan(t, openaigo.Route("steady", newClient(t, up, "steady", false), params, openaigo.RouteOptions{}), "chatcmpl-", "stop")
+}
+
 // TestHedgeStallToSteady: the primary stalls after chunk 5; holding 10
 // chunks before commit, the stall trigger hedges to the steady route, which
 // wins. The caller's loop is openai-go's usual one.

@@ -83,14 +83,28 @@ func Tokens(c Chunk) (int64, bool) {
 }
 
 // Items tells a hedgeprobe.Prober about openai-go chunks: Classify,
-// Tokens, the model that answered, and Text and Relabel for resume.
+// Tokens, the response's model, id, input tokens and finish reasons, and
+// Text and Relabel for resume.
 var Items = hedgeprobe.Items[Chunk]{
 	Classify:      Classify,
 	OutputTokens:  Tokens,
 	ResponseModel: func(c Chunk) (string, bool) { return c.Model, c.Model != "" },
-	Text:          Text,
-	Relabel:       Relabel,
-	Opening:       Opening,
+	ResponseID:    func(c Chunk) (string, bool) { return c.ID, c.ID != "" },
+	InputTokens: func(c Chunk) (int64, bool) {
+		// prompt_tokens counts the cached tokens in.
+		return c.Usage.PromptTokens, c.JSON.Usage.Valid()
+	},
+	FinishReasons: func(rs []string, c Chunk) []string {
+		for i := range c.Choices {
+			if r := c.Choices[i].FinishReason; r != "" {
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	},
+	Text:    Text,
+	Relabel: Relabel,
+	Opening: Opening,
 }
 
 // Opening is the hedgeprobe Items.Opening of openai-go chunks: a Control

@@ -107,6 +107,31 @@ func AnthropicTokens(e AnthropicEvent) (int64, bool) {
 	return e.Usage.OutputTokens, true
 }
 
+// anthropicInputTokens reads the input tokens of message_start, or of a
+// message_delta that reports them (the API's newer, cumulative usage):
+// input_tokens plus the cache's reads and writes, which Anthropic counts
+// apart and the GenAI conventions count in.
+func anthropicInputTokens(e AnthropicEvent) (int64, bool) {
+	switch {
+	case e.Type == "message_start" && e.Message != nil:
+		u := &e.Message.Usage
+		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, true
+	case e.Type == "message_delta" && e.Usage != nil:
+		u := e.Usage
+		n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+		return n, n > 0
+	}
+	return 0, false
+}
+
+// anthropicFinishReasons appends the stop_reason of message_delta.
+func anthropicFinishReasons(rs []string, e AnthropicEvent) []string {
+	if e.Type == "message_delta" && e.Delta != nil && e.Delta.StopReason != "" {
+		rs = append(rs, e.Delta.StopReason)
+	}
+	return rs
+}
+
 // decodeAnthropic turns one SSE event into an AnthropicEvent: message_stop
 // is delivered and ends the stream, "error" is an *UpstreamError.
 func decodeAnthropic(provider string, ev Event) (e AnthropicEvent, emit, end bool, err error) {

@@ -112,6 +112,24 @@ func TestOpeningCases(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, sse.AnthropicItems.Opening)
 }
 
+// TestE2EResponseOnSpan: the raw routes' items from fakellm describe the
+// response on the attempt span, in both dialects.
+func TestE2EResponseOnSpan(t *testing.T) {
+	up := adaptertest.Start(t)
+	msgs := []sse.Message{{Role: "user", Content: "hi"}}
+	openAIAdapter.CheckResponseOnSpan(t, sse.OpenAIRoute("steady", sse.OpenAIRequest{BaseURL: up.ProfileURL("steady") + "/v1", APIKey: "test",
+		Model: "fake-model", Messages: msgs, Client: client(t)}), "chatcmpl-", "stop")
+	anthropicAdapter.CheckResponseOnSpan(t, sse.AnthropicRoute("steady", sse.AnthropicRequest{BaseURL: up.ProfileURL("steady"), APIKey: "test",
+		Model: "claude-fake", Messages: msgs, Client: client(t)}), "msg_", "end_turn")
+}
+
+// TestResponseCases: the response's id, input tokens and finish reasons,
+// in both dialects, as every adapter reads them.
+func TestResponseCases(t *testing.T) {
+	adaptertest.CheckResponse(t, adaptertest.ChatResponseCases, sse.OpenAIItems)
+	adaptertest.CheckResponse(t, adaptertest.AnthropicResponseCases, sse.AnthropicItems)
+}
+
 // TestE2EResumeAnthropicKeepsTheBlock: an answer whose text is block 1,
 // after a thinking block, falls silent and is continued; the
 // continuation's blocks, numbered from 0, reach the caller as blocks 1…

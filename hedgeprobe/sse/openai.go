@@ -125,6 +125,26 @@ func OpenAITokens(c ChatChunk) (int64, bool) {
 	return c.Usage.CompletionTokens, true
 }
 
+// openAIInputTokens reads usage.prompt_tokens of the usage chunk (the
+// cached tokens are part of it).
+func openAIInputTokens(c ChatChunk) (int64, bool) {
+	if c.Usage == nil {
+		return 0, false
+	}
+	return c.Usage.PromptTokens, true
+}
+
+// openAIFinishReasons appends the finish_reason of each choice that ends
+// in c.
+func openAIFinishReasons(rs []string, c ChatChunk) []string {
+	for i := range c.Choices {
+		if r := c.Choices[i].FinishReason; r != "" {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
 var doneData = []byte("[DONE]")
 
 // decodeOpenAI turns one SSE event into a chunk: [DONE] ends the stream, an

@@ -59,18 +59,22 @@ func echoDropped(s hedgeprobe.Source[ChatChunk], prefix string) hedgeprobe.Sourc
 }
 
 // OpenAIItems tells a hedgeprobe.Prober about ChatChunk: the classifier,
-// the token count, the response model and the answer text that a resume
-// continues.
+// the token counts, the response's model, id and finish reasons, and the
+// answer text that a resume continues.
 var OpenAIItems = hedgeprobe.Items[ChatChunk]{
 	Classify:      ClassifyOpenAI,
 	OutputTokens:  OpenAITokens,
 	ResponseModel: func(c ChatChunk) (string, bool) { return c.Model, c.Model != "" },
+	ResponseID:    func(c ChatChunk) (string, bool) { return c.ID, c.ID != "" },
+	InputTokens:   openAIInputTokens,
+	FinishReasons: openAIFinishReasons,
 	Text:          ChatText,
 	Relabel:       ChatRelabel,
 	Opening:       ChatOpening,
 }
 
-// AnthropicItems tells a hedgeprobe.Prober about AnthropicEvent.
+// AnthropicItems tells a hedgeprobe.Prober about AnthropicEvent, as
+// OpenAIItems about ChatChunk.
 var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 	Classify:     ClassifyAnthropic,
 	OutputTokens: AnthropicTokens,
@@ -80,9 +84,17 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 		}
 		return "", false
 	},
-	Text:    AnthropicText,
-	Relabel: AnthropicRelabel,
-	Opening: AnthropicOpening,
+	ResponseID: func(e AnthropicEvent) (string, bool) {
+		if e.Message != nil && e.Message.ID != "" {
+			return e.Message.ID, true
+		}
+		return "", false
+	},
+	InputTokens:   anthropicInputTokens,
+	FinishReasons: anthropicFinishReasons,
+	Text:          AnthropicText,
+	Relabel:       AnthropicRelabel,
+	Opening:       AnthropicOpening,
 }
 
 // ChatRelabel is the hedgeprobe Items.Relabel of ChatChunk: a

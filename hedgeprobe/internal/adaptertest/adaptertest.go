@@ -7,17 +7,25 @@
 package adaptertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 	"github.com/streamwatch/streamwatch/internal/testbed/fakellm/fakellmtest"
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 // Scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.
@@ -257,4 +265,51 @@ func MidStreamErrorCase(typ string) ErrorCase {
 			t.Fatalf("err %v", err)
 		}
 	}}
+}
+
+// CheckResponseOnSpan runs one call on route (fakellm's "steady" profile)
+// through the SDK and checks the attempt span describes the response as
+// fakellm sent it: its id (which starts with idPrefix), 10 input tokens,
+// the output tokens and the one finish reason.
+func (a Adapter[T]) CheckResponseOnSpan(t testing.TB, route hedgeprobe.Route[T], idPrefix, finish string) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) // spans exported as they end
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, a.Items, hedgeprobe.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stream(t.Context(), route)
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	var attempt *tracetest.SpanStub
+	for _, sp := range exp.GetSpans() {
+		if sp.SpanKind == trace.SpanKindClient {
+			attempt = &sp
+		}
+	}
+	if attempt == nil {
+		t.Fatal("no attempt span")
+	}
+	got := map[attribute.Key]attribute.Value{}
+	for _, kv := range attempt.Attributes {
+		got[kv.Key] = kv.Value
+	}
+	if id := got[semconv.GenAIResponseID].AsString(); !strings.HasPrefix(id, idPrefix) {
+		t.Errorf("%s = %q, want a %q id", semconv.GenAIResponseID, id, idPrefix)
+	}
+	if n, ok := got[semconv.GenAIUsageInputTokens]; !ok || n.AsInt64() != 10 {
+		t.Errorf("%s = %v, want 10", semconv.GenAIUsageInputTokens, n.Emit())
+	}
+	if _, ok := got[semconv.GenAIUsageOutputTokens]; !ok {
+		t.Errorf("no %s", semconv.GenAIUsageOutputTokens)
+	}
+	if rs := got[semconv.GenAIResponseFinishReasons].AsStringSlice(); len(rs) != 1 || rs[0] != finish {
+		t.Errorf("%s = %q, want [%s]", semconv.GenAIResponseFinishReasons, rs, finish)
+	}
 }

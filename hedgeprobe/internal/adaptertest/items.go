@@ -2,11 +2,14 @@ package adaptertest
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 // The item cases every adapter's Items functions read alike (Text,
-// Relabel, Opening), each item given as JSON and decoded as the SDK
+// Relabel, Opening, the response's description), each item given as JSON and decoded as the SDK
 // decodes it.
 
 // ChatTextCase is an item as JSON (an OpenAI-compatible chunk, or an
@@ -164,4 +167,64 @@ func decoded[T any](t *testing.T, js string) T {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// ResponseCase is an item as JSON and what an adapter's Items says of the
+// response it describes: ResponseID (ID, "" when not ok), InputTokens
+// (In, when InOK) and FinishReasons (Finish, appended to a list that
+// already holds "earlier").
+type ResponseCase struct {
+	Name, JSON string
+	ID         string
+	In         int64
+	InOK       bool
+	Finish     []string
+}
+
+// ChatResponseCases are the chunks every OpenAI adapter's Items describe
+// alike.
+var ChatResponseCases = []ResponseCase{
+	{Name: "role chunk", JSON: `{"id":"chatcmpl-1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, ID: "chatcmpl-1"},
+	{Name: "content without an id", JSON: `{"choices":[{"index":0,"delta":{"content":"x"}}]}`},
+	{Name: "finish", JSON: `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`, ID: "c", Finish: []string{"length"}},
+	{Name: "last text with its finish", JSON: `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, Finish: []string{"stop"}},
+	{Name: "two choices finish", JSON: `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"content_filter"}]}`, Finish: []string{"stop", "content_filter"}},
+	{Name: "null finish", JSON: `{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}`},
+	// prompt_tokens counts the cached tokens in, as the conventions ask.
+	{Name: "usage", JSON: `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":8}}}`, In: 12, InOK: true},
+	{Name: "null usage", JSON: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}`},
+}
+
+// AnthropicResponseCases are the events every Anthropic adapter's Items
+// describe alike.
+var AnthropicResponseCases = []ResponseCase{
+	// Anthropic counts the cache's reads and writes apart from
+	// input_tokens; the conventions count them in.
+	{Name: "message_start", JSON: `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":30,"cache_creation_input_tokens":5,"output_tokens":1}}}`, ID: "msg_1", In: 45, InOK: true},
+	{Name: "content_block_delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`},
+	{Name: "message_delta", JSON: `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`, Finish: []string{"end_turn"}},
+	{Name: "message_delta with input tokens", JSON: `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"input_tokens":10,"cache_read_input_tokens":30,"output_tokens":7}}`, In: 40, InOK: true, Finish: []string{"max_tokens"}},
+	{Name: "message_delta without a stop reason", JSON: `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":3}}`},
+	{Name: "message_stop", JSON: `{"type":"message_stop"}`},
+}
+
+// CheckResponse runs a subtest per case: it decodes the JSON into the
+// adapter's item type, as the SDK does, and checks what items says of it.
+func CheckResponse[T any](t *testing.T, cases []ResponseCase, items hedgeprobe.Items[T]) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			v := decoded[T](t, tc.JSON)
+			if id, ok := items.ResponseID(v); id != tc.ID || ok != (tc.ID != "") {
+				t.Errorf("ResponseID = %q, %v; want %q", id, ok, tc.ID)
+			}
+			if n, ok := items.InputTokens(v); ok != tc.InOK || ok && n != tc.In {
+				t.Errorf("InputTokens = %d, %v; want %d, %v", n, ok, tc.In, tc.InOK)
+			}
+			earlier := []string{"earlier"}
+			if got := items.FinishReasons(earlier, v); !slices.Equal(got, append(earlier, tc.Finish...)) {
+				t.Errorf("FinishReasons = %q; want %q", got, append(earlier, tc.Finish...))
+			}
+		})
+	}
 }

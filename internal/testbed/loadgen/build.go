@@ -179,7 +179,7 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(at.end)))
 	a := sp.Attributes()
-	a.EnsureCapacity(16)
+	a.EnsureCapacity(19)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutStr(string(semconv.GenAIProviderName), at.route.Provider)
 	a.PutStr(string(semconv.GenAIRequestModel), at.route.Model)
@@ -213,6 +213,11 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	if len(at.offs) > 0 {
 		a.PutInt(string(semconv.GenAIUsageOutputTokens), int64(len(at.offs)))
 		a.PutStr(string(semconv.GenAIResponseModel), at.route.Model)
+		a.PutStr(string(semconv.GenAIResponseID), "chatcmpl-loadgen")
+		a.PutInt(string(semconv.GenAIUsageInputTokens), 1000)
+	}
+	if at.outcome == semconv.AttemptOutcomeWinner {
+		a.PutEmptySlice(string(semconv.GenAIResponseFinishReasons)).AppendEmpty().SetStr("stop")
 	}
 	if at.outcome == semconv.AttemptOutcomeFailed {
 		a.PutStr(string(semconv.ErrorType), "500")
