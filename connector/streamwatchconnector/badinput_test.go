@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -218,11 +219,20 @@ func TestBadInput(t *testing.T) {
 }
 
 // assertSane checks what no input may break: finite non-negative sums,
-// bucket counts that add up, non-negative counters.
+// bucket counts that add up, non-negative counters, labels that are UTF-8.
 func assertSane(t testing.TB, md pmetric.Metrics) {
 	t.Helper()
 	rms := md.ResourceMetrics()
+	utf8Labels := func(where string, a pcommon.Map) {
+		t.Helper()
+		for k, v := range a.All() {
+			if !utf8.ValidString(k) || !utf8.ValidString(v.AsString()) {
+				t.Fatalf("%s: label %q = %q is not UTF-8", where, k, v.AsString())
+			}
+		}
+	}
 	for i := 0; i < rms.Len(); i++ {
+		utf8Labels("resource", rms.At(i).Resource().Attributes())
 		sms := rms.At(i).ScopeMetrics()
 		for j := 0; j < sms.Len(); j++ {
 			ms := sms.At(j).Metrics()
@@ -233,6 +243,7 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 					dps := m.Histogram().DataPoints()
 					for d := 0; d < dps.Len(); d++ {
 						dp := dps.At(d)
+						utf8Labels(m.Name(), dp.Attributes())
 						if math.IsNaN(dp.Sum()) || math.IsInf(dp.Sum(), 0) || dp.Sum() < 0 {
 							t.Fatalf("%s: sum %v", m.Name(), dp.Sum())
 						}
@@ -247,6 +258,7 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 				case pmetric.MetricTypeSum:
 					dps := m.Sum().DataPoints()
 					for d := 0; d < dps.Len(); d++ {
+						utf8Labels(m.Name(), dps.At(d).Attributes())
 						if dps.At(d).IntValue() < 0 {
 							t.Fatalf("%s: negative counter %d", m.Name(), dps.At(d).IntValue())
 						}
@@ -255,4 +267,65 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 			}
 		}
 	}
+}
+
+// Strings that become labels and are not UTF-8 (pdata does not check what
+// it unmarshals) are repaired and reported, and their spans still count.
+// A series made from them was dropped by the Prometheus exporter on every
+// scrape, and made every later flush to an OTLP receiver that checks
+// strings fail whole, valid series included.
+func TestLabelsNotUTF8(t *testing.T) {
+	td := ptrace.NewTraces()
+	for _, service := range []string{"svc", "svc-\xff"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", service)
+		spans := rs.ScopeSpans().AppendEmpty().Spans()
+		validCall(spans.AppendEmpty())
+		validAttempt(spans.AppendEmpty())
+	}
+	bad := td.ResourceSpans().At(1).ScopeSpans().At(0).Spans()
+	call, attempt := bad.At(0).Attributes(), bad.At(1).Attributes()
+	call.PutStr(string(semconv.GenAIRequestModel), "gpt-\xc3")
+	call.PutStr("tenant", "t\xfe\xfe1")
+	attempt.PutStr(string(semconv.GenAIRequestModel), "gpt-\xc3")
+	attempt.PutStr(string(semconv.GenAIProviderName), "open\xffai")
+	attempt.PutStr(string(semconv.Route), "a\xff")
+
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := connectortest.NewNopSettings(NewFactory().Type())
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	cfg := createDefaultConfig().(*Config)
+	cfg.Dimensions = []string{"tenant"}
+	sink := &consumertest.MetricsSink{}
+	c, err := newConnector(set, cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, c.ConsumeTraces(context.Background(), td))
+	require.NoError(t, c.flush(context.Background()))
+
+	got := stagetest.Counters(t, tel)
+	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.GenAIProviderName), string(semconv.Route)} {
+		assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason=not_utf8}"], "%s: telemetry %v", k, got)
+	}
+	calls := map[string]int64{}
+	for _, md := range sink.AllMetrics() {
+		assertSane(t, md)
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			svc, _ := rms.At(i).Resource().Attributes().Get("service.name")
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < ms.Len(); j++ {
+				if ms.At(j).Name() != semconv.MetricCalls {
+					continue
+				}
+				dps := ms.At(j).Sum().DataPoints()
+				for d := 0; d < dps.Len(); d++ {
+					model, _ := dps.At(d).Attributes().Get(string(semconv.GenAIRequestModel))
+					tenant, _ := dps.At(d).Attributes().Get("tenant")
+					calls[svc.Str()+"|"+model.Str()+"|"+tenant.Str()] += dps.At(d).IntValue()
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{"svc|gpt-x|": 1, "svc-\uFFFD|gpt-\uFFFD|t\uFFFD1": 1}, calls)
 }

@@ -10,7 +10,7 @@
 //
 // A value that cannot be used (wrong type, negative, NaN or infinite, an
 // anomalous timeline) is skipped and reported to Problems; the rest of the
-// span is still used. Nothing in a span can make a Recorder panic.
+// span is still used. A label that is not UTF-8 is repaired and reported. Nothing in a span can make a Recorder panic.
 //
 // A Recorder is not safe for concurrent use.
 package measure
@@ -34,6 +34,9 @@ const (
 	// ReasonOutOfRange: a duration above MaxSeconds, a count above
 	// MaxCount, gap counts that add up to none.
 	ReasonOutOfRange = "out_of_range"
+	// ReasonNotUTF8: a string used as a label that is not valid UTF-8; it
+	// is used with each run of invalid bytes replaced by U+FFFD.
+	ReasonNotUTF8 = "not_utf8"
 	// ReasonAnomaly: a derivation that is an anomaly (a malformed timeline,
 	// a negative gap, a first chunk before the span start), whether the
 	// processor or the connector derived it; reported on
@@ -117,7 +120,7 @@ func (r *Recorder) Traces(td ptrace.Traces, now pcommon.Timestamp) {
 		// the resource of spans that have none.
 		service := ""
 		if v, ok := res.Get("service.name"); ok {
-			service = v.AsString()
+			service = r.labelValue("service.name", v.AsString())
 		}
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {

@@ -2,6 +2,8 @@ package measure
 
 import (
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -132,7 +134,7 @@ func (r *Recorder) extras(a, res pcommon.Map) {
 			v, ok = res.Get(k)
 		}
 		if ok {
-			r.extra.Add(k, v.AsString())
+			r.extra.Add(k, r.labelValue(k, v.AsString()))
 		}
 	}
 }
@@ -163,7 +165,24 @@ func (r *Recorder) str(k string, v pcommon.Value, ok bool) (string, bool) {
 		r.p.Invalid(k, ReasonWrongType)
 		return "", false
 	}
-	return v.Str(), true
+	return r.labelValue(k, v.Str()), true
+}
+
+// labelValue returns s, the string of attribute k, made valid UTF-8 for a
+// label. pdata does not check what it unmarshals, and a series made from
+// invalid bytes would be re-sent in every flush: the Prometheus exporter
+// drops it on every scrape, and an OTLP receiver that checks strings
+// refuses each whole request, every valid series in it.
+func (r *Recorder) labelValue(k, s string) string {
+	if utf8.ValidString(s) { // inlined: every label of every span passes here
+		return s
+	}
+	return r.repair(k, s)
+}
+
+func (r *Recorder) repair(k, s string) string {
+	r.p.Invalid(k, ReasonNotUTF8)
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // number reads a finite, non-negative double (an int is accepted).
