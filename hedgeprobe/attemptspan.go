@@ -29,13 +29,25 @@ type attemptRecorder struct {
 	id        string // gen_ai.response.id, once known
 	inTokens  int64  // gen_ai.usage.input_tokens, when hasIn
 	hasIn     bool
-	finish    []string // gen_ai.response.finish_reasons
+	finish    []string // gen_ai.response.finish_reasons by choice, "" until it ends
+	onFinish  func(choice int, reason string)
 }
 
-// maxFinishReasons bounds the finish reasons an attempt span keeps: one
-// per choice, and OpenAI allows 128 choices. An upstream that repeats its
-// reason on every chunk cannot grow the list without end.
-const maxFinishReasons = 128
+// maxChoices bounds the choices whose finish reasons an attempt span
+// keeps: OpenAI allows 128 per request.
+const maxChoices = 128
+
+// finished records that choice ended for reason; a later reason for the
+// same choice replaces it.
+func (a *attemptRecorder) finished(choice int, reason string) {
+	if choice < 0 || choice >= maxChoices || reason == "" {
+		return
+	}
+	if choice >= len(a.finish) {
+		a.finish = append(a.finish, make([]string, choice+1-len(a.finish))...)
+	}
+	a.finish[choice] = reason
+}
 
 func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
 	attrs := make([]attribute.KeyValue, 0, 9)
@@ -166,10 +178,14 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int
 		attrs = append(attrs, semconv.GenAIUsageInputTokens.Int64(a.inTokens))
 	}
 	if len(a.finish) > 0 {
-		for i, r := range a.finish {
-			a.finish[i] = validUTF8(r)
+		// In choice order, the choices that did not end left out.
+		reasons := a.finish[:0]
+		for _, r := range a.finish {
+			if r != "" {
+				reasons = append(reasons, validUTF8(r))
+			}
 		}
-		attrs = append(attrs, semconv.GenAIResponseFinishReasons.StringSlice(a.finish))
+		attrs = append(attrs, semconv.GenAIResponseFinishReasons.StringSlice(reasons))
 	}
 	if o == AttemptFailed {
 		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))

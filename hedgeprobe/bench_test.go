@@ -191,11 +191,10 @@ func BenchmarkChunkRecordingSpanDescribed(b *testing.B) {
 	benchChunksPerCall(b, WithTracerProvider(recordingProvider(b)), itemsOpt(func(i *Items[chunk]) {
 		i.ResponseID = func(c chunk) (string, bool) { return c.Text, c.Text != "" }
 		i.InputTokens = tokensOf
-		i.FinishReasons = func(rs []string, c chunk) []string {
+		i.FinishReasons = func(c chunk, finished func(int, string)) {
 			if c.Kind == Control {
-				rs = append(rs, c.Text)
+				finished(0, c.Text)
 			}
-			return rs
 		}
 	}))
 }

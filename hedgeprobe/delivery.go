@@ -174,16 +174,17 @@ func (s *Stream[T]) nextDirect() bool {
 		}
 	}
 	a := s.race.winner
-	if a.rec != nil {
-		if err := s.record(a, k, v, time.Now()); err != nil {
+	// The Items functions first: one that panics fails the call, and an
+	// item the caller never gets must count neither as delivered nor on
+	// the span's timeline.
+	if k != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, v); err != nil {
 			s.finish(err, OutcomeError)
 			return false
 		}
 	}
-	// Tokens first: a panic there fails the call, and an item the caller
-	// never gets must not count as delivered.
-	if k != Keepalive && s.p.items.OutputTokens != nil {
-		if err := s.countTokens(a, v); err != nil {
+	if a.rec != nil {
+		if err := s.record(a, k, v, time.Now()); err != nil {
 			s.finish(err, OutcomeError)
 			return false
 		}
@@ -231,19 +232,23 @@ func (s *Stream[T]) endDirect() bool {
 	return false
 }
 
-// record puts an item's arrival on the attempt's span. It returns the
-// error of a panicking response-model function.
+// record puts an item's arrival on the attempt's span, after asking the
+// Items functions that describe the response about it: one that panics
+// fails the attempt, and its item stays off the timeline as it stays out
+// of the chunk count.
 func (s *Stream[T]) record(a *attempt[T], k Kind, v T, at time.Time) error {
+	it := &s.p.items
+	if it.ResponseModel != nil && a.rec.model == "" || it.ResponseID != nil && a.rec.id == "" ||
+		k != Keepalive && (it.InputTokens != nil || it.FinishReasons != nil) {
+		if err := s.describe(a, k, v); err != nil {
+			return err
+		}
+	}
 	switch k {
 	case Content:
 		a.rec.content(at)
 	case Keepalive:
 		a.rec.keepalive(at)
-	}
-	it := &s.p.items
-	if it.ResponseModel != nil && a.rec.model == "" || it.ResponseID != nil && a.rec.id == "" ||
-		k != Keepalive && (it.InputTokens != nil || it.FinishReasons != nil) {
-		return s.describe(a, k, v)
 	}
 	return nil
 }
@@ -281,12 +286,12 @@ func (s *Stream[T]) describe(a *attempt[T], k Kind, v T) (err error) {
 			rec.inTokens, rec.hasIn = n, true
 		}
 	}
-	if it.FinishReasons != nil && len(rec.finish) < maxFinishReasons {
+	if it.FinishReasons != nil {
 		asking = "finish reasons"
-		rec.finish = it.FinishReasons(rec.finish, v)
-		if len(rec.finish) > maxFinishReasons {
-			rec.finish = rec.finish[:maxFinishReasons]
+		if rec.onFinish == nil {
+			rec.onFinish = rec.finished // one closure per attempt
 		}
+		it.FinishReasons(v, rec.onFinish)
 	}
 	return nil
 }

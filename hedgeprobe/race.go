@@ -150,16 +150,17 @@ func (s *Stream[T]) handle(ev event[T]) {
 		return
 	}
 	a.buf = append(a.buf, item[T]{v: ev.v, kind: ev.kind, from: a})
-	if a.rec != nil {
-		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
+	// The Items functions first: one that panics fails the attempt, whose
+	// item then counts neither as content, nor on the span's timeline,
+	// nor towards the route's TTFT sketch.
+	if ev.kind != Keepalive && s.p.items.OutputTokens != nil {
+		if err := s.countTokens(a, ev.v); err != nil {
 			s.fail(a, err)
 			return
 		}
 	}
-	// Tokens first: a panic there fails the attempt, whose item then
-	// counts neither as content nor towards the route's TTFT sketch.
-	if ev.kind != Keepalive && s.p.items.OutputTokens != nil {
-		if err := s.countTokens(a, ev.v); err != nil {
+	if a.rec != nil {
+		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
 			s.fail(a, err)
 			return
 		}

@@ -139,25 +139,27 @@ type Items[T any] struct {
 	// gen_ai.response.model; it is asked about each item of an attempt
 	// until it reports ok, and only while the call span is recording
 	// (it feeds nothing else). Optional; a panic fails the call like
-	// OutputTokens.
+	// OutputTokens — a recorded call only, since it is asked of no other.
 	ResponseModel func(v T) (model string, ok bool)
 	// ResponseID reads the upstream's id of its response (OpenAI's chunk
 	// id, Anthropic's message id), for gen_ai.response.id; asked like
-	// ResponseModel. Optional; a panic fails the call like OutputTokens.
+	// ResponseModel. Optional; a panic fails a recorded call like
+	// OutputTokens.
 	ResponseID func(v T) (id string, ok bool)
 	// InputTokens reads the input (prompt) token count, cached tokens
 	// included as the GenAI conventions ask, for gen_ai.usage.input_tokens.
 	// It is asked about every Content and Control item while the call span
 	// is recording; the last count reported wins. Optional; a panic fails
-	// the call like OutputTokens.
+	// a recorded call like OutputTokens.
 	InputTokens TokenCount[T]
-	// FinishReasons appends to reasons the reasons v gives for ending the
-	// answer — one per choice that ends in v: OpenAI's finish_reason,
-	// Anthropic's stop_reason — and returns the extended slice, for
-	// gen_ai.response.finish_reasons (at most 128 are kept, OpenAI's
-	// limit on choices). Asked like InputTokens. Optional; a panic fails
-	// the call like OutputTokens.
-	FinishReasons func(reasons []string, v T) []string
+	// FinishReasons calls finished for each choice that v ends, with the
+	// reason the upstream gives (OpenAI's finish_reason of choice Index,
+	// Anthropic's stop_reason for choice 0), for
+	// gen_ai.response.finish_reasons: one reason per choice, in choice
+	// order, the last one reported for a choice winning (choices 0–127).
+	// Asked like InputTokens. Optional; a panic fails a recorded call like
+	// OutputTokens.
+	FinishReasons func(v T, finished func(choice int, reason string))
 	// Text reads the answer text a content item adds, for resume
 	// (docs/design.md §2 rule 10): text is what a continuation must carry
 	// on from, and resumable is false for an item that cannot be continued

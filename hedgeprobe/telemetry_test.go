@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -474,8 +475,9 @@ func TestTokenPanicOnContentIsNotDelivered(t *testing.T) {
 
 // withResponse reads test chunks as an upstream's response description:
 // a control "id:X" carries the response id, "in:N" the input tokens,
-// "finish:R" a finish reason (content may carry one too, "text|finish:R").
-// None of them is asked about a keepalive: each panics on one.
+// "finish:C:R" choice C's finish reason (content may carry one too,
+// "text|finish:C:R"). None of them is asked about a keepalive: each
+// panics on one.
 func withResponse() itemsOpt {
 	field := func(c chunk, prefix string) (string, bool) {
 		if c.Kind == Keepalive {
@@ -496,28 +498,31 @@ func withResponse() itemsOpt {
 			n, err := strconv.ParseInt(v, 10, 64)
 			return n, ok && err == nil
 		}
-		i.FinishReasons = func(rs []string, c chunk) []string {
+		i.FinishReasons = func(c chunk, finished func(int, string)) {
 			if v, ok := field(c, "finish:"); ok {
-				rs = append(rs, v)
+				choice, reason, _ := strings.Cut(v, ":")
+				n, _ := strconv.Atoi(choice)
+				finished(n, reason)
 			}
-			return rs
 		}
 	}
 }
 
 // The attempt span carries what the upstream says of its response:
 // gen_ai.response.id (the first reported), gen_ai.usage.input_tokens
-// (the last), gen_ai.response.finish_reasons (every one, in order, at most
-// 128, made UTF-8); none of it on an attempt that reported none.
+// (the last), gen_ai.response.finish_reasons (one per choice that ended,
+// in choice order, the last reason of each; choices 0–127; made UTF-8);
+// none of it on an attempt that reported none.
 func TestTelemetryResponseDescription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		steps := []step{control(100*time.Millisecond, "id:resp-1"), keepalive(10 * time.Millisecond),
 			content(10*time.Millisecond, "a"), control(0, "id:resp-2"), control(0, "in:40"),
-			content(10*time.Millisecond, "b|finish:length"), keepalive(10 * time.Millisecond)}
-		for range 200 {
-			steps = append(steps, control(0, "finish:stop\xff"))
+			content(10*time.Millisecond, "b|finish:2:length"), keepalive(10 * time.Millisecond)}
+		for range 200 { // an upstream that repeats its reason
+			steps = append(steps, control(0, "finish:0:stop\xff"))
 		}
-		steps = append(steps, control(0, "in:42"))
+		steps = append(steps, control(0, "in:42"), control(0, "finish:128:beyond"), control(0, "finish:-1:before"),
+			control(0, "finish:2:content_filter"))
 		a := newUpstream("a", []step{hang()})
 		b := newUpstream("b", steps)
 		p, exp := recorded(t, Config{HedgeAfter: time.Second}, withResponse())
@@ -540,9 +545,10 @@ func TestTelemetryResponseDescription(t *testing.T) {
 		if v := mustAttr(t, w, semconv.GenAIUsageInputTokens).AsInt64(); v != 42 {
 			t.Errorf("input tokens %d", v)
 		}
-		rs := mustAttr(t, w, semconv.GenAIResponseFinishReasons).AsStringSlice()
-		if len(rs) != maxFinishReasons || rs[0] != "length" || rs[1] != "stop\uFFFD" || rs[len(rs)-1] != "stop\uFFFD" {
-			t.Errorf("%d finish reasons, first %q", len(rs), rs[:2])
+		// Choice 1 never ended; 2's last reason wins; 128 and -1 are
+		// no choice OpenAI can have.
+		if rs := mustAttr(t, w, semconv.GenAIResponseFinishReasons).AsStringSlice(); !slices.Equal(rs, []string{"stop\uFFFD", "content_filter"}) {
+			t.Errorf("finish reasons %q", rs)
 		}
 	})
 }
@@ -556,7 +562,7 @@ func TestResponseDescriptionPanics(t *testing.T) {
 	}{
 		{"id", "response id", func(i *Items[chunk]) { i.ResponseID = func(chunk) (string, bool) { panic("x") } }},
 		{"input", "input tokens", func(i *Items[chunk]) { i.InputTokens = func(chunk) (int64, bool) { panic("x") } }},
-		{"finish", "finish reasons", func(i *Items[chunk]) { i.FinishReasons = func([]string, chunk) []string { panic("x") } }},
+		{"finish", "finish reasons", func(i *Items[chunk]) { i.FinishReasons = func(chunk, func(int, string)) { panic("x") } }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -568,5 +574,42 @@ func TestResponseDescriptionPanics(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A panic in an Items function fails the call before its item reaches the
+// span's timeline: the timeline and streamwatch.chunk.count agree, on the
+// race's path (Buffered) and the committed stream's (Streaming). (The
+// item was put on the timeline first, so it held one offset more than the
+// count.)
+func TestItemsPanicKeepsTimelineAndCount(t *testing.T) {
+	panicOnB := func(c chunk) {
+		if c.Text == "b" {
+			panic("x")
+		}
+	}
+	for _, c := range []struct {
+		name string
+		set  func(*Items[chunk])
+	}{
+		{"finish reasons", func(i *Items[chunk]) { i.FinishReasons = func(c chunk, _ func(int, string)) { panicOnB(c) } }},
+		{"output tokens", func(i *Items[chunk]) { i.OutputTokens = func(c chunk) (int64, bool) { panicOnB(c); return 0, false } }},
+	} {
+		for _, d := range []Delivery{Streaming, Buffered} {
+			t.Run(c.name+"/"+d.String(), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					u := newUpstream("a", []step{content(10*time.Millisecond, "a"), content(10*time.Millisecond, "b")})
+					p, exp := recorded(t, Config{Delivery: d, MaxAttempts: 1}, itemsOpt(c.set))
+					if g := drain(p.Stream(t.Context(), u.route()), time.Now()); !errors.Is(g.err, ErrExtractorPanic) {
+						t.Fatalf("err %v", g.err)
+					}
+					_, atts := spansOf(t, exp)
+					n := mustAttr(t, atts[0], semconv.ChunkCount).AsInt64()
+					if offs := mustAttr(t, atts[0], semconv.ChunkOffsetsUs).AsInt64Slice(); n != 1 || len(offs) != 1 {
+						t.Errorf("chunk.count %d, offsets %v", n, offs)
+					}
+				})
+			})
+		}
 	}
 }

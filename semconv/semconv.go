@@ -40,11 +40,13 @@ const (
 	// span.
 	GenAIResponseID = otelsemconv.GenAIResponseIDKey
 	// GenAIResponseFinishReasons are the reasons an attempt's upstream gave
-	// for ending its answer (one per choice that ended), in arrival order.
+	// for ending its answer, one per choice that ended, in choice order.
 	GenAIResponseFinishReasons = otelsemconv.GenAIResponseFinishReasonsKey
 	// GenAIResponseTimeToFirstChunk is, on the call span, the seconds the
 	// caller waited for its first content chunk; on an attempt span, the
-	// seconds from the attempt's launch to its first content chunk.
+	// seconds from the attempt's launch to its first content chunk (content:
+	// not a role chunk or a keepalive, which the conventions' "first chunk"
+	// would count).
 	GenAIResponseTimeToFirstChunk = otelsemconv.GenAIResponseTimeToFirstChunkKey
 	// ErrorType classifies a failure on any span.
 	ErrorType = otelsemconv.ErrorTypeKey

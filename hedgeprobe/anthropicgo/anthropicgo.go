@@ -76,11 +76,10 @@ var Items = hedgeprobe.Items[Event]{
 		return e.Message.ID, e.Type == "message_start" && e.Message.ID != ""
 	},
 	InputTokens: inputTokens,
-	FinishReasons: func(rs []string, e Event) []string {
-		if e.Type == "message_delta" && e.Delta.StopReason != "" {
-			rs = append(rs, string(e.Delta.StopReason))
+	FinishReasons: func(e Event, finished func(int, string)) {
+		if e.Type == "message_delta" {
+			finished(0, string(e.Delta.StopReason))
 		}
-		return rs
 	},
 	Text:    Text,
 	Relabel: Relabel,

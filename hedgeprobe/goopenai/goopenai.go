@@ -161,13 +161,10 @@ var Items = hedgeprobe.Items[Chunk]{
 		}
 		return int64(c.Usage.PromptTokens), true // the cached tokens counted in
 	},
-	FinishReasons: func(rs []string, c Chunk) []string {
+	FinishReasons: func(c Chunk, finished func(int, string)) {
 		for i := range c.Choices {
-			if r := c.Choices[i].FinishReason; r != "" {
-				rs = append(rs, string(r))
-			}
+			finished(c.Choices[i].Index, string(c.Choices[i].FinishReason))
 		}
-		return rs
 	},
 	Text:    Text,
 	Relabel: Relabel,

@@ -94,13 +94,10 @@ var Items = hedgeprobe.Items[Chunk]{
 		// prompt_tokens counts the cached tokens in.
 		return c.Usage.PromptTokens, c.JSON.Usage.Valid()
 	},
-	FinishReasons: func(rs []string, c Chunk) []string {
+	FinishReasons: func(c Chunk, finished func(int, string)) {
 		for i := range c.Choices {
-			if r := c.Choices[i].FinishReason; r != "" {
-				rs = append(rs, r)
-			}
+			finished(int(c.Choices[i].Index), c.Choices[i].FinishReason)
 		}
-		return rs
 	},
 	Text:    Text,
 	Relabel: Relabel,

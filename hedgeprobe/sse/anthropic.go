@@ -108,28 +108,36 @@ func AnthropicTokens(e AnthropicEvent) (int64, bool) {
 }
 
 // anthropicInputTokens reads the input tokens of message_start, or of a
-// message_delta that reports them (the API's newer, cumulative usage):
-// input_tokens plus the cache's reads and writes, which Anthropic counts
-// apart and the GenAI conventions count in.
+// message_delta that reports them (the API's newer, cumulative usage).
+// AnthropicUsage cannot tell a count left out from 0, and no prompt has
+// no token: 0 is read as not reported.
 func anthropicInputTokens(e AnthropicEvent) (int64, bool) {
+	var u *AnthropicUsage
 	switch {
 	case e.Type == "message_start" && e.Message != nil:
-		u := &e.Message.Usage
-		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, true
+		u = &e.Message.Usage
 	case e.Type == "message_delta" && e.Usage != nil:
-		u := e.Usage
-		n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
-		return n, n > 0
+		u = e.Usage
+	default:
+		return 0, false
 	}
-	return 0, false
+	n := u.inputTokens()
+	return n, n > 0
 }
 
-// anthropicFinishReasons appends the stop_reason of message_delta.
-func anthropicFinishReasons(rs []string, e AnthropicEvent) []string {
-	if e.Type == "message_delta" && e.Delta != nil && e.Delta.StopReason != "" {
-		rs = append(rs, e.Delta.StopReason)
+// inputTokens is input_tokens plus the cache's reads and writes, which
+// Anthropic counts apart and the GenAI conventions (and OpenAI's
+// prompt_tokens) count in.
+func (u *AnthropicUsage) inputTokens() int64 {
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+}
+
+// anthropicFinishReasons reports the stop_reason of message_delta, for
+// the one choice.
+func anthropicFinishReasons(e AnthropicEvent, finished func(int, string)) {
+	if e.Type == "message_delta" && e.Delta != nil {
+		finished(0, e.Delta.StopReason)
 	}
-	return rs
 }
 
 // decodeAnthropic turns one SSE event into an AnthropicEvent: message_stop

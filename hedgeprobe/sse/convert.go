@@ -32,17 +32,33 @@ func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[Chat
 
 type chatFromAnthropic struct {
 	hedgeprobe.Source[AnthropicEvent]
+	// input is message_start's input tokens: message_delta's usage, which
+	// becomes the usage chunk, often leaves them out.
+	input int64
 }
 
-func (c *chatFromAnthropic) Current() ChatChunk { return ChatFromAnthropic(c.Source.Current()) }
+func (c *chatFromAnthropic) Current() ChatChunk {
+	e := c.Source.Current()
+	if e.Type == "message_start" && e.Message != nil {
+		c.input = e.Message.Usage.inputTokens()
+	}
+	cc := ChatFromAnthropic(e)
+	if u := cc.Usage; u != nil && u.PromptTokens == 0 {
+		u.PromptTokens = c.input
+		u.TotalTokens = c.input + u.CompletionTokens
+	}
+	return cc
+}
 
 // ChatFromAnthropic converts one Anthropic event to the chat chunk that
 // carries the same thing, keeping its kind: message_start is a role chunk,
 // text and thinking deltas are content and reasoning_content, a tool_use
 // block start and its input_json deltas are tool-call fragments (Index is
 // the content block's), a citation is an annotation, message_delta is a finish reason (end_turn → stop,
-// max_tokens → length, tool_use → tool_calls) with usage, ping and comments
-// are keepalive comments.
+// max_tokens → length, tool_use → tool_calls) with usage (prompt_tokens
+// counting the cache's reads and writes in, as OpenAI's does; those of
+// message_start when message_delta leaves them out, on AnthropicChatRoute,
+// which sees both), ping and comments are keepalive comments.
 func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 	c := ChatChunk{Object: "chat.completion.chunk", Received: e.Received}
 	choice := func(d ChatDelta, finish string) {
@@ -106,11 +122,8 @@ func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 			choice(ChatDelta{}, finish)
 		}
 		if e.Usage != nil {
-			c.Usage = &ChatUsage{
-				PromptTokens:     e.Usage.InputTokens,
-				CompletionTokens: e.Usage.OutputTokens,
-				TotalTokens:      e.Usage.InputTokens + e.Usage.OutputTokens,
-			}
+			in := e.Usage.inputTokens()
+			c.Usage = &ChatUsage{PromptTokens: in, CompletionTokens: e.Usage.OutputTokens, TotalTokens: in + e.Usage.OutputTokens}
 		}
 	}
 	return c

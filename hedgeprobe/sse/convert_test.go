@@ -64,3 +64,40 @@ func TestChatFromAnthropicKeepsKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestChatFromAnthropicInputTokens: the usage chunk's prompt_tokens count
+// the cache's reads and writes in, as OpenAI's do; on AnthropicChatRoute a
+// message_delta without input tokens takes message_start's. (The usage
+// chunk said prompt_tokens 0, and OpenAIItems put
+// gen_ai.usage.input_tokens=0 on the span.)
+func TestChatFromAnthropicInputTokens(t *testing.T) {
+	d := ChatFromAnthropic(AnthropicEvent{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"},
+		Usage: &AnthropicUsage{InputTokens: 10, CacheReadInputTokens: 30, CacheCreationInputTokens: 2, OutputTokens: 3}})
+	if n, ok := OpenAIItems.InputTokens(d); !ok || n != 42 || d.Usage.TotalTokens != 45 {
+		t.Errorf("message_delta with input tokens: %d, %v; usage %+v", n, ok, d.Usage)
+	}
+	src := &chatFromAnthropic{Source: &eventList{events: []AnthropicEvent{
+		{Type: "message_start", Message: &AnthropicMessage{ID: "m", Usage: AnthropicUsage{InputTokens: 10, CacheCreationInputTokens: 5, OutputTokens: 1}}},
+		{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"}, Usage: &AnthropicUsage{OutputTokens: 7}},
+	}}}
+	var got []int64
+	for src.Next() {
+		if n, ok := OpenAIItems.InputTokens(src.Current()); ok {
+			got = append(got, n, src.Current().Usage.TotalTokens)
+		}
+	}
+	if len(got) != 2 || got[0] != 15 || got[1] != 22 {
+		t.Errorf("input tokens and total reported %v, want [15 22] once, on the usage chunk", got)
+	}
+}
+
+// eventList is a Source of the events given.
+type eventList struct {
+	events []AnthropicEvent
+	i      int
+}
+
+func (l *eventList) Next() bool              { l.i++; return l.i <= len(l.events) }
+func (l *eventList) Current() AnthropicEvent { return l.events[l.i-1] }
+func (l *eventList) Err() error              { return nil }
+func (l *eventList) Close() error            { return nil }

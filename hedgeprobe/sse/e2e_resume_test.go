@@ -121,6 +121,10 @@ func TestE2EResponseOnSpan(t *testing.T) {
 		Model: "fake-model", Messages: msgs, Client: client(t)}), "chatcmpl-", "stop")
 	anthropicAdapter.CheckResponseOnSpan(t, sse.AnthropicRoute("steady", sse.AnthropicRequest{BaseURL: up.ProfileURL("steady"), APIKey: "test",
 		Model: "claude-fake", Messages: msgs, Client: client(t)}), "msg_", "end_turn")
+	// Converted to chat chunks: the input tokens come from message_start
+	// (message_delta leaves them out), the finish reason is OpenAI's.
+	openAIAdapter.CheckResponseOnSpan(t, sse.AnthropicChatRoute("steady", sse.AnthropicRequest{BaseURL: up.ProfileURL("steady"), APIKey: "test",
+		Model: "claude-fake", Messages: msgs, Client: client(t)}), "msg_", "stop")
 }
 
 // TestResponseCases: the response's id, input tokens and finish reasons,

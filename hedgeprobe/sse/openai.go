@@ -134,15 +134,12 @@ func openAIInputTokens(c ChatChunk) (int64, bool) {
 	return c.Usage.PromptTokens, true
 }
 
-// openAIFinishReasons appends the finish_reason of each choice that ends
-// in c.
-func openAIFinishReasons(rs []string, c ChatChunk) []string {
+// openAIFinishReasons reports the finish_reason of each choice of c (an
+// empty one, of a choice that has not ended, is ignored).
+func openAIFinishReasons(c ChatChunk, finished func(int, string)) {
 	for i := range c.Choices {
-		if r := c.Choices[i].FinishReason; r != "" {
-			rs = append(rs, r)
-		}
+		finished(c.Choices[i].Index, c.Choices[i].FinishReason)
 	}
-	return rs
 }
 
 var doneData = []byte("[DONE]")

@@ -2,6 +2,7 @@ package adaptertest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -171,8 +172,8 @@ func decoded[T any](t *testing.T, js string) T {
 
 // ResponseCase is an item as JSON and what an adapter's Items says of the
 // response it describes: ResponseID (ID, "" when not ok), InputTokens
-// (In, when InOK) and FinishReasons (Finish, appended to a list that
-// already holds "earlier").
+// (In, when InOK) and FinishReasons (Finish: "choice=reason" for each
+// reason reported, empty ones left out).
 type ResponseCase struct {
 	Name, JSON string
 	ID         string
@@ -186,9 +187,9 @@ type ResponseCase struct {
 var ChatResponseCases = []ResponseCase{
 	{Name: "role chunk", JSON: `{"id":"chatcmpl-1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, ID: "chatcmpl-1"},
 	{Name: "content without an id", JSON: `{"choices":[{"index":0,"delta":{"content":"x"}}]}`},
-	{Name: "finish", JSON: `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`, ID: "c", Finish: []string{"length"}},
-	{Name: "last text with its finish", JSON: `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, Finish: []string{"stop"}},
-	{Name: "two choices finish", JSON: `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"content_filter"}]}`, Finish: []string{"stop", "content_filter"}},
+	{Name: "finish", JSON: `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`, ID: "c", Finish: []string{"0=length"}},
+	{Name: "last text with its finish", JSON: `{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}`, Finish: []string{"0=stop"}},
+	{Name: "two choices finish", JSON: `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"content_filter"}]}`, Finish: []string{"0=stop", "1=content_filter"}},
 	{Name: "null finish", JSON: `{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}`},
 	// prompt_tokens counts the cached tokens in, as the conventions ask.
 	{Name: "usage", JSON: `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":8}}}`, In: 12, InOK: true},
@@ -201,9 +202,10 @@ var AnthropicResponseCases = []ResponseCase{
 	// Anthropic counts the cache's reads and writes apart from
 	// input_tokens; the conventions count them in.
 	{Name: "message_start", JSON: `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":30,"cache_creation_input_tokens":5,"output_tokens":1}}}`, ID: "msg_1", In: 45, InOK: true},
+	{Name: "message_start without usage", JSON: `{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude","content":[]}}`, ID: "msg_2"},
 	{Name: "content_block_delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`},
-	{Name: "message_delta", JSON: `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`, Finish: []string{"end_turn"}},
-	{Name: "message_delta with input tokens", JSON: `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"input_tokens":10,"cache_read_input_tokens":30,"output_tokens":7}}`, In: 40, InOK: true, Finish: []string{"max_tokens"}},
+	{Name: "message_delta", JSON: `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":3}}`, Finish: []string{"0=end_turn"}},
+	{Name: "message_delta with input tokens", JSON: `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"input_tokens":10,"cache_read_input_tokens":30,"output_tokens":7}}`, In: 40, InOK: true, Finish: []string{"0=max_tokens"}},
 	{Name: "message_delta without a stop reason", JSON: `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":3}}`},
 	{Name: "message_stop", JSON: `{"type":"message_stop"}`},
 }
@@ -221,9 +223,14 @@ func CheckResponse[T any](t *testing.T, cases []ResponseCase, items hedgeprobe.I
 			if n, ok := items.InputTokens(v); ok != tc.InOK || ok && n != tc.In {
 				t.Errorf("InputTokens = %d, %v; want %d, %v", n, ok, tc.In, tc.InOK)
 			}
-			earlier := []string{"earlier"}
-			if got := items.FinishReasons(earlier, v); !slices.Equal(got, append(earlier, tc.Finish...)) {
-				t.Errorf("FinishReasons = %q; want %q", got, append(earlier, tc.Finish...))
+			var got []string
+			items.FinishReasons(v, func(choice int, reason string) {
+				if reason != "" {
+					got = append(got, fmt.Sprintf("%d=%s", choice, reason))
+				}
+			})
+			if !slices.Equal(got, tc.Finish) {
+				t.Errorf("FinishReasons reported %q; want %q", got, tc.Finish)
 			}
 		})
 	}
