@@ -92,7 +92,8 @@ func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestor
 // variable and the value, on anything invalid — every malformed variable,
 // the code's invalid fields, a missing Items.Classify and an operation
 // name that is not UTF-8 at once (no variable is applied while one is
-// malformed) — and never panics on bad input. Prober.Config shows the values in force.
+// malformed) — and never panics on bad input. Prober.Config shows the
+// values in force.
 func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) {
 	// A malformed variable applies no variable, and the code's fields are
 	// still validated: one start-up reports every mistake.
