@@ -186,7 +186,7 @@ func TestTelemetryHedgedCall(t *testing.T) {
 		// the call span. An attempt without one has none.
 		check(atts[1], semconv.GenAIResponseTimeToFirstChunk, 0.25)
 		if v, ok := attrOf(atts[0].Attributes, semconv.GenAIResponseTimeToFirstChunk); ok {
-			t.Errorf("the attempt without content has %s = %v", semconv.GenAIResponseTimeToFirstChunk, v.Emit())
+			t.Errorf("the attempt without content has %s = %v", semconv.GenAIResponseTimeToFirstChunk, v.String())
 		}
 		check(atts[0], semconv.GenAIProviderName, "prov-a")
 		check(atts[1], semconv.GenAIRequestModel, "model-b")
@@ -250,11 +250,11 @@ func TestTelemetryRouteWithoutModel(t *testing.T) {
 		for _, s := range []tracetest.SpanStub{call, atts[0]} {
 			for _, k := range []attribute.Key{semconv.GenAIRequestModel, semconv.GenAIProviderName} {
 				if v, ok := attrOf(s.Attributes, k); ok {
-					t.Errorf("span %q has %s = %q", s.Name, k, v.Emit())
+					t.Errorf("span %q has %s = %q", s.Name, k, v.String())
 				}
 			}
 			if v := mustAttr(t, s, semconv.GenAIOperationName); v.AsString() != "text_completion" {
-				t.Errorf("span %q has %s = %q", s.Name, semconv.GenAIOperationName, v.Emit())
+				t.Errorf("span %q has %s = %q", s.Name, semconv.GenAIOperationName, v.String())
 			}
 		}
 		mustAttr(t, atts[0], semconv.Route)
@@ -535,7 +535,7 @@ func TestTelemetryResponseDescription(t *testing.T) {
 		}
 		for _, k := range []attribute.Key{semconv.GenAIResponseID, semconv.GenAIUsageInputTokens, semconv.GenAIResponseFinishReasons} {
 			if v, ok := attrOf(atts[0].Attributes, k); ok {
-				t.Errorf("the silent attempt has %s = %s", k, v.Emit())
+				t.Errorf("the silent attempt has %s = %s", k, v.String())
 			}
 		}
 		w := atts[1]

@@ -304,7 +304,7 @@ func (a Adapter[T]) CheckResponseOnSpan(t testing.TB, route hedgeprobe.Route[T],
 		t.Errorf("%s = %q, want a %q id", semconv.GenAIResponseID, id, idPrefix)
 	}
 	if n, ok := got[semconv.GenAIUsageInputTokens]; !ok || n.AsInt64() != 10 {
-		t.Errorf("%s = %v, want 10", semconv.GenAIUsageInputTokens, n.Emit())
+		t.Errorf("%s = %v, want 10", semconv.GenAIUsageInputTokens, n.String())
 	}
 	if _, ok := got[semconv.GenAIUsageOutputTokens]; !ok {
 		t.Errorf("no %s", semconv.GenAIUsageOutputTokens)
