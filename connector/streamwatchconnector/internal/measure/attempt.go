@@ -32,7 +32,7 @@ type label struct {
 // attemptLabels are the attempt span's attributes that become metric
 // attributes.
 type attemptLabels struct {
-	provider, model, route, outcome, trigger label
+	operation, provider, model, route, outcome, trigger label
 }
 
 // labelAt reads slot s of the span being recorded.
@@ -52,11 +52,12 @@ func (r *Recorder) label(a pcommon.Map, k string) label {
 func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	index, okIndex := r.countAt(slotIndex)
 	l := attemptLabels{
-		provider: r.labelAt(slotProvider),
-		model:    r.labelAt(slotModel),
-		route:    r.labelAt(slotRoute),
-		outcome:  r.labelAt(slotAttemptOutcome),
-		trigger:  r.labelAt(slotTrigger),
+		operation: r.labelAt(slotOperation),
+		provider:  r.labelAt(slotProvider),
+		model:     r.labelAt(slotModel),
+		route:     r.labelAt(slotRoute),
+		outcome:   r.labelAt(slotAttemptOutcome),
+		trigger:   r.labelAt(slotTrigger),
 	}
 	chunks, okChunks := r.countAt(slotChunkCount)
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
@@ -109,7 +110,8 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// none at all: neither feeds the pooled ITL.
 	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner &&
 		f.derivation != semconv.DerivationBurst && f.derivation != semconv.DerivationAnomaly {
-		r.labels(l.provider, l.model, l.route)
+		// A GenAI conventions metric: gen_ai.operation.name too.
+		r.labels(l.operation, l.provider, l.model, l.route)
 		r.winnerGaps(service, sp, &f, okChunks && chunks >= 2)
 	}
 }

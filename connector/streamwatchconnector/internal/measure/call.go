@@ -20,20 +20,19 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		return
 	}
 	model := r.labelAt(slotModel)
-	// The winner's route becomes streamwatch.route, as on attempt metrics.
+	// The winner's route and provider become streamwatch.route and
+	// gen_ai.provider.name, as on attempt metrics.
 	route := r.labelAt(slotWinnerRoute)
 	route.key = string(semconv.Route)
+	provider := r.labelAt(slotWinnerProvider)
+	provider.key = string(semconv.GenAIProviderName)
+	// The GenAI conventions' metrics also carry gen_ai.operation.name.
+	op := r.labelAt(slotOperation)
 	out := label{key: string(semconv.Outcome), value: outcome, ok: true}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
-	r.labels(model, route, out)
+	r.labels(provider, model, route, out)
 	r.series(calls, service).Add(1)
-
-	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
-		r.observe(callDuration, service, float64(end-start)/1e9, ex)
-	} else {
-		r.p.Invalid(SpanDuration, ReasonNegative)
-	}
 
 	// The caller's view: the silence the caller lived through, beside the
 	// upstreams' own (docs/design.md §5). Its stall events are not upstream
@@ -43,8 +42,15 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.series(callStalls, service).Add(f.stallCount)
 	}
 
+	r.labels(op, provider, model, route, out)
+	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
+		r.observe(callDuration, service, float64(end-start)/1e9, ex)
+	} else {
+		r.p.Invalid(SpanDuration, ReasonNegative)
+	}
+
 	if v, ok := r.numberAt(slotCallTTFT); ok {
-		r.labels(model, route)
+		r.labels(op, provider, model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
 }

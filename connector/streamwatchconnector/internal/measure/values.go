@@ -34,7 +34,9 @@ const (
 	slotGapCounts
 	slotOutcome
 	slotWinnerRoute
+	slotWinnerProvider
 	slotCallTTFT
+	slotOperation
 	numSlots
 )
 
@@ -57,7 +59,9 @@ var slotKeys = [numSlots]string{
 	slotGapCounts:      string(semconv.GapBucketCounts),
 	slotOutcome:        string(semconv.Outcome),
 	slotWinnerRoute:    string(semconv.WinnerRoute),
+	slotWinnerProvider: string(semconv.WinnerProvider),
 	slotCallTTFT:       string(semconv.GenAIResponseTimeToFirstChunk),
+	slotOperation:      string(semconv.GenAIOperationName),
 }
 
 // slotsByLen lists the slots by the length of their key. Most of a span's
