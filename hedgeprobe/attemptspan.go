@@ -23,7 +23,6 @@ type attemptRecorder struct {
 	offsets   []int64
 	kaOffsets []int64
 	kaDropped int
-	provider  string // the route's, for the call span's winner.provider
 	model     string // gen_ai.response.model, once known
 	tokens    int64  // gen_ai.usage.output_tokens, when hasTokens
 	hasTokens bool
@@ -77,7 +76,7 @@ func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, 
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(at),
 		trace.WithAttributes(attrs...))
-	a := &attemptRecorder{t: r.t, span: span, start: at, offsets: getOffsets(), provider: route.provider}
+	a := &attemptRecorder{t: r.t, span: span, start: at, offsets: getOffsets()}
 	r.attempts = append(r.attempts, a)
 	return ctx, a
 }

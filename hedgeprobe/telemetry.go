@@ -230,7 +230,7 @@ func (r *callRecorder) attemptDone(e AttemptEvent, at time.Time) {
 
 // end ends the call span with the call's figures.
 func (r *callRecorder) end(st Stats, err error, at time.Time) {
-	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		semconv.Attempts.Int(len(st.Attempts)),
 		semconv.Outcome.String(string(st.Outcome)),
@@ -238,9 +238,6 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		semconv.HedgesThrottled.Int(st.HedgesThrottled))
 	if st.Winner >= 0 {
 		attrs = append(attrs, semconv.WinnerIndex.Int(st.Winner), semconv.WinnerRoute.String(st.WinnerRoute))
-		if st.Winner < len(r.attempts) && r.attempts[st.Winner].provider != "" {
-			attrs = append(attrs, semconv.WinnerProvider.String(r.attempts[st.Winner].provider))
-		}
 	}
 	if st.ChunksDelivered > 0 {
 		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(st.TimeToFirstChunk.Seconds()),

@@ -64,10 +64,6 @@ const (
 	WinnerIndex = attribute.Key("streamwatch.winner.index")
 	// WinnerRoute is the route of the committed attempt.
 	WinnerRoute = attribute.Key("streamwatch.winner.route")
-	// WinnerProvider is the gen_ai.provider.name of the committed attempt's
-	// route, absent when none committed or the route has none: the call
-	// metrics' gen_ai.provider.name.
-	WinnerProvider = attribute.Key("streamwatch.winner.provider")
 	// Outcome is how the call ended; see the Outcome* values.
 	Outcome = attribute.Key("streamwatch.outcome")
 	// Truncated is true when content was delivered and the call then

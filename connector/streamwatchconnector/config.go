@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/confmap"
 
@@ -86,6 +87,7 @@ var builtin = map[string]bool{
 	string(semconv.Stalled):             true,
 	string(semconv.Derivation):          true,
 	string(semconv.EventEjectionReason): true,
+	string(semconv.GenAIOperationName):  true, // on the gen_ai.client.* metrics
 	semconv.MetricOverflow:              true,
 }
 
@@ -146,6 +148,9 @@ func (c *Config) Validate() error {
 		switch {
 		case d == "":
 			errs = append(errs, fmt.Errorf("dimensions[%d] must not be empty", i))
+		case !utf8.ValidString(d):
+			// It would be a label key, which no exporter can send.
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q is not valid UTF-8", i, d))
 		case strings.Trim(l, "_") == "":
 			// The exporter refuses such a label and drops the metric.
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q would be the Prometheus label %s, which is not a valid label name", i, d, l))

@@ -81,6 +81,15 @@ func TestConfigInvalid(t *testing.T) {
 			`dimensions[0] "otel.metric.overflow" is already an attribute of the connector's metrics`},
 		{"derivation dimension", map[string]any{"dimensions": []any{"streamwatch.derivation"}},
 			`dimensions[0] "streamwatch.derivation" is already an attribute of the connector's metrics`},
+		// The gen_ai.client.* metrics carry it: as a dimension too, their
+		// series would hold it twice.
+		{"operation dimension", map[string]any{"dimensions": []any{"gen_ai.operation.name"}},
+			`dimensions[0] "gen_ai.operation.name" is already an attribute of the connector's metrics`},
+		{"operation's label", map[string]any{"dimensions": []any{"gen_ai_operation_name"}},
+			`dimensions[0] "gen_ai_operation_name" would be the Prometheus label gen_ai_operation_name, as "gen_ai.operation.name" is`},
+		// A label key that no exporter can send (an env variable with
+		// odd bytes, say).
+		{"dimension not UTF-8", map[string]any{"dimensions": []any{"tenant\xff"}}, `dimensions[0] "tenant\xff" is not valid UTF-8`},
 		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
 		// Two keys that become one Prometheus label would give a series
 		// the label twice, which the Prometheus exporter drops.

@@ -26,6 +26,7 @@ func sizingAttempt(ss ptrace.SpanSlice, u int, outcome, trigger, derivation stri
 	sp.SetStartTimestamp(pcommon.Timestamp(1e18))
 	sp.SetEndTimestamp(pcommon.Timestamp(1e18 + 5e9))
 	a := sp.Attributes()
+	a.PutStr(string(semconv.GenAIOperationName), "chat") // one operation: the table's case
 	a.PutStr(string(semconv.GenAIProviderName), fmt.Sprintf("provider-%d", u))
 	a.PutStr(string(semconv.GenAIRequestModel), fmt.Sprintf("model-%d", u))
 	a.PutStr(string(semconv.Route), fmt.Sprintf("route-%d", u))
@@ -54,6 +55,7 @@ func sizingCall(ss ptrace.SpanSlice, model, route, outcome, ejected string) {
 	sp.SetStartTimestamp(pcommon.Timestamp(1e18))
 	sp.SetEndTimestamp(pcommon.Timestamp(1e18 + 5e9))
 	a := sp.Attributes()
+	a.PutStr(string(semconv.GenAIOperationName), "chat")
 	a.PutStr(string(semconv.GenAIRequestModel), model)
 	a.PutStr(string(semconv.WinnerRoute), route)
 	a.PutStr(string(semconv.Outcome), outcome)

@@ -111,7 +111,7 @@ func (b *builder) addCall(spans ptrace.SpanSlice, c *Counts) {
 	call.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	call.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(callEnd + time.Millisecond)))
 	a := call.Attributes()
-	a.EnsureCapacity(13)
+	a.EnsureCapacity(12)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutStr(string(semconv.Delivery), semconv.DeliveryStreaming)
 	a.PutStr(string(semconv.GenAIRequestModel), primary.Model)
@@ -156,7 +156,6 @@ func (b *builder) addCall(spans ptrace.SpanSlice, c *Counts) {
 	a.PutStr(string(semconv.Outcome), semconv.OutcomeOK)
 	a.PutInt(string(semconv.WinnerIndex), int64(winner))
 	a.PutStr(string(semconv.WinnerRoute), w.route.Name)
-	a.PutStr(string(semconv.WinnerProvider), w.route.Provider)
 	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), (w.launch + time.Duration(w.offs[0])*time.Microsecond).Seconds())
 	// The caller's view: the winner's chunks as they reached the caller,
 	// in µs since the call start.

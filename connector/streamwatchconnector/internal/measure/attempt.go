@@ -32,7 +32,7 @@ type label struct {
 // attemptLabels are the attempt span's attributes that become metric
 // attributes.
 type attemptLabels struct {
-	operation, provider, model, route, outcome, trigger label
+	provider, model, route, outcome, trigger label
 }
 
 // labelAt reads slot s of the span being recorded.
@@ -52,12 +52,11 @@ func (r *Recorder) label(a pcommon.Map, k string) label {
 func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	index, okIndex := r.countAt(slotIndex)
 	l := attemptLabels{
-		operation: r.labelAt(slotOperation),
-		provider:  r.labelAt(slotProvider),
-		model:     r.labelAt(slotModel),
-		route:     r.labelAt(slotRoute),
-		outcome:   r.labelAt(slotAttemptOutcome),
-		trigger:   r.labelAt(slotTrigger),
+		provider: r.labelAt(slotProvider),
+		model:    r.labelAt(slotModel),
+		route:    r.labelAt(slotRoute),
+		outcome:  r.labelAt(slotAttemptOutcome),
+		trigger:  r.labelAt(slotTrigger),
 	}
 	chunks, okChunks := r.countAt(slotChunkCount)
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
@@ -110,8 +109,9 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// none at all: neither feeds the pooled ITL.
 	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner &&
 		f.derivation != semconv.DerivationBurst && f.derivation != semconv.DerivationAnomaly {
-		// A GenAI conventions metric: gen_ai.operation.name too.
-		r.labels(l.operation, l.provider, l.model, l.route)
+		// A GenAI conventions metric: gen_ai.operation.name too (read only
+		// here, where a metric carries it).
+		r.labels(r.labelAt(slotOperation), l.provider, l.model, l.route)
 		r.winnerGaps(service, sp, &f, okChunks && chunks >= 2)
 	}
 }

@@ -20,18 +20,13 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		return
 	}
 	model := r.labelAt(slotModel)
-	// The winner's route and provider become streamwatch.route and
-	// gen_ai.provider.name, as on attempt metrics.
+	// The winner's route becomes streamwatch.route, as on attempt metrics.
 	route := r.labelAt(slotWinnerRoute)
 	route.key = string(semconv.Route)
-	provider := r.labelAt(slotWinnerProvider)
-	provider.key = string(semconv.GenAIProviderName)
-	// The GenAI conventions' metrics also carry gen_ai.operation.name.
-	op := r.labelAt(slotOperation)
 	out := label{key: string(semconv.Outcome), value: outcome, ok: true}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
-	r.labels(provider, model, route, out)
+	r.labels(model, route, out)
 	r.series(calls, service).Add(1)
 
 	// The caller's view: the silence the caller lived through, beside the
@@ -42,7 +37,9 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.series(callStalls, service).Add(f.stallCount)
 	}
 
-	r.labels(op, provider, model, route, out)
+	// The GenAI conventions' metrics also carry gen_ai.operation.name.
+	op := r.labelAt(slotOperation)
+	r.labels(op, model, route, out)
 	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
 		r.observe(callDuration, service, float64(end-start)/1e9, ex)
 	} else {
@@ -50,7 +47,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 	}
 
 	if v, ok := r.numberAt(slotCallTTFT); ok {
-		r.labels(op, provider, model, route)
+		r.labels(op, model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
 }

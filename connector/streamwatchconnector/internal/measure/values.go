@@ -34,7 +34,6 @@ const (
 	slotGapCounts
 	slotOutcome
 	slotWinnerRoute
-	slotWinnerProvider
 	slotCallTTFT
 	slotOperation
 	numSlots
@@ -59,7 +58,6 @@ var slotKeys = [numSlots]string{
 	slotGapCounts:      string(semconv.GapBucketCounts),
 	slotOutcome:        string(semconv.Outcome),
 	slotWinnerRoute:    string(semconv.WinnerRoute),
-	slotWinnerProvider: string(semconv.WinnerProvider),
 	slotCallTTFT:       string(semconv.GenAIResponseTimeToFirstChunk),
 	slotOperation:      string(semconv.GenAIOperationName),
 }
