@@ -10,7 +10,8 @@
 //
 // A value that cannot be used (wrong type, negative, NaN or infinite, an
 // anomalous timeline) is skipped and reported to Problems; the rest of the
-// span is still used. A label that is not UTF-8 is repaired and reported. Nothing in a span can make a Recorder panic.
+// span is still used. A label that is not UTF-8 is repaired and reported.
+// Nothing in a span can make a Recorder panic.
 //
 // A Recorder is not safe for concurrent use.
 package measure
