@@ -512,8 +512,16 @@ func withResponse() itemsOpt {
 // gen_ai.response.id (the first reported), gen_ai.usage.input_tokens
 // (the last), gen_ai.response.finish_reasons (one per choice that ended,
 // in choice order, the last reason of each; choices 0–127; made UTF-8);
-// none of it on an attempt that reported none.
+// none of it on an attempt that reported none. On both paths an item
+// takes: the race's (Buffered: every item) and the committed stream's
+// (Streaming: the items after commit).
 func TestTelemetryResponseDescription(t *testing.T) {
+	for _, d := range []Delivery{Streaming, Buffered} {
+		t.Run(d.String(), func(t *testing.T) { responseDescription(t, d) })
+	}
+}
+
+func responseDescription(t *testing.T, d Delivery) {
 	synctest.Test(t, func(t *testing.T) {
 		steps := []step{control(100*time.Millisecond, "id:resp-1"), keepalive(10 * time.Millisecond),
 			content(10*time.Millisecond, "a"), control(0, "id:resp-2"), control(0, "in:40"),
@@ -525,7 +533,7 @@ func TestTelemetryResponseDescription(t *testing.T) {
 			control(0, "finish:2:content_filter"))
 		a := newUpstream("a", []step{hang()})
 		b := newUpstream("b", steps)
-		p, exp := recorded(t, Config{HedgeAfter: time.Second}, withResponse())
+		p, exp := recorded(t, Config{HedgeAfter: time.Second, Delivery: d}, withResponse())
 		if g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()); g.err != nil {
 			t.Fatal(g.err)
 		}
