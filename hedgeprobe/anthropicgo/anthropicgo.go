@@ -47,20 +47,17 @@ func Tokens(e Event) (int64, bool) {
 	return e.Usage.OutputTokens, true
 }
 
-// inputTokens reads the input tokens of message_start, or of a
-// message_delta that reports them (cumulative): input_tokens plus the
-// cache's reads and writes, which Anthropic counts apart and the GenAI
-// conventions count in.
+// inputTokens reads the input tokens of message_start: input_tokens plus
+// the cache's reads and writes, which Anthropic counts apart and the GenAI
+// conventions count in. Those of message_delta's cumulative usage are not
+// read, as in sse.AnthropicItems: the API may send them in part (null
+// cache counts), and the part would replace the whole.
 func inputTokens(e Event) (int64, bool) {
-	switch e.Type {
-	case "message_start":
-		u := &e.Message.Usage
-		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, e.Message.JSON.Usage.Valid()
-	case "message_delta":
-		u := &e.Usage
-		return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, u.JSON.InputTokens.Valid()
+	if e.Type != "message_start" {
+		return 0, false
 	}
-	return 0, false
+	u := &e.Message.Usage
+	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, e.Message.JSON.Usage.Valid()
 }
 
 // Items tells a hedgeprobe.Prober about anthropic-sdk-go events:

@@ -107,21 +107,16 @@ func AnthropicTokens(e AnthropicEvent) (int64, bool) {
 	return e.Usage.OutputTokens, true
 }
 
-// anthropicInputTokens reads the input tokens of message_start, or of a
-// message_delta that reports them (the API's newer, cumulative usage).
-// AnthropicUsage cannot tell a count left out from 0, and no prompt has
-// no token: 0 is read as not reported.
+// anthropicInputTokens reads the input tokens of message_start. Those of
+// message_delta's cumulative usage are not read: the API may send them in
+// part (input_tokens without the cache's counts, or null), and the part
+// would replace the whole. AnthropicUsage cannot tell a count left out
+// from 0, and no prompt has no token: 0 is read as not reported.
 func anthropicInputTokens(e AnthropicEvent) (int64, bool) {
-	var u *AnthropicUsage
-	switch {
-	case e.Type == "message_start" && e.Message != nil:
-		u = &e.Message.Usage
-	case e.Type == "message_delta" && e.Usage != nil:
-		u = e.Usage
-	default:
+	if e.Type != "message_start" || e.Message == nil {
 		return 0, false
 	}
-	n := u.inputTokens()
+	n := e.Message.Usage.inputTokens()
 	return n, n > 0
 }
 

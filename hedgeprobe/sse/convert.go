@@ -32,8 +32,8 @@ func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[Chat
 
 type chatFromAnthropic struct {
 	hedgeprobe.Source[AnthropicEvent]
-	// input is message_start's input tokens: message_delta's usage, which
-	// becomes the usage chunk, often leaves them out.
+	// input is message_start's input tokens, cache included: the usage
+	// chunk made of message_delta carries them.
 	input int64
 }
 
@@ -43,7 +43,9 @@ func (c *chatFromAnthropic) Current() ChatChunk {
 		c.input = e.Message.Usage.inputTokens()
 	}
 	cc := ChatFromAnthropic(e)
-	if u := cc.Usage; u != nil && u.PromptTokens == 0 {
+	if u := cc.Usage; u != nil && c.input > 0 {
+		// message_start's count, whole: message_delta's may leave the
+		// input or the cache's counts out (anthropicInputTokens).
 		u.PromptTokens = c.input
 		u.TotalTokens = c.input + u.CompletionTokens
 	}
@@ -56,9 +58,10 @@ func (c *chatFromAnthropic) Current() ChatChunk {
 // block start and its input_json deltas are tool-call fragments (Index is
 // the content block's), a citation is an annotation, message_delta is a finish reason (end_turn → stop,
 // max_tokens → length, tool_use → tool_calls) with usage (prompt_tokens
-// counting the cache's reads and writes in, as OpenAI's does; those of
-// message_start when message_delta leaves them out, on AnthropicChatRoute,
-// which sees both), ping and comments are keepalive comments.
+// counting the cache's reads and writes in, as OpenAI's does; on
+// AnthropicChatRoute, which sees both events, message_start's count, since
+// message_delta may leave parts of it out), ping and comments are
+// keepalive comments.
 func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 	c := ChatChunk{Object: "chat.completion.chunk", Received: e.Received}
 	choice := func(d ChatDelta, finish string) {

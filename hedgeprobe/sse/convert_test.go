@@ -66,10 +66,11 @@ func TestChatFromAnthropicKeepsKinds(t *testing.T) {
 }
 
 // TestChatFromAnthropicInputTokens: the usage chunk's prompt_tokens count
-// the cache's reads and writes in, as OpenAI's do; on AnthropicChatRoute a
-// message_delta without input tokens takes message_start's. (The usage
-// chunk said prompt_tokens 0, and OpenAIItems put
-// gen_ai.usage.input_tokens=0 on the span.)
+// the cache's reads and writes in, as OpenAI's do; on AnthropicChatRoute
+// they are message_start's, also when message_delta reports a part of them
+// (here input_tokens without the cache's counts). (The usage chunk said
+// prompt_tokens 0, and OpenAIItems put gen_ai.usage.input_tokens=0 on the
+// span.)
 func TestChatFromAnthropicInputTokens(t *testing.T) {
 	d := ChatFromAnthropic(AnthropicEvent{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"},
 		Usage: &AnthropicUsage{InputTokens: 10, CacheReadInputTokens: 30, CacheCreationInputTokens: 2, OutputTokens: 3}})
@@ -78,7 +79,7 @@ func TestChatFromAnthropicInputTokens(t *testing.T) {
 	}
 	src := &chatFromAnthropic{Source: &eventList{events: []AnthropicEvent{
 		{Type: "message_start", Message: &AnthropicMessage{ID: "m", Usage: AnthropicUsage{InputTokens: 10, CacheCreationInputTokens: 5, OutputTokens: 1}}},
-		{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"}, Usage: &AnthropicUsage{OutputTokens: 7}},
+		{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"}, Usage: &AnthropicUsage{InputTokens: 10, OutputTokens: 7}},
 	}}}
 	var got []int64
 	for src.Next() {
