@@ -39,8 +39,8 @@ type chatFromAnthropic struct {
 
 func (c *chatFromAnthropic) Current() ChatChunk {
 	e := c.Source.Current()
-	if e.Type == "message_start" && e.Message != nil {
-		c.input = e.Message.Usage.inputTokens()
+	if n, ok := anthropicInputTokens(e); ok {
+		c.input = n
 	}
 	cc := ChatFromAnthropic(e)
 	if u := cc.Usage; u != nil && c.input > 0 {
