@@ -88,6 +88,7 @@ var builtin = map[string]bool{
 	string(semconv.Derivation):          true,
 	string(semconv.EventEjectionReason): true,
 	string(semconv.GenAIOperationName):  true, // on the gen_ai.client.* metrics
+	string(semconv.ErrorType):           true, // on gen_ai.client.operation.duration
 	semconv.MetricOverflow:              true,
 }
 

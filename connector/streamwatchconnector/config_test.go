@@ -87,6 +87,9 @@ func TestConfigInvalid(t *testing.T) {
 			`dimensions[0] "gen_ai.operation.name" is already an attribute of the connector's metrics`},
 		{"operation's label", map[string]any{"dimensions": []any{"gen_ai_operation_name"}},
 			`dimensions[0] "gen_ai_operation_name" would be the Prometheus label gen_ai_operation_name, as "gen_ai.operation.name" is`},
+		// gen_ai.client.operation.duration carries it on failed calls.
+		{"error.type dimension", map[string]any{"dimensions": []any{"error.type"}},
+			`dimensions[0] "error.type" is already an attribute of the connector's metrics`},
 		// A label key that no exporter can send (an env variable with
 		// odd bytes, say).
 		{"dimension not UTF-8", map[string]any{"dimensions": []any{"tenant\xff"}}, `dimensions[0] "tenant\xff" is not valid UTF-8`},

@@ -47,9 +47,10 @@ func sizingAttempt(ss ptrace.SpanSlice, u int, outcome, trigger, derivation stri
 	ev.Attributes().PutDouble(string(semconv.StallDurationMs), 3000)
 }
 
-// sizingCall appends a derived call span of pair (model, route), with one
-// ejection event per reason of ejected when it is not empty.
-func sizingCall(ss ptrace.SpanSlice, model, route, outcome, ejected string) {
+// sizingCall appends a derived call span of pair (model, route), with
+// error.type errType when it is not empty and one ejection event per
+// reason of ejected when that is not empty.
+func sizingCall(ss ptrace.SpanSlice, model, route, outcome, errType, ejected string) {
 	sp := ss.AppendEmpty()
 	sp.SetName(semconv.CallSpanName)
 	sp.SetStartTimestamp(pcommon.Timestamp(1e18))
@@ -63,6 +64,9 @@ func sizingCall(ss ptrace.SpanSlice, model, route, outcome, ejected string) {
 	a.PutStr(string(semconv.Derivation), semconv.DerivationComplete)
 	a.PutDouble(string(semconv.StallMs), 3000)
 	a.PutInt(string(semconv.StallCount), 1)
+	if errType != "" {
+		a.PutStr(string(semconv.ErrorType), errType)
+	}
 	if ejected == "" {
 		return
 	}
@@ -117,14 +121,15 @@ func flushOnce(t *testing.T, cfg *Config, td ptrace.Traces) pmetric.Metrics {
 
 // TestSizing fills every label value of the sizing table for U upstreams,
 // C call pairs and S services and checks the table metric by metric and
-// the bound (259 U + 197 C) × S in Prometheus series; then fills every
+// the bound (259 U + (180 + 17 E) C) × S in Prometheus series, E the
+// error.type values of calls that ended in error; then fills every
 // metric past the default max_series and checks the ceiling,
 // 8 histograms × 1,001 × 17 + 7 counters × 1,001. It proves the table's
 // count for the label values the table lists; a new label value would
 // need a new row here and in docs/scale.md.
 func TestSizing(t *testing.T) {
 	t.Run("bound", func(t *testing.T) {
-		const U, C, S = 2, 3, 2
+		const U, C, S, E = 2, 3, 2, 3
 		td := ptrace.NewTraces()
 		for s := range S {
 			rs := td.ResourceSpans().AppendEmpty()
@@ -148,11 +153,16 @@ func TestSizing(t *testing.T) {
 				}
 				// Ejections are per route and reason: ride on a call of
 				// the first pair, whose outcomes are all filled anyway.
-				sizingCall(ss, "cmodel-0", "croute-0", semconv.OutcomeOK, fmt.Sprintf("route-%d", u))
+				sizingCall(ss, "cmodel-0", "croute-0", semconv.OutcomeOK, "", fmt.Sprintf("route-%d", u))
 			}
 			for c := range C {
-				for _, outcome := range []string{semconv.OutcomeOK, semconv.OutcomeTTFTTimeout, semconv.OutcomeStallTimeout, semconv.OutcomeError, semconv.OutcomeCanceled} {
-					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), outcome, "")
+				// The other outcomes have one error.type each (their own
+				// name; "_OTHER" for a span without one).
+				for _, outcome := range []string{semconv.OutcomeOK, semconv.OutcomeTTFTTimeout, semconv.OutcomeStallTimeout, semconv.OutcomeCanceled} {
+					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), outcome, "", "")
+				}
+				for e := range E {
+					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), semconv.OutcomeError, fmt.Sprintf("%d", 500+e), "")
 				}
 			}
 		}
@@ -169,7 +179,7 @@ func TestSizing(t *testing.T) {
 			semconv.MetricHedges:                   12 * U * S,
 			semconv.MetricRouteEjections:           2 * U * S,
 			semconv.MetricTimeToFirstChunk:         C * S,
-			semconv.MetricOperationDuration:        5 * C * S,
+			semconv.MetricOperationDuration:        (4 + E) * C * S,
 			semconv.MetricCalls:                    5 * C * S,
 			semconv.MetricCallStallDuration:        5 * C * S,
 			semconv.MetricCallStalls:               5 * C * S,
@@ -177,7 +187,7 @@ func TestSizing(t *testing.T) {
 			require.Equalf(t, want, otel[name], "series of %s", name)
 		}
 		require.Len(t, otel, 15)
-		require.Equal(t, (259*U+197*C)*S, total(prom), "Prometheus series")
+		require.Equal(t, (259*U+(180+17*E)*C)*S, total(prom), "Prometheus series")
 	})
 	t.Run("cap", func(t *testing.T) {
 		if testing.Short() {
@@ -189,7 +199,7 @@ func TestSizing(t *testing.T) {
 		ss := rs.ScopeSpans().AppendEmpty().Spans()
 		for u := range 1100 {
 			sizingAttempt(ss, u, semconv.AttemptOutcomeWinner, semconv.TriggerTTFT, semconv.DerivationComplete, 1, 10, 9)
-			sizingCall(ss, "m", fmt.Sprintf("route-%d", u), semconv.OutcomeOK, fmt.Sprintf("route-%d", u))
+			sizingCall(ss, "m", fmt.Sprintf("route-%d", u), semconv.OutcomeOK, "", fmt.Sprintf("route-%d", u))
 		}
 		cfg := createDefaultConfig().(*Config)
 		require.Equal(t, 1000, cfg.MaxSeries)

@@ -39,7 +39,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 
 	// The GenAI conventions' metrics also carry gen_ai.operation.name.
 	op := r.labelAt(slotOperation)
-	r.labels(op, model, route, out)
+	r.labels(op, model, route, out, r.errorType(outcome))
 	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
 		r.observe(callDuration, service, float64(end-start)/1e9, ex)
 	} else {
@@ -50,6 +50,21 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.labels(op, model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
+}
+
+// errorType is the duration's error.type, which the GenAI conventions
+// require when the operation ended in an error: the call span's own (the
+// provider's status code, the watchdog's kind, …), "_OTHER" when a failed
+// call span has none. A call that ended ok has none.
+func (r *Recorder) errorType(outcome string) label {
+	if outcome == string(semconv.OutcomeOK) {
+		return label{}
+	}
+	l := r.labelAt(slotErrorType)
+	if !l.ok || l.value == "" {
+		l = label{key: slotKeys[slotErrorType], value: "_OTHER", ok: true}
+	}
+	return l
 }
 
 // ejections counts the streamwatch.route.ejected events of a call span by

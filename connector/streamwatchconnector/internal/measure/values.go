@@ -36,6 +36,7 @@ const (
 	slotWinnerRoute
 	slotCallTTFT
 	slotOperation
+	slotErrorType
 	numSlots
 )
 
@@ -60,6 +61,7 @@ var slotKeys = [numSlots]string{
 	slotWinnerRoute:    string(semconv.WinnerRoute),
 	slotCallTTFT:       string(semconv.GenAIResponseTimeToFirstChunk),
 	slotOperation:      string(semconv.GenAIOperationName),
+	slotErrorType:      string(semconv.ErrorType),
 }
 
 // slotsByLen lists the slots by the length of their key. Most of a span's
