@@ -60,6 +60,7 @@ type attempt[T any] struct {
 	firstItem  int           // index in buf of the first content chunk
 	opening    int           // Control items before the first content chunk
 	openAsked  bool          // a resume attempt: its Control items before content are put to Items.Opening
+	follows    bool          // a resume attempt whose first content is no answer text: it follows the answer (Items.RelabelAfter)
 	last       time.Duration // latest content chunk since call start
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64

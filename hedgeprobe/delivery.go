@@ -66,20 +66,26 @@ func (s *Stream[T]) deliver() bool {
 	if d.pos == len(d.pending) {
 		d.pending, d.pos = d.pending[:0], 0
 	}
-	if relabel := s.p.items.Relabel; relabel != nil && s.race.resumable {
+	if items := &s.p.items; (items.Relabel != nil || items.RelabelAfter != nil) && s.race.resumable {
 		if a := it.from; a.trigger == TriggerResume {
+			relabel := items.Relabel
+			if a.follows && items.RelabelAfter != nil {
+				relabel = items.RelabelAfter
+			}
 			// The continuation's items come after everything of the answer
 			// it continues: its answer is the latest content returned.
 			if a.answer == nil {
 				answer := d.last
 				a.answer = &answer
 			}
-			v, err := relabelSafe(relabel, *a.answer, it.v)
-			if err != nil {
-				s.finish(err, OutcomeError)
-				return false
+			if relabel != nil {
+				v, err := relabelSafe(relabel, *a.answer, it.v)
+				if err != nil {
+					s.finish(err, OutcomeError)
+					return false
+				}
+				it.v = v
 			}
-			it.v = v
 		}
 		if it.kind == Content {
 			d.last = it.v

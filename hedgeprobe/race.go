@@ -173,6 +173,17 @@ func (s *Stream[T]) handle(ev event[T]) {
 		}
 		a.buf[len(a.buf)-1].opens = opens
 	}
+	if ev.kind == Content && a.content == 0 && a.trigger == TriggerResume {
+		// Does the continuation carry the answer's text on, or follow it
+		// with something else (a tool call, reasoning)? What the caller
+		// reads of it depends on which (continuation, Stream.deliver).
+		text, ok, err := textSafe(s.p.items.Text, ev.v)
+		if err != nil {
+			s.fail(a, err)
+			return
+		}
+		a.follows = text == "" || !ok
+	}
 	if ev.kind == Content {
 		a.content++
 		a.last = ev.at
@@ -244,8 +255,23 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 // answer's own had, which fails where the routes open differently (a
 // server that sends no role chunk continuing one that does would lose
 // its finish reason). A second opening would make anthropic-sdk-go's
-// Message.Accumulate start the message afresh.
+// Message.Accumulate start the message afresh. A continuation that
+// follows the answer (its first content is no answer text) keeps the
+// Control items before its content that do not open: the start of its
+// own first block.
 func continuation[T any](a *attempt[T]) []item[T] {
+	if a.firstItem >= 0 && a.follows && a.openAsked {
+		// It follows the answer: what it opens before its content that is
+		// not the answer's opening (a thinking or tool_use block's
+		// start) is the caller's to read.
+		var out []item[T]
+		for _, it := range a.buf[:a.firstItem] {
+			if it.kind == Control && !it.opens {
+				out = append(out, it)
+			}
+		}
+		return append(out, a.buf[a.firstItem:]...)
+	}
 	if a.firstItem >= 0 {
 		return a.buf[a.firstItem:]
 	}

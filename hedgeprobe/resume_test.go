@@ -550,6 +550,78 @@ func TestResumeEndsWithoutContent(t *testing.T) {
 	})
 }
 
+// A continuation whose first content is no answer text — a tool call,
+// reasoning — follows the answer instead of continuing its text: its
+// items are relabelled by Items.RelabelAfter (Relabel without it), and
+// the Control items before its content that do not open (the start of
+// its own block) reach the caller; those that open (its role chunk) do
+// not. A continuation that begins with text keeps Relabel and loses
+// every item before its content, as before.
+func TestResumeFollows(t *testing.T) {
+	answer := []step{control(0, "role"), content(time.Second, "A"), hang()}
+	follow := func(first string) []step {
+		return []step{control(50*time.Millisecond, "role"), control(10*time.Millisecond, "block_start"),
+			content(10*time.Millisecond, first), control(10*time.Millisecond, "stop")}
+	}
+	for _, tc := range []struct {
+		name     string
+		b        []step
+		after    bool   // RelabelAfter set
+		read     string // what the caller reads
+		relabels string // which function, answer|item, per call
+	}{
+		{"a tool call", follow("tool:f"), true, "[role A block_start tool:f stop]",
+			"[after A|block_start after A|tool:f after A|stop]"},
+		{"reasoning", follow("think:hm"), true, "[role A block_start think:hm stop]",
+			"[after A|block_start after A|think:hm after A|stop]"},
+		{"a tool call, no RelabelAfter", follow("tool:f"), false, "[role A block_start tool:f stop]",
+			"[relabel A|block_start relabel A|tool:f relabel A|stop]"},
+		// Its text continues the answer's: the start of its block is the
+		// opening of the block the caller has open.
+		{"text", follow("B"), true, "[role A B stop]", "[relabel A|B relabel A|stop]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a, b := continuing("a", answer), continuing("b", tc.b)
+				var relabels []string
+				p := mustNew(t, resumeCfg(), itemsOpt(func(i *Items[chunk]) {
+					i.Text = func(c chunk) (string, bool) {
+						switch {
+						case strings.HasPrefix(c.Text, "tool:"):
+							return "", false
+						case strings.HasPrefix(c.Text, "think:"):
+							return "", true // reasoning: content, no answer text
+						}
+						return c.Text, true
+					}
+					i.Opening = func(c chunk) bool { return c.Text == "role" }
+					i.Relabel = func(answer, v chunk) chunk {
+						relabels = append(relabels, "relabel "+answer.Text+"|"+v.Text)
+						return v
+					}
+					if tc.after {
+						i.RelabelAfter = func(answer, v chunk) chunk {
+							relabels = append(relabels, "after "+answer.Text+"|"+v.Text)
+							return v
+						}
+					}
+				}))
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if g.err != nil || fmt.Sprint(g.texts) != tc.read {
+					t.Fatalf("caller read %v, err %v; want %s", g.texts, g.err, tc.read)
+				}
+				if fmt.Sprint(relabels) != tc.relabels {
+					t.Fatalf("relabelled %v, want %s", relabels, tc.relabels)
+				}
+				if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[1].Trigger != TriggerResume {
+					t.Fatalf("stats %+v", st)
+				}
+			})
+		})
+	}
+}
+
 // Exactly once, under stress: thousands of calls whose streams fall
 // silent after commit at random points and recover at random times, with
 // continuations that may stall too. The caller's text is always one

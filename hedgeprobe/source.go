@@ -189,6 +189,17 @@ type Items[T any] struct {
 	// only what the caller reads; a panic fails the call like
 	// OutputTokens.
 	Relabel func(answer, v T) T
+	// RelabelAfter is Relabel for a continuation that does not continue
+	// the answer's text but follows it: its first content item is no
+	// answer text (Text reports none, or not resumable: a tool call,
+	// reasoning). Its items come after the answer's instead of inside
+	// them; the Anthropic adapters number its content blocks after the
+	// answer's block (answer.Index + 1 + j) rather than from it, so
+	// Message.Accumulate keeps the answer's text block and adds the
+	// continuation's tool call or thinking after it. Asked like Relabel.
+	// Optional: without it, Relabel relabels those continuations too,
+	// which is right where items have no blocks (OpenAI's chunks).
+	RelabelAfter func(answer, v T) T
 	// Opening reports whether a Control item opens an answer (OpenAI's
 	// role chunk; Anthropic's message_start and content_block_start)
 	// rather than closing one (a finish reason, usage, message_stop). It
@@ -197,7 +208,11 @@ type Items[T any] struct {
 	// that ends without content (the answer was complete at the prefix)
 	// reaches the caller from its first closing item on, without the
 	// opening items before it, which the caller already has from the
-	// answer. Optional:
+	// answer. A continuation that follows the answer (RelabelAfter)
+	// reaches the caller without the Control items before its first
+	// content that open, and with the others (Anthropic's start of a
+	// thinking or tool_use block: the caller has no such block open).
+	// Optional:
 	// without it, that continuation's opening is taken to be as many
 	// Control items as the answer's own opening had, which holds only
 	// where both routes open alike. A panic fails the call like

@@ -78,14 +78,17 @@ var Items = hedgeprobe.Items[Event]{
 			finished(0, string(e.Delta.StopReason))
 		}
 	},
-	Text:    Text,
-	Relabel: Relabel,
-	Opening: Opening,
+	Text:         Text,
+	Relabel:      Relabel,
+	RelabelAfter: RelabelAfter,
+	Opening:      Opening,
 }
 
 // Opening is the hedgeprobe Items.Opening of anthropic-sdk-go events:
-// message_start and content_block_start open the answer.
-func Opening(e Event) bool { return classify.AnthropicOpening(e.Type) }
+// message_start and the start of a text block open the answer; the start
+// of another block (thinking, tool_use) does not: a continuation that
+// begins with one follows the answer (RelabelAfter).
+func Opening(e Event) bool { return classify.AnthropicOpening(e.Type, e.ContentBlock.Type) }
 
 // Relabel is the hedgeprobe Items.Relabel of anthropic-sdk-go events: a
 // continuation numbers its content blocks from 0, and its block j is the
@@ -95,14 +98,37 @@ func Opening(e Event) bool { return classify.AnthropicOpening(e.Type) }
 // event is decoded anew from its JSON with the index changed; an event
 // whose JSON cannot be read so is left as it is.
 func Relabel(answer, e Event) Event {
-	if answer.Index == 0 || !blockEvent(answer.Type) || !blockEvent(e.Type) {
+	if !blockEvent(answer.Type) {
+		return e
+	}
+	return moveBlock(e, answer.Index)
+}
+
+// RelabelAfter is the hedgeprobe Items.RelabelAfter of anthropic-sdk-go
+// events: a continuation that begins with a block other than text (a tool
+// call; thinking, on a compatible server that reasons again) follows the
+// answer's block answer.Index, so its block j becomes block
+// answer.Index + 1 + j, and Message.Accumulate adds it after the answer's
+// text block. That block is then left without its content_block_stop,
+// which the stalled upstream never sent.
+func RelabelAfter(answer, e Event) Event {
+	if !blockEvent(answer.Type) {
+		return e
+	}
+	return moveBlock(e, answer.Index+1)
+}
+
+// moveBlock returns block event e moved by n blocks; any other event, or
+// one whose JSON cannot be read, as it is.
+func moveBlock(e Event, n int64) Event {
+	if n == 0 || !blockEvent(e.Type) {
 		return e
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(e.RawJSON()), &fields); err != nil {
 		return e
 	}
-	fields["index"] = json.RawMessage(strconv.FormatInt(answer.Index+e.Index, 10))
+	fields["index"] = json.RawMessage(strconv.FormatInt(n+e.Index, 10))
 	b, err := json.Marshal(fields)
 	if err != nil {
 		return e
@@ -163,7 +189,9 @@ type RouteOptions struct {
 	// as the prefill, less its trailing whitespace (Anthropic refuses a
 	// prefill that ends in whitespace), and drops that whitespace from the
 	// start of the continuation where the model repeats it, so the caller
-	// reads it once. Params that already end in an assistant message (the
+	// reads it once; a delivered text of whitespace alone is sent as no
+	// prefill at all, and the continuation is then a fresh answer after
+	// that whitespace. Params that already end in an assistant message (the
 	// caller's own prefill) are resumed with that message extended by the
 	// delivered text: in its last text block, or in a block of its own
 	// after a block that is not text or is marked for caching (a message

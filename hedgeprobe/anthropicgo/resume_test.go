@@ -76,7 +76,8 @@ func TestItemsText(t *testing.T) {
 	adaptertest.CheckAnthropicText(t, anthropicgo.Items.Text)
 }
 
-// TestItemsOpening: message_start and content_block_start open an answer.
+// TestItemsOpening: message_start and a text block's start open an answer;
+// the start of a thinking or tool_use block does not.
 func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, anthropicgo.Items.Opening)
 }
@@ -114,7 +115,7 @@ func accumulateBlocks(t testing.TB, stream *hedgeprobe.Stream[anthropicgo.Event]
 	}
 	var blocks []string
 	for _, b := range message.Content {
-		blocks = append(blocks, b.Type+":"+b.Thinking+b.Text)
+		blocks = append(blocks, b.Type+":"+b.Thinking+b.Text+b.Name+string(b.Input))
 	}
 	return blocks, stream.Err()
 }

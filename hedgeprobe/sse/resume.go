@@ -33,7 +33,9 @@ const (
 	// reads the continuation as content[len(prefix):]). The repeat is
 	// dropped from the answer's start, so the caller reads the delivered
 	// text once; an answer that goes its own way before the whole prefix
-	// is repeated keeps every byte. A request that already ends in an
+	// is repeated keeps every byte (the part of the repeat held back
+	// while it still matched reaches the caller with the chunk that broke
+	// off, as one chunk). A request that already ends in an
 	// assistant message (a prefill of the caller's, which the first
 	// answer repeated too) is not continued with it: the resume attempt
 	// fails with hedgeprobe.ErrCannotContinue.
@@ -94,6 +96,7 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 	FinishReasons: anthropicFinishReasons,
 	Text:          AnthropicText,
 	Relabel:       AnthropicRelabel,
+	RelabelAfter:  AnthropicRelabelAfter,
 	Opening:       AnthropicOpening,
 }
 
@@ -121,6 +124,19 @@ func AnthropicRelabel(answer, e AnthropicEvent) AnthropicEvent {
 	return e
 }
 
+// AnthropicRelabelAfter is the hedgeprobe Items.RelabelAfter of
+// AnthropicEvent: a continuation that begins with a block other than text
+// (a tool call; thinking, on a compatible server that reasons again)
+// follows the answer's block answer.Index, so its block j becomes block
+// answer.Index + 1 + j. The answer's text block is then left without its
+// content_block_stop, which the stalled upstream never sent.
+func AnthropicRelabelAfter(answer, e AnthropicEvent) AnthropicEvent {
+	if anthropicBlockEvent(answer.Type) && anthropicBlockEvent(e.Type) {
+		e.Index += answer.Index + 1
+	}
+	return e
+}
+
 // anthropicBlockEvent reports an event type that carries a content
 // block's index.
 func anthropicBlockEvent(typ string) bool {
@@ -137,8 +153,16 @@ func ChatOpening(c ChatChunk) bool {
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of AnthropicEvent:
-// message_start and content_block_start open the answer.
-func AnthropicOpening(e AnthropicEvent) bool { return classify.AnthropicOpening(e.Type) }
+// message_start and the start of a text block open the answer; the start
+// of another block (thinking, tool_use) does not: a continuation that
+// begins with one follows the answer (AnthropicRelabelAfter).
+func AnthropicOpening(e AnthropicEvent) bool {
+	blockType := ""
+	if e.ContentBlock != nil {
+		blockType = e.ContentBlock.Type
+	}
+	return classify.AnthropicOpening(e.Type, blockType)
+}
 
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the content (and
 // refusal) delta of choice 0 is answer text; reasoning is not (it is

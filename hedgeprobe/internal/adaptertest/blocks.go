@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,39 @@ type BlockScript struct {
 	// start carries only that space (cut from the prefill), then the
 	// block's end and the message's. The caller reads BlockText + " ".
 	Complete bool
+	// Follows: the continuation does not carry the text on but begins
+	// with a block of another type — "tool_use" (a call of FollowTool with
+	// FollowInput) or "thinking" (FollowThinking, on a compatible server
+	// that reasons again) — in its block 0, and with "thinking" the rest
+	// of BlockText in its block 1. Its blocks follow the answer's
+	// (hedgeprobe.Items.RelabelAfter): the caller reads the answer's text
+	// block with BlockPrefix alone, then the continuation's blocks.
+	Follows string
+}
+
+// The continuation's own blocks of a BlockScript that Follows.
+const (
+	FollowTool     = "get_weather"
+	FollowInput    = `{"city":"Oslo"}`
+	FollowThinking = "Again."
+)
+
+// Want returns the blocks the caller must read, as BlockRead returns
+// them.
+func (s BlockScript) Want() []string {
+	switch s.Follows {
+	case "tool_use":
+		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "tool_use:" + FollowTool + FollowInput}
+	case "thinking":
+		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "thinking:" + FollowThinking, "text:" + BlockText[len(BlockPrefix):]}
+	case "":
+	default:
+		panic("BlockScript.Follows: " + s.Follows)
+	}
+	if s.Complete {
+		return []string{"thinking:" + Thinking, "text:" + BlockText + " "}
+	}
+	return []string{"thinking:" + Thinking, "text:" + BlockText}
 }
 
 // BlockScripts are the variants every Anthropic adapter runs.
@@ -50,19 +84,23 @@ var BlockScripts = []BlockScript{
 	{Name: "text in the block start", TextInStart: true},
 	{Name: "cut space, text in the block start", Space: true, TextInStart: true},
 	{Name: "no content, the cut space alone in the block start", Complete: true},
+	{Name: "a continuation that calls a tool first", Follows: "tool_use"},
+	{Name: "a continuation that thinks first", Follows: "thinking"},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
 // reads the stream to its end and returns the answer's content blocks, each
 // as "type:text" (a thinking block's thinking), and the error the loop
-// ended with. It fails the test itself on what only it can see (a block
-// started twice, say).
+// ended with; a tool_use block as "tool_use:" + its name + its input.
+// It fails the test itself on what only it can see (a block started
+// twice, say).
 type BlockRead[T any] func(t testing.TB, stream *hedgeprobe.Stream[T]) (blocks []string, err error)
 
 // CheckResumeKeepsTheBlock runs a call per BlockScripts entry: route builds
 // a route that can continue (a prefill) on an API root, read is the
 // caller's loop. The continuation must win, and the caller must read the
-// thinking in block 0 and BlockText, once, in block 1.
+// thinking in block 0 and BlockText, once, in block 1 — or, where the
+// continuation Follows, BlockPrefix in block 1 and its blocks after it.
 func (a Adapter[T]) CheckResumeKeepsTheBlock(t *testing.T, route func(t *testing.T, name, url string) hedgeprobe.Route[T], read BlockRead[T]) {
 	t.Helper()
 	for _, script := range BlockScripts {
@@ -77,11 +115,7 @@ func (a Adapter[T]) CheckResumeKeepsTheBlock(t *testing.T, route func(t *testing
 			if st := stream.Stats(); st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume {
 				t.Fatalf("stats %+v: the continuation must win", st)
 			}
-			text := BlockText
-			if script.Complete {
-				text += " "
-			}
-			if want := []string{"thinking:" + Thinking, "text:" + text}; !slices.Equal(blocks, want) {
+			if want := script.Want(); !slices.Equal(blocks, want) {
 				t.Fatalf("the caller read blocks %q, want %q", blocks, want)
 			}
 		})
@@ -129,6 +163,27 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 	}
 	if s.Complete {
 		continuing = slices.Delete(continuing, 2, 3) // no delta
+	}
+	input, _ := json.Marshal(FollowInput)
+	switch s.Follows {
+	case "tool_use":
+		continuing = []string{
+			fmt.Sprintf(start, "continues"),
+			`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"` + FollowTool + `","input":{}}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":` + string(input) + `}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}`,
+			`{"type":"message_stop"}`,
+		}
+	case "thinking":
+		continuing = slices.Insert(continuing, 1,
+			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"`+FollowThinking+`"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`,
+			`{"type":"content_block_stop","index":0}`)
+		for i := 5; i <= 7; i++ { // the text block is block 1
+			continuing[i] = strings.Replace(continuing[i], `"index":0`, `"index":1`, 1)
+		}
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)

@@ -141,6 +141,10 @@ var ChatOpeningCases = []OpeningCase{
 var AnthropicOpeningCases = []OpeningCase{
 	{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":1,"output_tokens":1}}}`, true},
 	{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
+	// A continuation that begins with one follows the answer: the caller
+	// has no such block open, and must read its start.
+	{"thinking block start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`, false},
+	{"tool_use block start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`, false},
 	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},
 	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, false},
 	{"message_stop", `{"type":"message_stop"}`, false},
