@@ -90,7 +90,11 @@ type TimeoutError struct {
 	// delivered.
 	ChunksDelivered int64
 	// Truncated is true when content was delivered before the error: the
-	// caller holds a partial answer.
+	// caller holds a partial answer — or, where the stream fell silent
+	// after its last finish reason (before the usage chunk or [DONE]),
+	// the whole text without what would have followed it: hedgeprobe
+	// does not read finish reasons to tell the two apart, and such a
+	// silence is a stall all the same (nothing it holds is resumable).
 	Truncated bool
 }
 

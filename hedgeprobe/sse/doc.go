@@ -40,6 +40,8 @@
 // OpenAI, message_stop for Anthropic. A body that ends before it is a
 // *ConnectionError wrapping io.ErrUnexpectedEOF — a truncated answer is
 // never reported as success. (The SDK adapters do not see [DONE], which
-// the SDKs swallow: theirs end at the last choice's finish_reason, or at
-// message_stop, past which nothing is read.)
+// the SDKs swallow: for them a stream is complete at the last choice's
+// finish_reason, or at message_stop, and a body cut after it ends
+// cleanly; the SDK still reads what comes after it, such as a usage
+// chunk, and a silence there is a stall like any other.)
 package sse

@@ -146,7 +146,10 @@ type AnthropicRequest struct {
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
 	// Prefill says the model accepts a trailing assistant message (a
-	// prefill) and continues it: the route can resume. A request that
+	// prefill) and continues it: the route can resume. The prefill is the
+	// delivered text less its trailing whitespace, which Anthropic refuses
+	// (a delivered text of whitespace alone is sent as no prefill, and the
+	// continuation is then a fresh answer after it). A request that
 	// already ends in one (the caller's own prefill) is resumed with that
 	// message extended by the delivered text. Newer Claude models refuse
 	// prefill with a 400; a resume there fails as refused and the route is
