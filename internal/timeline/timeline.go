@@ -190,8 +190,8 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	case compact:
 		in.Form, in.Key = Compact, string(semconv.ChunkOffsetsUs)
 		if chunkEvents > 0 {
-			in.Note = fmt.Sprintf("both timeline forms present: used %s, ignored %d %s events",
-				semconv.ChunkOffsetsUs, chunkEvents, semconv.EventChunk)
+			in.note(fmt.Sprintf("both timeline forms present: used %s, ignored %d %s events",
+				semconv.ChunkOffsetsUs, chunkEvents, semconv.EventChunk))
 		}
 	case chunkEvents > 0 || kaEvents > 0:
 		in.Form, in.Key = Events, semconv.EventChunk
@@ -200,46 +200,47 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	}
 	readContext(attrs, &in)
 
+	// The keepalives come from the chunks' form when it has them, else
+	// from the other: a producer may build the offsets list at the end
+	// and record keepalives as events as they come, or the reverse.
+	kaList, hasKAList := attrs.Get(string(semconv.KeepaliveOffsetsUs))
+	kaFromEvents := kaEvents > 0 && (in.Form == Events || !hasKAList)
+	switch {
+	case kaFromEvents && hasKAList:
+		in.note(fmt.Sprintf("keepalives in both forms: used the %s events, ignored %s",
+			semconv.EventKeepalive, semconv.KeepaliveOffsetsUs))
+	case !kaFromEvents && kaEvents > 0:
+		in.note(fmt.Sprintf("keepalives in both forms: used %s, ignored %d %s events",
+			semconv.KeepaliveOffsetsUs, kaEvents, semconv.EventKeepalive))
+	}
+
 	start := uint64(span.StartTimestamp())
 	if start == 0 {
 		in.Malformed = noStart
 		return in
 	}
 	if in.Form == Compact {
-		var problem string
-		b.Chunks, problem = readOffsets(offs, string(semconv.ChunkOffsetsUs), b.Chunks)
-		in.Malformed = problem
-		if ka, ok := attrs.Get(string(semconv.KeepaliveOffsetsUs)); ok && problem == "" {
-			if b.Keepalives, problem = readOffsets(ka, string(semconv.KeepaliveOffsetsUs), b.Keepalives); problem != "" {
-				in.ignoreKeepalives(problem)
-			}
-		}
-		if v, ok := attrs.Get(string(semconv.KeepalivesDropped)); ok && in.Malformed == "" && !in.KeepalivesIgnored {
-			// Without the count no segment's keepalives are known.
-			switch {
-			case v.Type() != pcommon.ValueTypeInt:
-				in.ignoreKeepalives(fmt.Sprintf("%s is not an int (type %s)", semconv.KeepalivesDropped, v.Type()))
-			case v.Int() < 0:
-				in.ignoreKeepalives(fmt.Sprintf("%s = %d is negative", semconv.KeepalivesDropped, v.Int()))
-			default:
-				in.KeepalivesDropped = v.Int()
-			}
-		}
+		b.Chunks, in.Malformed = readOffsets(offs, string(semconv.ChunkOffsetsUs), b.Chunks)
 	} else {
 		in.EventsDropped = span.DroppedEventsCount() > 0
 		b.Chunks = growTo(b.Chunks, chunkEvents)
-		b.Keepalives = growTo(b.Keepalives, kaEvents)
+	}
+	if in.Form == Events || kaFromEvents {
+		if kaFromEvents {
+			b.Keepalives = growTo(b.Keepalives, kaEvents)
+		}
 		for i := range evs.Len() {
 			ev := evs.At(i)
 			name := ev.Name()
-			if !isTimelineEvent(name) {
+			isChunk := name == semconv.EventChunk && in.Form == Events
+			if !isChunk && (name != semconv.EventKeepalive || !kaFromEvents) {
 				continue
 			}
 			off, ok := eventOffsetUs(uint64(ev.Timestamp()), start)
 			if !ok {
 				problem := fmt.Sprintf("%s event %d at %d ns is more than 7 days from span start %d ns",
 					name, i, uint64(ev.Timestamp()), start)
-				if name == semconv.EventKeepalive {
+				if !isChunk {
 					if !in.KeepalivesIgnored {
 						in.ignoreKeepalives(problem)
 					}
@@ -248,11 +249,23 @@ func Read(span ptrace.Span, b *Buffers) Input {
 				in.Malformed = problem
 				break
 			}
-			if name == semconv.EventChunk {
+			if isChunk {
 				b.Chunks = append(b.Chunks, off)
 			} else {
 				b.Keepalives = append(b.Keepalives, off)
 			}
+		}
+		if kaFromEvents && in.Form == Compact && span.DroppedEventsCount() > 0 && !in.KeepalivesIgnored {
+			// Some of the keepalive events may be among them.
+			in.ignoreKeepalives(fmt.Sprintf("%d events dropped by the producer", span.DroppedEventsCount()))
+		}
+	}
+	if !kaFromEvents && in.Malformed == "" {
+		readKeepaliveList(attrs, kaList, hasKAList, &in, b)
+	}
+	if in.Malformed == "" && !in.KeepalivesIgnored {
+		if problem := keepalivesOrdered(b.Keepalives, kaFromEvents); problem != "" {
+			in.ignoreKeepalives(problem)
 		}
 	}
 	if in.KeepalivesIgnored {
@@ -265,11 +278,61 @@ func Read(span ptrace.Span, b *Buffers) Input {
 // ignoreKeepalives leaves the keepalives out for problem, and says so.
 func (in *Input) ignoreKeepalives(problem string) {
 	in.KeepalivesIgnored = true
-	note := problem + ": keepalives ignored"
+	in.note(problem + ": keepalives ignored")
+}
+
+// note adds s to the input's note.
+func (in *Input) note(s string) {
 	if in.Note != "" {
-		note = in.Note + "; " + note
+		s = in.Note + "; " + s
 	}
-	in.Note = note
+	in.Note = s
+}
+
+// readKeepaliveList reads the compact keepalive list kaList (present when
+// ok) and its overflow count into in and b.
+func readKeepaliveList(attrs pcommon.Map, kaList pcommon.Value, ok bool, in *Input, b *Buffers) {
+	if ok {
+		var problem string
+		if b.Keepalives, problem = readOffsets(kaList, string(semconv.KeepaliveOffsetsUs), b.Keepalives); problem != "" {
+			in.ignoreKeepalives(problem)
+			return
+		}
+	}
+	if v, ok := attrs.Get(string(semconv.KeepalivesDropped)); ok {
+		// Without the count no segment's keepalives are known.
+		switch {
+		case v.Type() != pcommon.ValueTypeInt:
+			in.ignoreKeepalives(fmt.Sprintf("%s is not an int (type %s)", semconv.KeepalivesDropped, v.Type()))
+		case v.Int() < 0:
+			in.ignoreKeepalives(fmt.Sprintf("%s = %d is negative", semconv.KeepalivesDropped, v.Int()))
+		default:
+			in.KeepalivesDropped = v.Int()
+		}
+	}
+}
+
+// keepalivesOrdered returns the problem of keepalives ks that go back in
+// time or start before the span, as chunks that do are an anomaly: the
+// producer's clock or order is at fault, and no count taken from them can
+// be trusted. fromEvents says where they were read.
+func keepalivesOrdered(ks []int64, fromEvents bool) string {
+	for i, k := range ks {
+		var fault string
+		switch {
+		case k < 0:
+			fault = "is before the span start"
+		case i > 0 && k < ks[i-1]:
+			fault = "is earlier than the one before it"
+		default:
+			continue
+		}
+		if fromEvents {
+			return fmt.Sprintf("%s events: #%d at %d µs %s", semconv.EventKeepalive, i, k, fault)
+		}
+		return fmt.Sprintf("%s[%d] = %d %s", semconv.KeepaliveOffsetsUs, i, k, fault)
+	}
+	return ""
 }
 
 // noStart is the problem of a span without a start time: no offset can be

@@ -217,6 +217,26 @@ func TestKeepalivesIgnored(t *testing.T) {
 				e.SetTimestamp(pcommon.Timestamp(ev.at))
 			}
 		}, "streamwatch.keepalive event 3 at 1767830400000001000 ns is more than 7 days from span start 1767225600000000000 ns: keepalives ignored"},
+		// A producer's clock or order fault, as it is in chunks.
+		{"an entry before the span start", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(-10_000), int64(1_000_000)})
+		}, "streamwatch.keepalive.offsets_us[0] = -10000 is before the span start: keepalives ignored"},
+		{"entries going back", func(span ptrace.Span) {
+			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(3_000_000), int64(2_000_000)})
+		}, "streamwatch.keepalive.offsets_us[1] = 2000000 is earlier than the one before it: keepalives ignored"},
+		{"an event before the span start", func(span ptrace.Span) {
+			e := span.Events().AppendEmpty()
+			e.SetName(semconv.EventKeepalive)
+			e.SetTimestamp(pcommon.Timestamp(start - 10_000_000))
+		}, "streamwatch.keepalive events: #0 at -10000 µs is before the span start: keepalives ignored"},
+		// Keepalive events beside a compact timeline, some of the span's
+		// events dropped: some keepalives may be among them.
+		{"keepalive events, events dropped", func(span ptrace.Span) {
+			e := span.Events().AppendEmpty()
+			e.SetName(semconv.EventKeepalive)
+			e.SetTimestamp(pcommon.Timestamp(start + 1_000_000_000))
+			span.SetDroppedEventsCount(2)
+		}, "2 events dropped by the producer: keepalives ignored"},
 		{"a dropped count not an int", func(span ptrace.Span) {
 			span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).FromRaw([]any{int64(1_000_000)})
 			span.Attributes().PutStr(string(semconv.KeepalivesDropped), "3")
@@ -266,6 +286,73 @@ func TestKeepalivesIgnored(t *testing.T) {
 	require.Len(t, d.Result.Segments, 1)
 	assert.Equal(t, -1, d.Result.Segments[0].Keepalives)
 	assert.Empty(t, d.Problem())
+}
+
+// Keepalives are read from the other form when the chunks' form has
+// none: a producer may build the offsets list at the end and record
+// keepalives as events as they come, or the reverse. With keepalives in
+// both forms, the chunks' form wins and the note says so.
+func TestKeepalivesOtherForm(t *testing.T) {
+	chunkUs := []int64{1_000_000, 1_050_000, 5_050_000} // one 4 s stall
+	kaUs := []int64{2_000_000, 3_000_000, 4_000_000}    // inside it
+	compactChunks := func(span ptrace.Span) {
+		s := span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs))
+		for _, us := range chunkUs {
+			s.AppendEmpty().SetInt(us)
+		}
+	}
+	chunkEvents := func(span ptrace.Span) { events(span, semconv.EventChunk, chunkUs) }
+	kaList := func(us ...int64) func(ptrace.Span) {
+		return func(span ptrace.Span) {
+			s := span.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs))
+			for _, u := range us {
+				s.AppendEmpty().SetInt(u)
+			}
+		}
+	}
+	kaEvents := func(us ...int64) func(ptrace.Span) {
+		return func(span ptrace.Span) { events(span, semconv.EventKeepalive, us) }
+	}
+	for _, c := range []struct {
+		name string
+		put  []func(ptrace.Span)
+		form Form
+		want int // keepalives in the stall
+		note string
+	}{
+		{"compact chunks, keepalive events", []func(ptrace.Span){compactChunks, kaEvents(kaUs...)}, Compact, 3, ""},
+		{"chunk events, a keepalive list", []func(ptrace.Span){chunkEvents, kaList(kaUs...)}, Events, 3, ""},
+		{"compact chunks, keepalives in both forms", []func(ptrace.Span){compactChunks, kaList(kaUs...), kaEvents(kaUs[0])}, Compact, 3,
+			"keepalives in both forms: used streamwatch.keepalive.offsets_us, ignored 1 streamwatch.keepalive events"},
+		{"chunk events, keepalives in both forms", []func(ptrace.Span){chunkEvents, kaList(kaUs[0]), kaEvents(kaUs...)}, Events, 3,
+			"keepalives in both forms: used the streamwatch.keepalive events, ignored streamwatch.keepalive.offsets_us"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			span := ptrace.NewSpan()
+			span.SetStartTimestamp(start)
+			for _, put := range c.put {
+				put(span)
+			}
+			var b Buffers
+			d := Derive(span, &b, 2_000_000, 64)
+			require.Empty(t, d.Malformed)
+			assert.Equal(t, c.form, d.Form)
+			assert.False(t, d.KeepalivesIgnored)
+			require.Len(t, d.Result.Segments, 1)
+			assert.Equal(t, c.want, d.Result.Segments[0].Keepalives)
+			assert.Equal(t, c.note, d.Problem())
+		})
+	}
+}
+
+// events appends an event named name at each offset of us (µs since the
+// span start).
+func events(span ptrace.Span, name string, us []int64) {
+	for _, u := range us {
+		e := span.Events().AppendEmpty()
+		e.SetName(name)
+		e.SetTimestamp(pcommon.Timestamp(start + u*1000))
+	}
 }
 
 // Keepalives dropped past the producer's cap came after the last listed
