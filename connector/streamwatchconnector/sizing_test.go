@@ -121,7 +121,7 @@ func flushOnce(t *testing.T, cfg *Config, td ptrace.Traces) pmetric.Metrics {
 
 // TestSizing fills every label value of the sizing table for U upstreams,
 // C call pairs and S services and checks the table metric by metric and
-// the bound (259 U + (180 + 17 E) C) × S in Prometheus series, E the
+// the bound (259 U + (197 + 17 E) C) × S in Prometheus series, E the
 // error.type values of calls that ended in error; then fills every
 // metric past the default max_series and checks the ceiling,
 // 8 histograms × 1,001 × 17 + 7 counters × 1,001. It proves the table's
@@ -156,10 +156,12 @@ func TestSizing(t *testing.T) {
 				sizingCall(ss, "cmodel-0", "croute-0", semconv.OutcomeOK, "", fmt.Sprintf("route-%d", u))
 			}
 			for c := range C {
-				// The other outcomes have one error.type each (their own
-				// name; "_OTHER" for a span without one).
-				for _, outcome := range []string{semconv.OutcomeOK, semconv.OutcomeTTFTTimeout, semconv.OutcomeStallTimeout, semconv.OutcomeCanceled} {
-					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), outcome, "", "")
+				// What hedgeprobe writes: one error.type for each timeout,
+				// two for canceled (the caller's cancel or its deadline).
+				for _, o := range [][2]string{{semconv.OutcomeOK, ""},
+					{semconv.OutcomeTTFTTimeout, "ttft_timeout"}, {semconv.OutcomeStallTimeout, "stall_timeout"},
+					{semconv.OutcomeCanceled, "canceled"}, {semconv.OutcomeCanceled, "deadline_exceeded"}} {
+					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), o[0], o[1], "")
 				}
 				for e := range E {
 					sizingCall(ss, fmt.Sprintf("cmodel-%d", c), fmt.Sprintf("croute-%d", c), semconv.OutcomeError, fmt.Sprintf("%d", 500+e), "")
@@ -179,7 +181,7 @@ func TestSizing(t *testing.T) {
 			semconv.MetricHedges:                   12 * U * S,
 			semconv.MetricRouteEjections:           2 * U * S,
 			semconv.MetricTimeToFirstChunk:         C * S,
-			semconv.MetricOperationDuration:        (4 + E) * C * S,
+			semconv.MetricOperationDuration:        (5 + E) * C * S,
 			semconv.MetricCalls:                    5 * C * S,
 			semconv.MetricCallStallDuration:        5 * C * S,
 			semconv.MetricCallStalls:               5 * C * S,
@@ -187,7 +189,7 @@ func TestSizing(t *testing.T) {
 			require.Equalf(t, want, otel[name], "series of %s", name)
 		}
 		require.Len(t, otel, 15)
-		require.Equal(t, (259*U+(180+17*E)*C)*S, total(prom), "Prometheus series")
+		require.Equal(t, (259*U+(197+17*E)*C)*S, total(prom), "Prometheus series")
 	})
 	t.Run("cap", func(t *testing.T) {
 		if testing.Short() {
