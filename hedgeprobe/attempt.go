@@ -60,7 +60,9 @@ type attempt[T any] struct {
 	firstItem  int           // index in buf of the first content chunk
 	opening    int           // Control items before the first content chunk
 	openAsked  bool          // a resume attempt: its Control items before content are put to Items.Opening
-	follows    bool          // a resume attempt whose first content is no answer text: it follows the answer (Items.RelabelAfter)
+	askFollow  bool          // a resume attempt whose items are still put to Items.Follows
+	follows    bool          // a resume attempt that follows the answer (Items.Follows) from buf[followAt]
+	followAt   int
 	last       time.Duration // latest content chunk since call start
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64

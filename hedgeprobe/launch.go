@@ -150,6 +150,8 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,
 		openAsked: l.trigger == TriggerResume && s.p.items.Opening != nil,
+		// Follows needs Opening: it is asked while the items open.
+		askFollow: l.trigger == TriggerResume && s.p.items.Opening != nil && s.p.items.Follows != nil,
 	}
 	// The epoch is the admission's, not now's: an attempt admitted before
 	// an ejection that came before its launch is stale (see admission).

@@ -159,30 +159,38 @@ func (s *Stream[T]) handle(ev event[T]) {
 			return
 		}
 	}
-	if a.rec != nil {
-		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
-			s.fail(a, err)
-			return
-		}
-	}
+	opens := false
 	if ev.kind == Control && a.openAsked && a.content == 0 {
-		opens, err := openingSafe(s.p.items.Opening, ev.v)
-		if err != nil {
+		var err error
+		if opens, err = openingSafe(s.p.items.Opening, ev.v); err != nil {
 			s.fail(a, err)
 			return
 		}
 		a.buf[len(a.buf)-1].opens = opens
 	}
-	if ev.kind == Content && a.content == 0 && a.trigger == TriggerResume {
-		// Does the continuation carry the answer's text on, or follow it
-		// with something else (a tool call, reasoning)? What the caller
-		// reads of it depends on which (continuation, Stream.deliver).
-		text, ok, err := textSafe(s.p.items.Text, ev.v)
+	if a.askFollow && ev.kind != Keepalive {
+		// Does the continuation carry the answer's text on, or begin
+		// something that follows it (Anthropic: a block that is not
+		// text)? Asked while its items open, up to its first content;
+		// what the caller reads of it depends on the answer
+		// (continuation, Stream.deliver).
+		follows, err := followsSafe(s.p.items.Follows, ev.v)
 		if err != nil {
 			s.fail(a, err)
 			return
 		}
-		a.follows = text == "" || !ok
+		if follows {
+			a.follows, a.followAt = true, len(a.buf)-1
+		}
+		if follows || ev.kind == Content || !opens {
+			a.askFollow = false
+		}
+	}
+	if a.rec != nil {
+		if err := s.record(a, ev.kind, ev.v, s.start.Add(ev.at)); err != nil {
+			s.fail(a, err)
+			return
+		}
 	}
 	if ev.kind == Content {
 		a.content++
@@ -256,21 +264,12 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 // server that sends no role chunk continuing one that does would lose
 // its finish reason). A second opening would make anthropic-sdk-go's
 // Message.Accumulate start the message afresh. A continuation that
-// follows the answer (its first content is no answer text) keeps the
-// Control items before its content that do not open: the start of its
-// own first block.
+// follows the answer (Items.Follows) reaches the caller from the item
+// that begins what follows (the start of its first block), with or
+// without content.
 func continuation[T any](a *attempt[T]) []item[T] {
-	if a.firstItem >= 0 && a.follows && a.openAsked {
-		// It follows the answer: what it opens before its content that is
-		// not the answer's opening (a thinking or tool_use block's
-		// start) is the caller's to read.
-		var out []item[T]
-		for _, it := range a.buf[:a.firstItem] {
-			if it.kind == Control && !it.opens {
-				out = append(out, it)
-			}
-		}
-		return append(out, a.buf[a.firstItem:]...)
+	if a.follows {
+		return a.buf[a.followAt:]
 	}
 	if a.firstItem >= 0 {
 		return a.buf[a.firstItem:]

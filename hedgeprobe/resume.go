@@ -103,6 +103,17 @@ func relabelSafe[T any](relabel func(answer, v T) T, answer, v T) (out T, err er
 	return relabel(answer, v), nil
 }
 
+// followsSafe calls Items.Follows; a panic becomes an error wrapping
+// ErrExtractorPanic.
+func followsSafe[T any](follows func(T) bool, v T) (ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: follows: %v", ErrExtractorPanic, r)
+		}
+	}()
+	return follows(v), nil
+}
+
 // openingSafe calls Items.Opening; a panic becomes an error wrapping
 // ErrExtractorPanic.
 func openingSafe[T any](opening func(T) bool, v T) (opens bool, err error) {

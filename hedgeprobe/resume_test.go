@@ -550,35 +550,47 @@ func TestResumeEndsWithoutContent(t *testing.T) {
 	})
 }
 
-// A continuation whose first content is no answer text — a tool call,
-// reasoning — follows the answer instead of continuing its text: its
-// items are relabelled by Items.RelabelAfter (Relabel without it), and
-// the Control items before its content that do not open (the start of
-// its own block) reach the caller; those that open (its role chunk) do
-// not. A continuation that begins with text keeps Relabel and loses
-// every item before its content, as before.
+// A continuation that begins something other than the answer's text
+// (Items.Follows: on Anthropic, the start of a block that is not text)
+// follows the answer: it reaches the caller from that item on — its
+// opening before it dropped, with or without content —, relabelled by
+// Items.RelabelAfter (Relabel without it). Follows is asked while the
+// continuation's items open (Items.Opening) and about the first that does
+// not: a text block that begins with content that is no text (a citation)
+// continues the answer, and so does an empty text block closed before a
+// tool call. Without Follows nothing follows.
 func TestResumeFollows(t *testing.T) {
 	answer := []step{control(0, "role"), content(time.Second, "A"), hang()}
-	follow := func(first string) []step {
-		return []step{control(50*time.Millisecond, "role"), control(10*time.Millisecond, "block_start"),
-			content(10*time.Millisecond, first), control(10*time.Millisecond, "stop")}
+	cont := func(items ...step) []step {
+		return append([]step{control(50*time.Millisecond, "role")}, items...)
 	}
+	ms := 10 * time.Millisecond
 	for _, tc := range []struct {
-		name     string
-		b        []step
-		after    bool   // RelabelAfter set
-		read     string // what the caller reads
-		relabels string // which function, answer|item, per call
+		name      string
+		b         []step
+		follows   bool // Items.Follows set
+		after     bool // Items.RelabelAfter set
+		read      string
+		relabels  string // which function, answer|item, per call
+		delivered int64  // content chunks the caller read
 	}{
-		{"a tool call", follow("tool:f"), true, "[role A block_start tool:f stop]",
-			"[after A|block_start after A|tool:f after A|stop]"},
-		{"reasoning", follow("think:hm"), true, "[role A block_start think:hm stop]",
-			"[after A|block_start after A|think:hm after A|stop]"},
-		{"a tool call, no RelabelAfter", follow("tool:f"), false, "[role A block_start tool:f stop]",
-			"[relabel A|block_start relabel A|tool:f relabel A|stop]"},
-		// Its text continues the answer's: the start of its block is the
-		// opening of the block the caller has open.
-		{"text", follow("B"), true, "[role A B stop]", "[relabel A|B relabel A|stop]"},
+		{"a tool call first", cont(control(ms, "block_start:tool"), content(ms, "tool:f"), control(ms, "stop")), true, true,
+			"[role A block_start:tool tool:f stop]", "[after A|block_start:tool after A|tool:f after A|stop]", 2},
+		{"thinking first, then text", cont(control(ms, "block_start:think"), content(ms, "think:hm"), control(ms, "block_stop"),
+			control(ms, "block_start:text"), content(ms, "B"), control(ms, "stop")), true, true,
+			"[role A block_start:think think:hm block_stop block_start:text B stop]",
+			"[after A|block_start:think after A|think:hm after A|block_stop after A|block_start:text after A|B after A|stop]", 3},
+		{"no content", cont(control(ms, "block_start:redacted"), control(ms, "block_stop"), control(ms, "stop")), true, true,
+			"[role A block_start:redacted block_stop stop]", "[after A|block_start:redacted after A|block_stop after A|stop]", 1},
+		{"no RelabelAfter", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), true, false,
+			"[role A block_start:tool tool:f]", "[relabel A|block_start:tool relabel A|tool:f]", 2},
+		// A text block continues the answer's, whatever its first content.
+		{"a text block that begins with a citation", cont(control(ms, "block_start:text"), content(ms, "cite:"), content(ms, "B"), control(ms, "stop")), true, true,
+			"[role A cite: B stop]", "[relabel A|cite: relabel A|B relabel A|stop]", 3},
+		{"an empty text block, then a tool call", cont(control(ms, "block_start:text"), control(ms, "block_stop"), content(ms, "tool:f"), control(ms, "stop")), true, true,
+			"[role A tool:f stop]", "[relabel A|tool:f relabel A|stop]", 2},
+		{"without Follows", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), false, true,
+			"[role A tool:f]", "[relabel A|tool:f]", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -589,12 +601,17 @@ func TestResumeFollows(t *testing.T) {
 						switch {
 						case strings.HasPrefix(c.Text, "tool:"):
 							return "", false
-						case strings.HasPrefix(c.Text, "think:"):
-							return "", true // reasoning: content, no answer text
+						case strings.Contains(c.Text, ":"): // reasoning, a citation: no answer text
+							return "", true
 						}
 						return c.Text, true
 					}
-					i.Opening = func(c chunk) bool { return c.Text == "role" }
+					i.Opening = func(c chunk) bool { return c.Text == "role" || strings.HasPrefix(c.Text, "block_start:") }
+					if tc.follows {
+						i.Follows = func(c chunk) bool {
+							return strings.HasPrefix(c.Text, "block_start:") && c.Text != "block_start:text"
+						}
+					}
 					i.Relabel = func(answer, v chunk) chunk {
 						relabels = append(relabels, "relabel "+answer.Text+"|"+v.Text)
 						return v
@@ -614,12 +631,36 @@ func TestResumeFollows(t *testing.T) {
 				if fmt.Sprint(relabels) != tc.relabels {
 					t.Fatalf("relabelled %v, want %s", relabels, tc.relabels)
 				}
-				if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[1].Trigger != TriggerResume {
+				if st := s.Stats(); st.Outcome != OutcomeOK || st.Winner != 1 || st.Attempts[1].Trigger != TriggerResume || st.ChunksDelivered != tc.delivered {
 					t.Fatalf("stats %+v", st)
 				}
 			})
 		})
 	}
+	// A panic in Follows fails the call; it is asked before the item is
+	// recorded, so the continuation's span counts what its timeline holds.
+	t.Run("panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", answer)
+			b := continuing("b", cont(content(ms, "B")))
+			s := mustNew(t, resumeCfg(), withText(), itemsOpt(func(i *Items[chunk]) {
+				i.Opening = func(c chunk) bool { return c.Text == "role" }
+				i.Follows = func(c chunk) bool {
+					if c.Kind == Content {
+						panic("follows")
+					}
+					return false
+				}
+			})).Stream(t.Context(), a.route(), b.route())
+			g := drain(s, time.Now())
+			if !errors.Is(g.err, ErrExtractorPanic) || joined(g) != "A" || s.Stats().Outcome != OutcomeError {
+				t.Fatalf("text %q err %v outcome %s, want A and ErrExtractorPanic", joined(g), g.err, s.Stats().Outcome)
+			}
+			if st := s.Stats(); st.Attempts[1].ContentChunks != 0 {
+				t.Fatalf("the continuation counted %d content chunks: its item failed before it counted", st.Attempts[1].ContentChunks)
+			}
+		})
+	})
 }
 
 // Exactly once, under stress: thousands of calls whose streams fall

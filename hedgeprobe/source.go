@@ -189,16 +189,27 @@ type Items[T any] struct {
 	// only what the caller reads; a panic fails the call like
 	// OutputTokens.
 	Relabel func(answer, v T) T
-	// RelabelAfter is Relabel for a continuation that does not continue
-	// the answer's text but follows it: its first content item is no
-	// answer text (Text reports none, or not resumable: a tool call,
-	// reasoning). Its items come after the answer's instead of inside
-	// them; the Anthropic adapters number its content blocks after the
-	// answer's block (answer.Index + 1 + j) rather than from it, so
+	// Follows reports that v, an item of a continuation, begins
+	// something that follows the answer instead of continuing its text:
+	// Anthropic's start of a content block that is not text (a tool call;
+	// thinking or redacted thinking, on a compatible server that reasons
+	// again). It is asked about a continuation's items in order, keepalives
+	// aside, while Opening says they open, and about the first that does
+	// not (its first content, or a Control item that closes): a
+	// continuation whose item it reports reaches the caller from that item
+	// on — what opened before it, the caller already has — relabelled by
+	// RelabelAfter. Only with Opening, which it needs; optional: without
+	// it, every continuation continues the answer's text, which is right
+	// where items have no blocks (OpenAI's chunks: a continuation's tool
+	// call or reasoning simply comes after the delivered text). A panic
+	// fails the call like OutputTokens.
+	Follows func(v T) bool
+	// RelabelAfter is Relabel for a continuation that follows the answer
+	// (Follows): the Anthropic adapters number its content blocks after
+	// the answer's block (answer.Index + 1 + j) rather than from it, so
 	// Message.Accumulate keeps the answer's text block and adds the
-	// continuation's tool call or thinking after it. Asked like Relabel.
-	// Optional: without it, Relabel relabels those continuations too,
-	// which is right where items have no blocks (OpenAI's chunks).
+	// continuation's blocks after it. Asked like Relabel; optional:
+	// without it, Relabel relabels those continuations too.
 	RelabelAfter func(answer, v T) T
 	// Opening reports whether a Control item opens an answer (OpenAI's
 	// role chunk; Anthropic's message_start and content_block_start)
@@ -208,11 +219,7 @@ type Items[T any] struct {
 	// that ends without content (the answer was complete at the prefix)
 	// reaches the caller from its first closing item on, without the
 	// opening items before it, which the caller already has from the
-	// answer. A continuation that follows the answer (RelabelAfter)
-	// reaches the caller without the Control items before its first
-	// content that open, and with the others (Anthropic's start of a
-	// thinking or tool_use block: the caller has no such block open).
-	// Optional:
+	// answer. Optional:
 	// without it, that continuation's opening is taken to be as many
 	// Control items as the answer's own opening had, which holds only
 	// where both routes open alike. A panic fails the call like

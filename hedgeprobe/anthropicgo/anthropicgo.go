@@ -80,15 +80,20 @@ var Items = hedgeprobe.Items[Event]{
 	},
 	Text:         Text,
 	Relabel:      Relabel,
+	Follows:      Follows,
 	RelabelAfter: RelabelAfter,
 	Opening:      Opening,
 }
 
 // Opening is the hedgeprobe Items.Opening of anthropic-sdk-go events:
-// message_start and the start of a text block open the answer; the start
-// of another block (thinking, tool_use) does not: a continuation that
-// begins with one follows the answer (RelabelAfter).
-func Opening(e Event) bool { return classify.AnthropicOpening(e.Type, e.ContentBlock.Type) }
+// message_start and content_block_start open the answer.
+func Opening(e Event) bool { return classify.AnthropicOpening(e.Type) }
+
+// Follows is the hedgeprobe Items.Follows of anthropic-sdk-go events: the
+// start of a content block that is not text (a tool call; thinking, on a
+// compatible server that reasons again) begins what follows the answer
+// rather than continuing its text (RelabelAfter).
+func Follows(e Event) bool { return classify.AnthropicFollows(e.Type, e.ContentBlock.Type) }
 
 // Relabel is the hedgeprobe Items.Relabel of anthropic-sdk-go events: a
 // continuation numbers its content blocks from 0, and its block j is the
@@ -105,9 +110,8 @@ func Relabel(answer, e Event) Event {
 }
 
 // RelabelAfter is the hedgeprobe Items.RelabelAfter of anthropic-sdk-go
-// events: a continuation that begins with a block other than text (a tool
-// call; thinking, on a compatible server that reasons again) follows the
-// answer's block answer.Index, so its block j becomes block
+// events: a continuation that begins with a block other than text
+// (Follows) follows the answer's block answer.Index, so its block j becomes block
 // answer.Index + 1 + j, and Message.Accumulate adds it after the answer's
 // text block. That block is then left without its content_block_stop,
 // which the stalled upstream never sent.

@@ -76,10 +76,11 @@ func TestItemsText(t *testing.T) {
 	adaptertest.CheckAnthropicText(t, anthropicgo.Items.Text)
 }
 
-// TestItemsOpening: message_start and a text block's start open an answer;
-// the start of a thinking or tool_use block does not.
+// TestItemsOpening: message_start and content_block_start open an
+// answer; the start of a block that is not text begins what follows it.
 func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, anthropicgo.Items.Opening)
+	adaptertest.CheckOpening(t, adaptertest.AnthropicFollowsCases, anthropicgo.Items.Follows)
 }
 
 // TestItemsResponse: the response's id, input tokens and finish reasons,

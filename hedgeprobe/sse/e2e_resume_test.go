@@ -109,6 +109,7 @@ func TestAnthropicTextCases(t *testing.T) { adaptertest.CheckAnthropicText(t, ss
 func TestOpeningCases(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, sse.OpenAIItems.Opening)
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, sse.AnthropicItems.Opening)
+	adaptertest.CheckOpening(t, adaptertest.AnthropicFollowsCases, sse.AnthropicItems.Follows)
 }
 
 // TestE2EResponseOnSpan: the raw routes' items from fakellm describe the

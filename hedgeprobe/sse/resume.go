@@ -96,6 +96,7 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 	FinishReasons: anthropicFinishReasons,
 	Text:          AnthropicText,
 	Relabel:       AnthropicRelabel,
+	Follows:       AnthropicFollows,
 	RelabelAfter:  AnthropicRelabelAfter,
 	Opening:       AnthropicOpening,
 }
@@ -126,9 +127,8 @@ func AnthropicRelabel(answer, e AnthropicEvent) AnthropicEvent {
 
 // AnthropicRelabelAfter is the hedgeprobe Items.RelabelAfter of
 // AnthropicEvent: a continuation that begins with a block other than text
-// (a tool call; thinking, on a compatible server that reasons again)
-// follows the answer's block answer.Index, so its block j becomes block
-// answer.Index + 1 + j. The answer's text block is then left without its
+// (AnthropicFollows) follows the answer's block answer.Index, so its
+// block j becomes block answer.Index + 1 + j. The answer's text block is then left without its
 // content_block_stop, which the stalled upstream never sent.
 func AnthropicRelabelAfter(answer, e AnthropicEvent) AnthropicEvent {
 	if anthropicBlockEvent(answer.Type) && anthropicBlockEvent(e.Type) {
@@ -153,15 +153,19 @@ func ChatOpening(c ChatChunk) bool {
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of AnthropicEvent:
-// message_start and the start of a text block open the answer; the start
-// of another block (thinking, tool_use) does not: a continuation that
-// begins with one follows the answer (AnthropicRelabelAfter).
-func AnthropicOpening(e AnthropicEvent) bool {
+// message_start and content_block_start open the answer.
+func AnthropicOpening(e AnthropicEvent) bool { return classify.AnthropicOpening(e.Type) }
+
+// AnthropicFollows is the hedgeprobe Items.Follows of AnthropicEvent: the
+// start of a content block that is not text (a tool call; thinking, on a
+// compatible server that reasons again) begins what follows the answer
+// rather than continuing its text (AnthropicRelabelAfter).
+func AnthropicFollows(e AnthropicEvent) bool {
 	blockType := ""
 	if e.ContentBlock != nil {
 		blockType = e.ContentBlock.Type
 	}
-	return classify.AnthropicOpening(e.Type, blockType)
+	return classify.AnthropicFollows(e.Type, blockType)
 }
 
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the content (and

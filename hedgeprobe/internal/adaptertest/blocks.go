@@ -45,11 +45,14 @@ type BlockScript struct {
 	Complete bool
 	// Follows: the continuation does not carry the text on but begins
 	// with a block of another type — "tool_use" (a call of FollowTool with
-	// FollowInput) or "thinking" (FollowThinking, on a compatible server
-	// that reasons again) — in its block 0, and with "thinking" the rest
-	// of BlockText in its block 1. Its blocks follow the answer's
-	// (hedgeprobe.Items.RelabelAfter): the caller reads the answer's text
-	// block with BlockPrefix alone, then the continuation's blocks.
+	// FollowInput), "thinking" (FollowThinking, on a compatible server
+	// that reasons again) or "redacted_thinking" (no content) — in its
+	// block 0, and with either thinking the rest of BlockText in its
+	// block 1. Its blocks follow the answer's (hedgeprobe.Items.Follows,
+	// RelabelAfter): the caller reads the answer's text block with
+	// BlockPrefix alone, then the continuation's blocks. "text, tool_use"
+	// is no such continuation: an empty text block 0, ended, then the tool
+	// call in block 1; the text block is the answer's, the call follows it.
 	Follows string
 }
 
@@ -68,6 +71,10 @@ func (s BlockScript) Want() []string {
 		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "tool_use:" + FollowTool + FollowInput}
 	case "thinking":
 		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "thinking:" + FollowThinking, "text:" + BlockText[len(BlockPrefix):]}
+	case "redacted_thinking":
+		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "redacted_thinking:", "text:" + BlockText[len(BlockPrefix):]}
+	case "text, tool_use":
+		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "tool_use:" + FollowTool + FollowInput}
 	case "":
 	default:
 		panic("BlockScript.Follows: " + s.Follows)
@@ -86,6 +93,8 @@ var BlockScripts = []BlockScript{
 	{Name: "no content, the cut space alone in the block start", Complete: true},
 	{Name: "a continuation that calls a tool first", Follows: "tool_use"},
 	{Name: "a continuation that thinks first", Follows: "thinking"},
+	{Name: "a continuation that begins with redacted thinking", Follows: "redacted_thinking"},
+	{Name: "a continuation with an empty text block, then a tool call", Follows: "text, tool_use"},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
@@ -165,25 +174,38 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 		continuing = slices.Delete(continuing, 2, 3) // no delta
 	}
 	input, _ := json.Marshal(FollowInput)
-	switch s.Follows {
-	case "tool_use":
-		continuing = []string{
-			fmt.Sprintf(start, "continues"),
-			`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"` + FollowTool + `","input":{}}}`,
-			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":` + string(input) + `}}`,
-			`{"type":"content_block_stop","index":0}`,
+	toolCall := func(index int) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":"toolu_1","name":"%s","input":{}}}`, index, FollowTool),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, index, input),
+			fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, index),
 			`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}`,
 			`{"type":"message_stop"}`,
 		}
+	}
+	// textAfter puts the continuation's text block after the given
+	// block 0 (one of its own).
+	textAfter := func(block0 ...string) {
+		continuing = slices.Insert(continuing, 1, block0...)
+		for i := len(block0) + 1; i <= len(block0)+3; i++ { // the text block is block 1
+			continuing[i] = strings.Replace(continuing[i], `"index":0`, `"index":1`, 1)
+		}
+	}
+	switch s.Follows {
+	case "tool_use":
+		continuing = append([]string{fmt.Sprintf(start, "continues")}, toolCall(0)...)
+	case "text, tool_use":
+		continuing = append([]string{fmt.Sprintf(start, "continues"),
+			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`{"type":"content_block_stop","index":0}`}, toolCall(1)...)
 	case "thinking":
-		continuing = slices.Insert(continuing, 1,
-			`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		textAfter(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"`+FollowThinking+`"}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`,
 			`{"type":"content_block_stop","index":0}`)
-		for i := 5; i <= 7; i++ { // the text block is block 1
-			continuing[i] = strings.Replace(continuing[i], `"index":0`, `"index":1`, 1)
-		}
+	case "redacted_thinking":
+		textAfter(`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"opaque"}}`,
+			`{"type":"content_block_stop","index":0}`)
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)

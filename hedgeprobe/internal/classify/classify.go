@@ -95,21 +95,20 @@ func ChatOpening[C any](usage bool, choices []C, parts func(*C) (finished, role 
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
+// of type eventType: message_start and content_block_start open an
+// answer; content_block_stop, message_delta and message_stop close it.
+func AnthropicOpening(eventType string) bool {
+	return eventType == "message_start" || eventType == "content_block_start"
+}
+
+// AnthropicFollows is the hedgeprobe Items.Follows of an Anthropic event
 // of type eventType, whose content block (on content_block_start) is of
-// type blockType: message_start and the start of a text block open an
-// answer — a continuation's, which the caller has open already from the
-// answer it continues; content_block_stop, message_delta and message_stop
-// close it. The start of a thinking or tool_use block opens no answer
-// (a continuation that begins with one follows the answer, and the caller
-// must read that start); a start without a block type is taken to open.
-func AnthropicOpening(eventType, blockType string) bool {
-	switch eventType {
-	case "message_start":
-		return true
-	case "content_block_start":
-		return blockType == "" || blockType == "text"
-	}
-	return false
+// type blockType: the start of a block that is not text (tool_use,
+// thinking, redacted_thinking…) begins what follows the answer's text
+// rather than continuing it. A start without a block type is taken for
+// text.
+func AnthropicFollows(eventType, blockType string) bool {
+	return eventType == "content_block_start" && blockType != "" && blockType != "text"
 }
 
 // AnthropicParts is what Anthropic reads of an Anthropic Messages stream
