@@ -40,8 +40,8 @@ var (
 	ErrSourcePanic = errors.New("hedgeprobe: source panicked")
 	// ErrExtractorPanic is wrapped by the error of a call whose Items
 	// function panicked (OutputTokens, InputTokens, ResponseModel,
-	// ResponseID, FinishReasons, Text, Relabel or Opening; Classify has
-	// ErrClassifierPanic); it is fatal.
+	// ResponseID, FinishReasons, Text, Relabel, RelabelAfter, Follows or
+	// Opening; Classify has ErrClassifierPanic); it is fatal.
 	ErrExtractorPanic = errors.New("hedgeprobe: an Items function panicked")
 	// ErrCannotContinue is wrapped by the error Route.Open returns for a
 	// resume attempt whose continuation request it cannot build (the
