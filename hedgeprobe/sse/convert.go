@@ -2,6 +2,7 @@ package sse
 
 import (
 	"context"
+	"slices"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
@@ -12,7 +13,10 @@ import (
 // OpenAI-compatible one in a single hedgeprobe.Prober[ChatChunk]
 // (heterogeneous hedging). Events that carry nothing for a chat chunk
 // (content_block_stop, message_stop) come out as empty chunks, which
-// ClassifyOpenAI calls Keepalive.
+// ClassifyOpenAI calls Keepalive. As in an OpenAI stream, every other chunk
+// carries the response's id and model (message_start's), so an
+// accumulator that checks ids takes them all, and a tool call's Index
+// counts the answer's tool calls (0, 1, …), not its content blocks.
 func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {
 	r := AnthropicRoute(name, req)
 	return hedgeprobe.Route[ChatChunk]{
@@ -35,6 +39,11 @@ type chatFromAnthropic struct {
 	// input is message_start's input tokens, cache included: the usage
 	// chunk made of message_delta carries them.
 	input int64
+	// id and model are message_start's, for every chunk.
+	id, model string
+	// tools are the content blocks of the tool calls so far, in order: a
+	// tool call's index is its block's position here.
+	tools []int
 }
 
 func (c *chatFromAnthropic) Current() ChatChunk {
@@ -43,6 +52,21 @@ func (c *chatFromAnthropic) Current() ChatChunk {
 		c.input = n
 	}
 	cc := ChatFromAnthropic(e)
+	if e.Type == "message_start" {
+		c.id, c.model = cc.ID, cc.Model
+	}
+	if cc.ID == "" && (len(cc.Choices) > 0 || cc.Usage != nil) {
+		cc.ID, cc.Model = c.id, c.model
+	}
+	if len(cc.Choices) > 0 && len(cc.Choices[0].Delta.ToolCalls) > 0 {
+		tc := &cc.Choices[0].Delta.ToolCalls[0] // ChatFromAnthropic's own
+		i := slices.Index(c.tools, tc.Index)
+		if i < 0 {
+			i = len(c.tools)
+			c.tools = append(c.tools, tc.Index)
+		}
+		tc.Index = i
+	}
 	if u := cc.Usage; u != nil && c.input > 0 {
 		// message_start's count, whole: message_delta's may leave the
 		// input or the cache's counts out (anthropicInputTokens).

@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -102,3 +103,45 @@ func (l *eventList) Next() bool              { l.i++; return l.i <= len(l.events
 func (l *eventList) Current() AnthropicEvent { return l.events[l.i-1] }
 func (l *eventList) Err() error              { return nil }
 func (l *eventList) Close() error            { return nil }
+
+// TestAnthropicChatRouteIDsAndToolCalls: AnthropicChatRoute's chunks
+// carry message_start's id and model on every chunk that carries
+// something, as an OpenAI stream's do (an accumulator that checks ids,
+// such as openai-go's, refuses a chunk of another id), and number tool
+// calls 0, 1, … among tool calls, not by content block: after a text
+// block, a first tool call at index 1 would leave an accumulator an
+// empty call at 0.
+func TestAnthropicChatRouteIDsAndToolCalls(t *testing.T) {
+	src := &chatFromAnthropic{Source: &eventList{events: []AnthropicEvent{
+		{Type: "message_start", Message: &AnthropicMessage{ID: "msg_1", Model: "claude-x", Usage: AnthropicUsage{InputTokens: 3}}},
+		{Type: "content_block_start", Index: 0, ContentBlock: &AnthropicContentBlock{Type: "text"}},
+		{Type: "content_block_delta", Index: 0, Delta: &AnthropicDelta{Type: "text_delta", Text: "Let me look."}},
+		{Type: "content_block_stop", Index: 0},
+		{Type: "content_block_start", Index: 1, ContentBlock: &AnthropicContentBlock{Type: "tool_use", ID: "toolu_a", Name: "f"}},
+		{Type: "content_block_delta", Index: 1, Delta: &AnthropicDelta{Type: "input_json_delta", PartialJSON: `{"a":1}`}},
+		{Type: "content_block_stop", Index: 1},
+		{Type: "content_block_start", Index: 2, ContentBlock: &AnthropicContentBlock{Type: "tool_use", ID: "toolu_b", Name: "g"}},
+		{Type: "content_block_delta", Index: 2, Delta: &AnthropicDelta{Type: "input_json_delta", PartialJSON: `{}`}},
+		{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "tool_use"}, Usage: &AnthropicUsage{OutputTokens: 9}},
+		{Type: "message_stop"},
+	}}}
+	var calls []string
+	for i := 0; src.Next(); i++ {
+		c := src.Current()
+		carries := len(c.Choices) > 0 || c.Usage != nil
+		if carries && (c.ID != "msg_1" || c.Model != "claude-x") {
+			t.Errorf("chunk %d: id %q model %q, want message_start's", i, c.ID, c.Model)
+		}
+		if !carries && c.ID != "" {
+			t.Errorf("chunk %d (empty) has id %q: it must stay a keepalive", i, c.ID)
+		}
+		for _, ch := range c.Choices {
+			for _, tc := range ch.Delta.ToolCalls {
+				calls = append(calls, fmt.Sprintf("%d:%s%s", tc.Index, tc.Function.Name, tc.Function.Arguments))
+			}
+		}
+	}
+	if got := fmt.Sprint(calls); got != `[0:f 0:{"a":1} 1:g 1:{}]` {
+		t.Errorf("tool call fragments %s, want indexes 0 and 1", got)
+	}
+}
