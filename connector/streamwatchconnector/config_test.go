@@ -148,7 +148,7 @@ func TestConfigThresholdFromEnv(t *testing.T) {
 func TestConfigEveryInvalidKeyAtOnce(t *testing.T) {
 	cfg := createDefaultConfig()
 	err := confmap.NewFromStringMap(map[string]any{"interval": 15}).Unmarshal(cfg)
-	require.ErrorContains(t, err, `interval must be a duration with a unit, such as "2s" or "2000ms", got 15`)
+	require.ErrorContains(t, err, `interval must be a duration with a unit, such as "15s", got 15 (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL: set STREAMWATCH_METRICS_INTERVAL=15s)`)
 
 	cfg = createDefaultConfig()
 	err = confmap.NewFromStringMap(map[string]any{

@@ -113,8 +113,17 @@ func WithUnit(k string, raw any) error {
 	case nil, string, time.Duration:
 		return nil
 	}
+	if env, ok := shippedEnv[k]; ok {
+		return fmt.Errorf("%s must be a duration with a unit, such as \"15s\", got %v (the shipped configs read it from %s: set %s=%vs)",
+			k, raw, env, env, raw)
+	}
 	return fmt.Errorf("%s must be a duration with a unit, such as \"2s\" or \"2000ms\", got %v", k, raw)
 }
+
+// shippedEnv names the environment variable the shipped configs
+// (deploy/) read a duration key from without a unit of their own, so that
+// an error for a bare number there says where it most likely came from.
+var shippedEnv = map[string]string{"interval": "STREAMWATCH_METRICS_INTERVAL"}
 
 // stringError words the error for a string that is not a duration. One
 // that ends in "ms" most likely comes from the shipped config's
