@@ -21,6 +21,7 @@ package timeline
 
 import (
 	"fmt"
+	"math"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -361,11 +362,11 @@ func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 // an unexpected type is treated as absent: these are optional inputs, and
 // their absence only removes the figures that need them.
 func readContext(attrs pcommon.Map, in *Input) {
-	if v, ok := attrs.Get(string(semconv.ChunkCount)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() >= 0 {
-		in.ExpectedChunks = v.Int()
+	if n, ok := readCount(attrs, string(semconv.ChunkCount)); ok {
+		in.ExpectedChunks = n
 	}
-	if v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens)); ok && v.Type() == pcommon.ValueTypeInt && v.Int() > 0 {
-		in.OutputTokens = v.Int()
+	if n, ok := readCount(attrs, string(semconv.GenAIUsageOutputTokens)); ok && n > 0 {
+		in.OutputTokens = n
 	}
 	if v, ok := attrs.Get(string(semconv.AttemptLaunchOffsetMs)); ok {
 		const maxMs = MaxOffsetUs / 1000
@@ -381,6 +382,28 @@ func readContext(attrs pcommon.Map, in *Input) {
 			}
 		}
 	}
+}
+
+// readCount reads a count attribute: an int, or a double with an integral
+// value (a producer whose numbers are all doubles, as JavaScript's can
+// be), as the connector reads counts, so that a span's figures and its
+// metrics agree. A negative, fractional or non-finite value, or one past
+// 2⁵³, is absent.
+func readCount(attrs pcommon.Map, key string) (int64, bool) {
+	v, ok := attrs.Get(key)
+	if !ok {
+		return 0, false
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), v.Int() >= 0
+	case pcommon.ValueTypeDouble:
+		// The negated test also rejects NaN.
+		if f := v.Double(); f >= 0 && f <= 1<<53 && f == math.Trunc(f) {
+			return int64(f), true
+		}
+	}
+	return 0, false
 }
 
 // readOffsets copies an int-array attribute into dst, checking every

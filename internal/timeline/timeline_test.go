@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -87,6 +88,37 @@ func TestReadLaunchOffset(t *testing.T) {
 		in := Read(span, &Buffers{})
 		assert.Equal(t, tt.ok, in.HasLaunchOffset)
 		assert.Equal(t, tt.want, in.LaunchOffsetUs)
+	}
+}
+
+// Regression: a count sent as a double (a producer whose numbers are all
+// doubles) was absent for the processor while the connector read it, so a
+// span's TPOT and its metrics disagreed. Integral doubles count, as in the
+// connector; anything else is absent.
+func TestReadCountDouble(t *testing.T) {
+	for _, tt := range []struct {
+		v          any
+		want, toks int64
+	}{
+		{int64(40), 40, 40},
+		{40.0, 40, 40},
+		{0.0, 0, 0},
+		{40.5, -1, 0},
+		{-2.0, -1, 0},
+		{math.NaN(), -1, 0},
+		{math.Inf(1), -1, 0},
+		{float64(1 << 54), -1, 0},
+		{"40", -1, 0},
+	} {
+		span := ptrace.NewSpan()
+		span.SetStartTimestamp(start)
+		a := span.Attributes()
+		a.PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
+		require.NoError(t, a.PutEmpty(string(semconv.ChunkCount)).FromRaw(tt.v))
+		require.NoError(t, a.PutEmpty(string(semconv.GenAIUsageOutputTokens)).FromRaw(tt.v))
+		in := Read(span, &Buffers{})
+		assert.Equal(t, tt.want, in.ExpectedChunks, "chunk count %v", tt.v)
+		assert.Equal(t, tt.toks, in.OutputTokens, "output tokens %v", tt.v)
 	}
 }
 
