@@ -2,6 +2,7 @@ package streamwatchprocessor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
@@ -80,7 +81,15 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 	}
 	c.derived++
 	r := &d.Result
-	annotate.Figures(span, r, p.thresholdUs, d.Problem(), d.GapCounts(sc))
+	problem := d.Problem()
+	if n := annotate.RemoveStallEvents(span); n > 0 {
+		removed := fmt.Sprintf("removed %d %s events the producer wrote", n, semconv.EventStall)
+		if problem != "" {
+			removed = problem + "; " + removed
+		}
+		problem = removed
+	}
+	annotate.Figures(span, r, p.thresholdUs, problem, d.GapCounts(sc))
 	if r.Incomplete() {
 		c.partial++
 	}

@@ -134,6 +134,24 @@ func StallEvents(span ptrace.Span, segs []breakdown.Segment) {
 	}
 }
 
+// RemoveStallEvents removes the streamwatch.stall events already on span
+// and returns how many it removed. Only the processor writes them: a
+// producer's own (or a copy of them) beside the processor's would be
+// counted twice in the connector's stall histogram.
+func RemoveStallEvents(span ptrace.Span) int {
+	evs := span.Events()
+	n := 0
+	for i := range evs.Len() {
+		if evs.At(i).Name() == semconv.EventStall {
+			n++
+		}
+	}
+	if n > 0 {
+		evs.RemoveIf(func(ev ptrace.SpanEvent) bool { return ev.Name() == semconv.EventStall })
+	}
+	return n
+}
+
 func putSegment(attrs pcommon.Map, s *breakdown.Segment) {
 	attrs.EnsureCapacity(3)
 	attrs.PutDouble(string(semconv.StallDurationMs), ms(s.DurationUs))
