@@ -199,10 +199,13 @@ type Items[T any] struct {
 	// continuation whose item it reports reaches the caller from that item
 	// on — what opened before it, the caller already has — relabelled by
 	// RelabelAfter. Only with Opening, which it needs; optional: without
-	// it, every continuation continues the answer's text, which is right
-	// where items have no blocks (OpenAI's chunks: a continuation's tool
-	// call or reasoning simply comes after the delivered text). A panic
-	// fails the call like OutputTokens.
+	// it, every continuation continues the answer's text, and reaches the
+	// caller from its first content. The OpenAI-compatible adapters set it
+	// too, for a chunk with a tool-call fragment: their items have no
+	// blocks, and a continuation's tool call simply comes after the
+	// delivered text, but a fragment with only the call's id, before any
+	// content, must reach the caller. A panic fails the call like
+	// OutputTokens.
 	Follows func(v T) bool
 	// RelabelAfter is Relabel for a continuation that follows the answer
 	// (Follows): the Anthropic adapters number its content blocks after

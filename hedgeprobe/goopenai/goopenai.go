@@ -168,7 +168,18 @@ var Items = hedgeprobe.Items[Chunk]{
 	},
 	Text:    Text,
 	Relabel: Relabel,
+	Follows: Follows,
 	Opening: Opening,
+}
+
+// Follows is the hedgeprobe Items.Follows of go-openai chunks: a chunk
+// with a tool-call or function-call fragment begins a call that follows
+// the answer's text, so that a fragment before the continuation's first
+// content (the call's id alone) reaches the caller.
+func Follows(c Chunk) bool {
+	return classify.ChatFollows(c.Choices, func(ch *openai.ChatCompletionStreamChoice) bool {
+		return len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil
+	})
 }
 
 // Opening is the hedgeprobe Items.Opening of go-openai chunks: a Control

@@ -2,6 +2,7 @@ package goopenai_test
 
 import (
 	"errors"
+	"io"
 	"slices"
 	"testing"
 
@@ -77,6 +78,7 @@ func TestItemsText(t *testing.T) {
 // usage does not.
 func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, goopenai.Items.Opening)
+	adaptertest.CheckOpening(t, adaptertest.ChatFollowsCases, goopenai.Items.Follows)
 }
 
 // TestItemsResponse: the response's id, input tokens and finish reasons,
@@ -128,4 +130,53 @@ func TestResumeExtendsPrefill(t *testing.T) {
 // keep their model; a tapped keepalive stays empty.
 func TestRelabel(t *testing.T) {
 	adaptertest.CheckChatRelabel(t, goopenai.Relabel, func(c goopenai.Chunk) (string, int64, string) { return c.ID, c.Created, c.Model })
+}
+
+// TestResumeToolCall: a continuation that goes on from the delivered text
+// with a tool call reaches go-openai's Recv loop whole — also when the
+// call's id comes alone, before its name, in the continuation's opening
+// chunks.
+func TestResumeToolCall(t *testing.T) {
+	adapter.CheckResumeToolCall(t, func(t *testing.T, name, url string) hedgeprobe.Route[goopenai.Chunk] {
+		return goopenai.Route(name, clientOf(t, url, false), req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+	}, func(t testing.TB, hs *hedgeprobe.Stream[goopenai.Chunk]) (string, []string, string, error) {
+		stream := goopenai.NewReceiver(hs)
+		content, finish := "", ""
+		var calls []openai.ToolCall
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				var out []string
+				for _, c := range calls {
+					out = append(out, c.ID+" "+c.Function.Name+c.Function.Arguments)
+				}
+				return content, out, finish, err
+			}
+			for _, ch := range resp.Choices {
+				content += ch.Delta.Content
+				if ch.FinishReason != "" {
+					finish = string(ch.FinishReason)
+				}
+				// go-openai has no accumulator: the usual loop merges the
+				// fragments by index.
+				for _, f := range ch.Delta.ToolCalls {
+					i := 0
+					if f.Index != nil {
+						i = *f.Index
+					}
+					for len(calls) <= i {
+						calls = append(calls, openai.ToolCall{})
+					}
+					if f.ID != "" {
+						calls[i].ID = f.ID
+					}
+					calls[i].Function.Name += f.Function.Name
+					calls[i].Function.Arguments += f.Function.Arguments
+				}
+			}
+		}
+	})
 }

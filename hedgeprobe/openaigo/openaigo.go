@@ -101,7 +101,19 @@ var Items = hedgeprobe.Items[Chunk]{
 	},
 	Text:    Text,
 	Relabel: Relabel,
+	Follows: Follows,
 	Opening: Opening,
+}
+
+// Follows is the hedgeprobe Items.Follows of openai-go chunks: a chunk
+// with a tool-call or function-call fragment begins a call that follows
+// the answer's text, so that a fragment before the continuation's first
+// content (the call's id alone) reaches the caller.
+func Follows(c Chunk) bool {
+	return classify.ChatFollows(c.Choices, func(ch *openai.ChatCompletionChunkChoice) bool {
+		//lint:ignore SA1019 the legacy function call, still streamed by older servers
+		return len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall.Name != "" || ch.Delta.FunctionCall.Arguments != ""
+	})
 }
 
 // Opening is the hedgeprobe Items.Opening of openai-go chunks: a Control

@@ -77,6 +77,7 @@ func TestItemsText(t *testing.T) {
 // usage does not.
 func TestItemsOpening(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, openaigo.Items.Opening)
+	adaptertest.CheckOpening(t, adaptertest.ChatFollowsCases, openaigo.Items.Follows)
 }
 
 // TestItemsResponse: the response's id, input tokens and finish reasons,
@@ -167,4 +168,29 @@ func TestResumeDropsEcho(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestResumeToolCall: a continuation that goes on from the delivered text
+// with a tool call reaches openai-go's ChatCompletionAccumulator whole —
+// also when the call's id comes alone, before its name, in the
+// continuation's opening chunks.
+func TestResumeToolCall(t *testing.T) {
+	adapter.CheckResumeToolCall(t, func(t *testing.T, name, url string) hedgeprobe.Route[openaigo.Chunk] {
+		return openaigo.Route(name, clientOf(t, url, false), params, openaigo.RouteOptions{Continue: sse.ContinueTrailingAssistant})
+	}, func(t testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, []string, string, error) {
+		acc := openai.ChatCompletionAccumulator{}
+		for stream.Next() {
+			if chunk := stream.Current(); chunk.ID != "" && !acc.AddChunk(chunk) {
+				t.Fatalf("ChatCompletionAccumulator refused chunk %q after %q", chunk.ID, acc.ID)
+			}
+		}
+		if len(acc.Choices) == 0 {
+			return "", nil, "", stream.Err()
+		}
+		var calls []string
+		for _, c := range acc.Choices[0].Message.ToolCalls {
+			calls = append(calls, c.ID+" "+c.Function.Name+c.Function.Arguments)
+		}
+		return acc.Choices[0].Message.Content, calls, acc.Choices[0].FinishReason, stream.Err()
+	})
 }

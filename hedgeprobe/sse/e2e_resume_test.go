@@ -108,6 +108,7 @@ func TestAnthropicTextCases(t *testing.T) { adaptertest.CheckAnthropicText(t, ss
 // TestOpeningCases: the items that open an answer, in both dialects.
 func TestOpeningCases(t *testing.T) {
 	adaptertest.CheckOpening(t, adaptertest.ChatOpeningCases, sse.OpenAIItems.Opening)
+	adaptertest.CheckOpening(t, adaptertest.ChatFollowsCases, sse.OpenAIItems.Follows)
 	adaptertest.CheckOpening(t, adaptertest.AnthropicOpeningCases, sse.AnthropicItems.Opening)
 	adaptertest.CheckOpening(t, adaptertest.AnthropicFollowsCases, sse.AnthropicItems.Follows)
 }
@@ -183,4 +184,41 @@ func readBlocks(t testing.TB, stream *hedgeprobe.Stream[sse.AnthropicEvent]) ([]
 // do.
 func TestChatRelabelCases(t *testing.T) {
 	adaptertest.CheckChatRelabel(t, sse.ChatRelabel, func(c sse.ChatChunk) (string, int64, string) { return c.ID, c.Created, c.Model })
+}
+
+// TestE2EResumeOpenAIToolCall: a continuation that goes on from the
+// delivered text with a tool call reaches the caller of the raw OpenAI
+// route whole — also when the call's id comes alone, before its name, in
+// the continuation's opening chunks.
+func TestE2EResumeOpenAIToolCall(t *testing.T) {
+	openAIAdapter.CheckResumeToolCall(t, func(t *testing.T, name, url string) hedgeprobe.Route[sse.ChatChunk] {
+		return openaiProfileRoute(t, url, name, sse.ContinueTrailingAssistant)
+	}, func(t testing.TB, stream *hedgeprobe.Stream[sse.ChatChunk]) (string, []string, string, error) {
+		content, finish := "", ""
+		type call struct{ id, name, args string }
+		var calls []call
+		for stream.Next() {
+			for _, ch := range stream.Current().Choices {
+				content += ch.Delta.Content
+				if ch.FinishReason != "" {
+					finish = ch.FinishReason
+				}
+				for _, f := range ch.Delta.ToolCalls {
+					for len(calls) <= f.Index {
+						calls = append(calls, call{})
+					}
+					if f.ID != "" {
+						calls[f.Index].id = f.ID
+					}
+					calls[f.Index].name += f.Function.Name
+					calls[f.Index].args += f.Function.Arguments
+				}
+			}
+		}
+		var out []string
+		for _, c := range calls {
+			out = append(out, c.id+" "+c.name+c.args)
+		}
+		return content, out, finish, stream.Err()
+	})
 }

@@ -72,6 +72,7 @@ var OpenAIItems = hedgeprobe.Items[ChatChunk]{
 	FinishReasons: openAIFinishReasons,
 	Text:          ChatText,
 	Relabel:       ChatRelabel,
+	Follows:       ChatFollows,
 	Opening:       ChatOpening,
 }
 
@@ -149,6 +150,16 @@ func anthropicBlockEvent(typ string) bool {
 func ChatOpening(c ChatChunk) bool {
 	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *ChatChoice) (bool, bool) {
 		return ch.FinishReason != "", ch.Delta.Role != ""
+	})
+}
+
+// ChatFollows is the hedgeprobe Items.Follows of ChatChunk: a chunk with a
+// tool-call or function-call fragment begins a call that follows the
+// answer's text, so that a fragment before the continuation's first
+// content (the call's id alone) reaches the caller.
+func ChatFollows(c ChatChunk) bool {
+	return classify.ChatFollows(c.Choices, func(ch *ChatChoice) bool {
+		return len(ch.Delta.ToolCalls) > 0 || ch.Delta.FunctionCall != nil
 	})
 }
 

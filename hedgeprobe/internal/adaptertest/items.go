@@ -161,6 +161,22 @@ var AnthropicFollowsCases = []OpeningCase{
 	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},
 }
 
+// ChatFollowsCases are the chunks every OpenAI-compatible adapter's
+// Items.Follows reads alike: a chunk with a tool-call fragment of any kind,
+// or a legacy function call, begins a call that follows the answer's text
+// (OpeningCase.Opens is Follows' answer).
+var ChatFollowsCases = []OpeningCase{
+	{"role chunk", `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, false},
+	{"content", `{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}`, false},
+	{"reasoning", `{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"x"},"finish_reason":null}]}`, false},
+	{"tool call id alone", `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function"}]},"finish_reason":null}]}`, true},
+	{"role with a tool call id", `{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function"}]},"finish_reason":null}]}`, true},
+	{"tool call name", `{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]},"finish_reason":null}]}`, true},
+	{"legacy function call", `{"id":"c","choices":[{"index":0,"delta":{"function_call":{"name":"f"}},"finish_reason":null}]}`, true},
+	{"finish reason", `{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, false},
+	{"usage", `{"id":"c","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, false},
+}
+
 // CheckOpening runs a subtest per case: it decodes the JSON into the
 // adapter's item type, as the SDK does, and checks opening.
 func CheckOpening[T any](t *testing.T, cases []OpeningCase, opening func(T) bool) {

@@ -94,6 +94,25 @@ func ChatOpening[C any](usage bool, choices []C, parts func(*C) (finished, role 
 	return opens
 }
 
+// ChatFollows is the hedgeprobe Items.Follows of a chat chunk, for a
+// chunk type that holds choices of type C: a chunk with a tool-call (or
+// legacy function-call) fragment of any kind begins a call that follows
+// the answer's text. A continuation whose first content is the call's
+// name then reaches the caller as it would anyway, from that chunk on;
+// what Follows adds is a fragment that comes before it with no content,
+// such as the call's id alone (some compatible servers send it first),
+// which would otherwise be taken for part of the continuation's opening
+// and lost. calls reports a choice's tool-call fragments or function call
+// as present or not.
+func ChatFollows[C any](choices []C, calls func(*C) bool) bool {
+	for i := range choices {
+		if calls(&choices[i]) {
+			return true
+		}
+	}
+	return false
+}
+
 // AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
 // of type eventType: message_start and content_block_start open an
 // answer; content_block_stop, message_delta and message_stop close it.
