@@ -50,7 +50,7 @@ func (a *attemptRecorder) finished(choice int, reason string) {
 }
 
 func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, trig Trigger, offset time.Duration, delivered int64, at time.Time) (context.Context, *attemptRecorder) {
-	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs := make([]attribute.KeyValue, 0, 11)
 	attrs = append(attrs,
 		r.t.opAttr,
 		semconv.GenAIRequestStream.Bool(true),
@@ -68,6 +68,12 @@ func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, 
 	if route.model != "" {
 		attrs = append(attrs, semconv.GenAIRequestModel.String(route.model))
 		name += " " + route.model
+	}
+	if route.server != "" {
+		attrs = append(attrs, semconv.ServerAddress.String(route.server))
+		if route.port > 0 {
+			attrs = append(attrs, semconv.ServerPort.Int(route.port))
+		}
 	}
 	if trig == TriggerResume {
 		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))

@@ -64,7 +64,7 @@ func TestBadRoutes(t *testing.T) {
 	p := mustNew(t, Config{})
 	up := newUpstream("a", []step{content(0, "x")})
 	ok := up.route()
-	notUTF8 := func(f func(r *Route[chunk])) []Route[chunk] {
+	bad := func(f func(r *Route[chunk])) []Route[chunk] {
 		r := ok
 		f(&r)
 		return []Route[chunk]{ok, r}
@@ -78,9 +78,12 @@ func TestBadRoutes(t *testing.T) {
 		{"none", nil, ErrNoRoutes, "no routes"},
 		{"nil open", []Route[chunk]{ok, {Name: "b"}}, ErrInvalidRoute, `routes[1] ("b") has a nil Open`},
 		{"no name", []Route[chunk]{{Open: ok.Open}}, ErrInvalidRoute, "routes[0] has no Name"},
-		{"name not UTF-8", notUTF8(func(r *Route[chunk]) { r.Name = "b\xff" }), ErrInvalidRoute, `routes[1] Name "b\xff" is not valid UTF-8`},
-		{"provider not UTF-8", notUTF8(func(r *Route[chunk]) { r.Provider = "\xc3" }), ErrInvalidRoute, `routes[1] Provider "\xc3" is not valid UTF-8`},
-		{"model not UTF-8", notUTF8(func(r *Route[chunk]) { r.Model = "gpt\xfe" }), ErrInvalidRoute, `routes[1] Model "gpt\xfe" is not valid UTF-8`},
+		{"name not UTF-8", bad(func(r *Route[chunk]) { r.Name = "b\xff" }), ErrInvalidRoute, `routes[1] Name "b\xff" is not valid UTF-8`},
+		{"provider not UTF-8", bad(func(r *Route[chunk]) { r.Provider = "\xc3" }), ErrInvalidRoute, `routes[1] Provider "\xc3" is not valid UTF-8`},
+		{"model not UTF-8", bad(func(r *Route[chunk]) { r.Model = "gpt\xfe" }), ErrInvalidRoute, `routes[1] Model "gpt\xfe" is not valid UTF-8`},
+		{"server not UTF-8", bad(func(r *Route[chunk]) { r.ServerAddress = "h\xff" }), ErrInvalidRoute, `routes[1] ServerAddress "h\xff" is not valid UTF-8`},
+		{"port out of range", bad(func(r *Route[chunk]) { r.ServerPort = 65536 }), ErrInvalidRoute, `routes[1] ("a") has ServerPort 65536, not a port`},
+		{"negative port", bad(func(r *Route[chunk]) { r.ServerPort = -1 }), ErrInvalidRoute, `has ServerPort -1, not a port`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := p.Stream(t.Context(), c.routes...)

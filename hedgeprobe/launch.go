@@ -163,7 +163,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	}
 	ctx := s.callCtx
 	if s.rec != nil {
-		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model}, l.trigger, a.launch, l.delivered, now)
+		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model, route.ServerAddress, route.ServerPort}, l.trigger, a.launch, l.delivered, now)
 	}
 	a.ctx, a.cancel = context.WithCancel(ctx)
 	if s.race.streaming && !s.race.resumable {

@@ -184,10 +184,13 @@ func validateRoutes[T any](routes []Route[T]) error {
 		if r.Open == nil {
 			errs = append(errs, fmt.Errorf("%w: routes[%d] (%q) has a nil Open", ErrInvalidRoute, i, r.Name))
 		}
+		if r.ServerPort < 0 || r.ServerPort > 65535 {
+			errs = append(errs, fmt.Errorf("%w: routes[%d] (%q) has ServerPort %d, not a port", ErrInvalidRoute, i, r.Name, r.ServerPort))
+		}
 		// The names go into every span of the call, and OTLP sends them as
 		// protobuf strings: one that is not UTF-8 fails the exporter's
 		// whole batch, other calls' spans included.
-		for _, f := range [...]struct{ field, v string }{{"Name", r.Name}, {"Provider", r.Provider}, {"Model", r.Model}} {
+		for _, f := range [...]struct{ field, v string }{{"Name", r.Name}, {"Provider", r.Provider}, {"Model", r.Model}, {"ServerAddress", r.ServerAddress}} {
 			if !utf8.ValidString(f.v) {
 				errs = append(errs, fmt.Errorf("%w: routes[%d] %s %q is not valid UTF-8", ErrInvalidRoute, i, f.field, f.v))
 			}

@@ -90,6 +90,16 @@ type Route[T any] struct {
 	// without one, the attempt span is named by the operation alone.
 	// Name, Provider and Model must be UTF-8 (they go into every span).
 	Model string
+	// ServerAddress and ServerPort are the upstream's host name (or IP
+	// address) and port, for server.address and server.port on attempt
+	// spans, as the GenAI conventions recommend. Optional: a route without
+	// an address writes neither, and a port is written only beside an
+	// address. The sse routes set both from their base URL; an SDK
+	// adapter's route, whose client hides its URL, can be given them:
+	// r := openaigo.Route(…); r.ServerAddress, r.ServerPort =
+	// "api.openai.com", 443. ServerAddress must be UTF-8.
+	ServerAddress string
+	ServerPort    int
 	// Open starts one attempt, described by a (its index, trigger and, for
 	// a resume attempt, the text to continue). The context is the
 	// attempt's own: it is cancelled when the attempt loses, fails or the

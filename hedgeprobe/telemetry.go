@@ -146,8 +146,12 @@ func (t *tracing) startCall(ctx context.Context, start time.Time, model string, 
 	return ctx, &callRecorder{t: t, span: span, start: start, delivery: getOffsets()}
 }
 
-// routeNames are the strings of a Route, without its type parameter.
-type routeNames struct{ name, provider, model string }
+// routeNames are the strings of a Route, and its port, without its type
+// parameter.
+type routeNames struct {
+	name, provider, model, server string
+	port                          int
+}
 
 func (r *callRecorder) hedge(e HedgeEvent) {
 	r.forget()

@@ -261,6 +261,49 @@ func TestTelemetryRouteWithoutModel(t *testing.T) {
 	})
 }
 
+// A route's server address and port go on its attempt spans only (the
+// call span has no one upstream); a port without an address is not
+// written, nor an address that is not set.
+func TestTelemetryServer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		address  string
+		port     int
+		wantPort bool
+	}{
+		{"address and port", "api.example.com", 8443, true},
+		{"address alone", "api.example.com", 0, false},
+		{"port alone", "", 8443, false},
+		{"neither", "", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				up := newUpstream("a", texts("a", 2, 100*time.Millisecond, 10*time.Millisecond))
+				r := up.route()
+				r.ServerAddress, r.ServerPort = c.address, c.port
+				p, exp := recorded(t, Config{})
+				if g := drain(p.Stream(t.Context(), r), time.Now()); g.err != nil {
+					t.Fatal(g.err)
+				}
+				call, atts := spansOf(t, exp)
+				for _, k := range []attribute.Key{semconv.ServerAddress, semconv.ServerPort} {
+					if v, ok := attrOf(call.Attributes, k); ok {
+						t.Errorf("call span has %s = %s", k, v.String())
+					}
+				}
+				addr, ok := attrOf(atts[0].Attributes, semconv.ServerAddress)
+				if ok != (c.address != "") || addr.AsString() != c.address {
+					t.Errorf("server.address = %q (present %v), want %q", addr.AsString(), ok, c.address)
+				}
+				port, ok := attrOf(atts[0].Attributes, semconv.ServerPort)
+				if ok != c.wantPort || (ok && port.AsInt64() != int64(c.port)) {
+					t.Errorf("server.port = %s (present %v), want %d (present %v)", port.String(), ok, c.port, c.wantPort)
+				}
+			})
+		})
+	}
+}
+
 // A stall timeout yields status Error, outcome stall_timeout and
 // truncated=true, and a watchdog event.
 func TestTelemetryStallTimeout(t *testing.T) {

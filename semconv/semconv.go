@@ -50,6 +50,11 @@ const (
 	GenAIResponseTimeToFirstChunk = otelsemconv.GenAIResponseTimeToFirstChunkKey
 	// ErrorType classifies a failure on any span.
 	ErrorType = otelsemconv.ErrorTypeKey
+	// ServerAddress and ServerPort are the upstream's host and port, on an
+	// attempt span whose route names them (hedgeprobe's sse routes do,
+	// from their base URL).
+	ServerAddress = otelsemconv.ServerAddressKey
+	ServerPort    = otelsemconv.ServerPortKey
 )
 
 // Call span: one per logical call, kind INTERNAL.

@@ -20,10 +20,12 @@ import (
 func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {
 	r := AnthropicRoute(name, req)
 	return hedgeprobe.Route[ChatChunk]{
-		Name:      r.Name,
-		Provider:  r.Provider,
-		Model:     r.Model,
-		Continues: r.Continues,
+		Name:          r.Name,
+		Provider:      r.Provider,
+		Model:         r.Model,
+		ServerAddress: r.ServerAddress,
+		ServerPort:    r.ServerPort,
+		Continues:     r.Continues,
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
 			src, err := r.Open(ctx, a)
 			if err != nil {

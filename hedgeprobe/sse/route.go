@@ -8,11 +8,38 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 )
+
+// serverOf is the host and port of an API root, for the attempt span's
+// server.address and server.port: the port the URL names, else its
+// scheme's. A URL without a host, or one that does not parse, names
+// neither (its requests fail with their own error).
+func serverOf(baseURL string) (string, int) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Hostname() == "" || !utf8.ValidString(u.Hostname()) {
+		return "", 0
+	}
+	port, err := strconv.Atoi(u.Port())
+	switch {
+	case err == nil && port > 0 && port <= 65535:
+	case u.Port() != "":
+		port = 0
+	case u.Scheme == "https":
+		port = 443
+	case u.Scheme == "http":
+		port = 80
+	default:
+		port = 0
+	}
+	return u.Hostname(), port
+}
 
 // Message is one chat message of a request.
 type Message struct {
@@ -86,11 +113,14 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	if req.APIKey != "" {
 		header.Set("Authorization", "Bearer "+req.APIKey)
 	}
+	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[ChatChunk]{
-		Name:      name,
-		Provider:  req.Provider,
-		Model:     req.Model,
-		Continues: req.Continue != ContinueNone && !manyChoices(req.Params),
+		Name:          name,
+		Provider:      req.Provider,
+		Model:         req.Model,
+		ServerAddress: server,
+		ServerPort:    port,
+		Continues:     req.Continue != ContinueNone && !manyChoices(req.Params),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
 			if merr != nil {
 				return nil, merr
@@ -192,11 +222,14 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		header.Set("X-Api-Key", req.APIKey)
 	}
 	header.Set("Anthropic-Version", req.Version)
+	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[AnthropicEvent]{
-		Name:      name,
-		Provider:  req.Provider,
-		Model:     req.Model,
-		Continues: req.Prefill && !prefill.Thinks(req.Params["thinking"]),
+		Name:          name,
+		Provider:      req.Provider,
+		Model:         req.Model,
+		ServerAddress: server,
+		ServerPort:    port,
+		Continues:     req.Prefill && !prefill.Thinks(req.Params["thinking"]),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[AnthropicEvent], error) {
 			if merr != nil {
 				return nil, merr

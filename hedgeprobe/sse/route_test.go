@@ -114,3 +114,36 @@ func TestRouteConnectionRefused(t *testing.T) {
 		t.Fatalf("err %v (%T)", err, err)
 	}
 }
+
+// The routes name their server from the base URL, for the attempt span's
+// server.address and server.port: the URL's port, else its scheme's; an
+// IPv6 address without its brackets; nothing for a URL without a host.
+func TestRouteServer(t *testing.T) {
+	for _, c := range []struct {
+		base string
+		addr string
+		port int
+	}{
+		{"https://api.openai.com/v1", "api.openai.com", 443},
+		{"http://127.0.0.1:8000/v1", "127.0.0.1", 8000},
+		{"http://localhost/v1", "localhost", 80},
+		{"https://[::1]:8443", "::1", 8443},
+		{"HTTPS://API.example.com", "API.example.com", 443},
+		{"unix:///tmp/llm.sock", "", 0},
+		{"api.openai.com/v1", "", 0},
+		{"http://host:99999/v1", "host", 0},
+		{"://bad", "", 0},
+	} {
+		for _, r := range []hedgeprobe.Route[ChatChunk]{
+			OpenAIRoute("o", OpenAIRequest{BaseURL: c.base, Model: "m"}),
+			AnthropicChatRoute("a", AnthropicRequest{BaseURL: c.base, Model: "m"}),
+		} {
+			if r.ServerAddress != c.addr || r.ServerPort != c.port {
+				t.Errorf("%s route on %q: server %q port %d, want %q %d", r.Name, c.base, r.ServerAddress, r.ServerPort, c.addr, c.port)
+			}
+		}
+		if r := AnthropicRoute("a", AnthropicRequest{BaseURL: c.base, Model: "m"}); r.ServerAddress != c.addr || r.ServerPort != c.port {
+			t.Errorf("Anthropic route on %q: server %q port %d, want %q %d", c.base, r.ServerAddress, r.ServerPort, c.addr, c.port)
+		}
+	}
+}
