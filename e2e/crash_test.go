@@ -58,7 +58,7 @@ func TestCrashShippedConfig(t *testing.T) {
 
 	// The scrape target is gone: Prometheus marks its series stale at the
 	// next failed scrape, so the last value scraped is read over a range.
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	time.Sleep(scrapeInterval)
 	stored := scalarOr0(ctx, t, prom, fmt.Sprintf("sum(last_over_time(%s[1m]))", calls))
 	lost := float64(res.Sent.Calls) - stored

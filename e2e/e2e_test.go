@@ -201,7 +201,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		t.Logf("probe: %-45s %v hedges=%v wins=%v truncated=%d", r.Scenario, r.Outcomes, r.Hedges, r.HedgeWins, r.Truncated)
 	}
 
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total.Calls))
 
 	t.Run("job is the sender's service.name, instance the replica's", func(t *testing.T) {
@@ -225,7 +225,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("hedges launched and won match the probe", func(t *testing.T) {
-		hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+		hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
 		for _, trig := range []hedgeprobe.Trigger{hedgeprobe.TriggerTTFT, hedgeprobe.TriggerStall, hedgeprobe.TriggerError, hedgeprobe.TriggerResume} {
 			got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="`+string(trig)+`"})`)
 			if got != float64(total.Hedges[trig]) {
@@ -242,7 +242,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("route ejections match the probe", func(t *testing.T) {
-		ejections := semconv.PromName(semconv.MetricRouteEjections, semconv.UnitCount, true)
+		ejections := semconv.PromName(semconv.MetricRouteEjections, semconv.UnitEjection, true)
 		// fakellm's server-error answers 503 with Retry-After: each refusal
 		// ejects the route until then (reason retry_after).
 		got := scalarOr0(ctx, t, prom, `sum(`+ejections+`{streamwatch_route="fakellm-server-error"})`)

@@ -761,14 +761,14 @@ func testOllamaMetrics(ctx context.Context, t *testing.T, s *ollamaSuite, prom *
 	for _, n := range s.calls {
 		total += n
 	}
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total))
 	for outcome, n := range s.calls {
 		if got := scalar(ctx, t, prom, `sum(`+calls+`{streamwatch_outcome="`+string(outcome)+`"})`); got != float64(n) {
 			t.Errorf("calls{outcome=%s} = %v, the probe saw %d", outcome, got, n)
 		}
 	}
-	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
 	if got := scalarOr0(ctx, t, prom, `sum(`+hedges+`{streamwatch_attempt_trigger="stall", streamwatch_attempt_outcome="winner"})`); got != 4 {
 		t.Errorf("stall hedges won = %v, want 4 (one per stall-before-commit case)", got)
 	}

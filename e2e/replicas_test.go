@@ -91,9 +91,9 @@ func TestReplicas(t *testing.T) {
 	t.Logf("sent %d calls, %d spans, %d chunks: %d and %d calls per replica",
 		res.Sent.Calls, res.Sent.Spans, res.Sent.Chunks, res.PerTarget[0].Calls, res.PerTarget[1].Calls)
 
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
+	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitStall, true)
+	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
 	// The gateway has no processor: its connector derives the spans and
 	// counts the winners' gaps on their timelines for the pooled ITL.
 	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
@@ -155,7 +155,7 @@ func TestReplicas(t *testing.T) {
 // periodic push reach Prometheus only through the snapshot the connector
 // sends on shutdown, so Prometheus must hold every call it acknowledged.
 func gracefulStop(ctx context.Context, t *testing.T, prom *stack.Prometheus, replica *stack.Collector, name string, reqs []loadgen.Request, before int64) {
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	res, err := loadgen.Send(ctx, loadgen.Options{
 		Targets:     []string{replica.OTLPGRPC},
 		Requests:    reqs,
@@ -183,7 +183,7 @@ func gracefulStop(ctx context.Context, t *testing.T, prom *stack.Prometheus, rep
 // SIGKILL right after its last acknowledged request, and measures how much
 // of what it acknowledged never reached Prometheus.
 func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replicas []*stack.Collector, names []string, reqs []loadgen.Request, before loadgen.Result) {
-	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	victim := replicas[1]
 	const rate = 10 // requests a second, 1,000 calls a second
 	res, err := loadgen.Send(ctx, loadgen.Options{

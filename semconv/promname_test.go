@@ -9,10 +9,10 @@ func TestPromName(t *testing.T) {
 		want       string
 	}{
 		{MetricTimeToFirstChunk, UnitSeconds, false, "gen_ai_client_operation_time_to_first_chunk_seconds"},
-		{MetricStalls, UnitCount, true, "streamwatch_stalls_total"},
+		{MetricStalls, UnitStall, true, "streamwatch_stalls_total"},
 		{MetricWastedChunks, UnitChunk, true, "streamwatch_wasted_chunks_total"},
 		{MetricCallStallDuration, UnitSeconds, false, "streamwatch_call_stall_duration_seconds"},
-		{MetricRouteEjections, UnitCount, true, "streamwatch_route_ejections_total"},
+		{MetricRouteEjections, UnitEjection, true, "streamwatch_route_ejections_total"},
 	} {
 		if got := PromName(tc.name, tc.unit, tc.counter); got != tc.want {
 			t.Errorf("PromName(%q) = %q, want %q", tc.name, got, tc.want)

@@ -317,10 +317,16 @@ const (
 
 	// UnitSeconds is the unit of every histogram.
 	UnitSeconds = "s"
-	// UnitCount is the unit of counters of things.
-	UnitCount = "{count}"
-	// UnitChunk is the unit of chunk counters.
-	UnitChunk = "{chunk}"
+	// The units of the counters: each names what it counts, as the
+	// OpenTelemetry metric conventions ask of a count ({request}, not
+	// {count}). The Prometheus exporter appends nothing for a unit in
+	// braces, so the names of the series do not depend on them.
+	UnitStream   = "{stream}"
+	UnitStall    = "{stall}"
+	UnitAttempt  = "{attempt}"
+	UnitCall     = "{call}"
+	UnitChunk    = "{chunk}"
+	UnitEjection = "{ejection}"
 )
 
 // Metric attributes of the connector beyond the GenAI and span keys above.

@@ -23,18 +23,18 @@ import (
 type families map[string]*dto.MetricFamily
 
 var (
-	callsName     = semconv.PromName(semconv.MetricCalls, semconv.UnitCount, true)
-	hedgesName    = semconv.PromName(semconv.MetricHedges, semconv.UnitCount, true)
+	callsName     = semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
+	hedgesName    = semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
 	ttftName      = semconv.PromName(semconv.MetricTimeToFirstChunk, semconv.UnitSeconds, false)
 	genName       = semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
 	activeName    = semconv.PromName(semconv.MetricActiveGenerationDuration, semconv.UnitSeconds, false)
-	stallsName    = semconv.PromName(semconv.MetricStalls, semconv.UnitCount, true)
-	streamsName   = semconv.PromName(semconv.MetricStreams, semconv.UnitCount, true)
+	stallsName    = semconv.PromName(semconv.MetricStalls, semconv.UnitStall, true)
+	streamsName   = semconv.PromName(semconv.MetricStreams, semconv.UnitStream, true)
 	wastedName    = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
-	ejectionsName = semconv.PromName(semconv.MetricRouteEjections, semconv.UnitCount, true)
+	ejectionsName = semconv.PromName(semconv.MetricRouteEjections, semconv.UnitEjection, true)
 	stallDur      = semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
 	callStall     = semconv.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
-	callStalls    = semconv.PromName(semconv.MetricCallStalls, semconv.UnitCount, true)
+	callStalls    = semconv.PromName(semconv.MetricCallStalls, semconv.UnitStall, true)
 )
 
 // waitMetrics scrapes url until the calls counter has seen every call.

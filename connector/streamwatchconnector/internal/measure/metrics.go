@@ -62,19 +62,19 @@ var Descs = []aggregate.Desc{
 		Description: "Duration of each stall segment (a silence longer than the stall threshold).",
 	},
 	streams: {
-		Name: semconv.MetricStreams, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricStreams, Unit: semconv.UnitStream, Kind: aggregate.Sum,
 		Description: "Attempts that streamed at least one content chunk, by whether they stalled and by derivation (burst: rates not measurable).",
 	},
 	stalls: {
-		Name: semconv.MetricStalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricStalls, Unit: semconv.UnitStall, Kind: aggregate.Sum,
 		Description: "Stall segments of attempts.",
 	},
 	hedges: {
-		Name: semconv.MetricHedges, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricHedges, Unit: semconv.UnitAttempt, Kind: aggregate.Sum,
 		Description: "Hedge and resume attempts (attempt index above 0), by trigger and outcome.",
 	},
 	calls: {
-		Name: semconv.MetricCalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricCalls, Unit: semconv.UnitCall, Kind: aggregate.Sum,
 		Description: "Calls, by outcome.",
 	},
 	wastedChunks: {
@@ -87,11 +87,11 @@ var Descs = []aggregate.Desc{
 		Description: "Per call, the total silence the caller saw between its content chunks (0 when none), from the caller's view.",
 	},
 	callStalls: {
-		Name: semconv.MetricCallStalls, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricCallStalls, Unit: semconv.UnitStall, Kind: aggregate.Sum,
 		Description: "Stall segments the callers saw, from the caller's view.",
 	},
 	routeEjections: {
-		Name: semconv.MetricRouteEjections, Unit: semconv.UnitCount, Kind: aggregate.Sum,
+		Name: semconv.MetricRouteEjections, Unit: semconv.UnitEjection, Kind: aggregate.Sum,
 		Description: "Route ejections reported on call spans, by route and reason.",
 	},
 }
