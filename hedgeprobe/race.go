@@ -253,15 +253,18 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 
 // continuation returns what the caller reads of a resume attempt's own
 // items: not the opening of an answer, which the caller already has from
-// the attempt it continues. With content, the opening is everything before
-// the first content chunk. A continuation that ended without content (the
-// answer was complete at the prefix) has no such mark: its opening is
-// what Items.Opening says opens (OpenAI's role chunk; Anthropic's
-// message_start and content_block_start) up to its first other Control
-// item, so the caller gets only the closing items (finish reason, usage).
-// Without Items.Opening it is taken to be as many Control items as the
-// answer's own had, which fails where the routes open differently (a
-// server that sends no role chunk continuing one that does would lose
+// the attempt it continues. With Items.Opening, the opening is what it
+// says opens (OpenAI's role chunk; Anthropic's message_start and
+// content_block_start) up to the first content or the first other Control
+// item, so a continuation that ended without content (the answer was
+// complete at the prefix) gives the caller only its closing items (finish
+// reason, usage), and one that closes its first block before any content
+// gives the caller that block's end and what starts after it (Anthropic:
+// an empty text block ended, then a thinking block, whose start carries
+// no content). Without Items.Opening the opening is everything before the
+// first content chunk or, without content, as many Control items as the
+// answer's own opening had, which fails where the routes open differently
+// (a server that sends no role chunk continuing one that does would lose
 // its finish reason). A second opening would make anthropic-sdk-go's
 // Message.Accumulate start the message afresh. A continuation that
 // follows the answer (Items.Follows) reaches the caller from the item
@@ -271,16 +274,16 @@ func continuation[T any](a *attempt[T]) []item[T] {
 	if a.follows {
 		return a.buf[a.followAt:]
 	}
-	if a.firstItem >= 0 {
-		return a.buf[a.firstItem:]
-	}
 	if a.openAsked {
 		for i, it := range a.buf {
-			if it.kind == Control && !it.opens {
+			if it.kind == Content || it.kind == Control && !it.opens {
 				return a.buf[i:]
 			}
 		}
 		return nil
+	}
+	if a.firstItem >= 0 {
+		return a.buf[a.firstItem:]
 	}
 	answer := a
 	for answer.trigger == TriggerResume && answer.of != nil {

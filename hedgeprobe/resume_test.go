@@ -587,8 +587,16 @@ func TestResumeFollows(t *testing.T) {
 		// A text block continues the answer's, whatever its first content.
 		{"a text block that begins with a citation", cont(control(ms, "block_start:text"), content(ms, "cite:"), content(ms, "B"), control(ms, "stop")), true, true,
 			"[role A cite: B stop]", "[relabel A|cite: relabel A|B relabel A|stop]", 3},
+		// The empty block's end is the answer's block's; what starts
+		// after it reaches the caller, its start included where that
+		// carries no content (a thinking block's; a tool call's carries
+		// its name).
 		{"an empty text block, then a tool call", cont(control(ms, "block_start:text"), control(ms, "block_stop"), content(ms, "tool:f"), control(ms, "stop")), true, true,
-			"[role A tool:f stop]", "[relabel A|tool:f relabel A|stop]", 2},
+			"[role A block_stop tool:f stop]", "[relabel A|block_stop relabel A|tool:f relabel A|stop]", 2},
+		{"an empty text block, then thinking", cont(control(ms, "block_start:text"), control(ms, "block_stop"),
+			control(ms, "block_start:think"), content(ms, "think:hm"), control(ms, "block_stop"), control(ms, "stop")), true, true,
+			"[role A block_stop block_start:think think:hm block_stop stop]",
+			"[relabel A|block_stop relabel A|block_start:think relabel A|think:hm relabel A|block_stop relabel A|stop]", 2},
 		{"without Follows", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), false, true,
 			"[role A tool:f]", "[relabel A|tool:f]", 2},
 	} {

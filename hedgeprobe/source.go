@@ -229,14 +229,17 @@ type Items[T any] struct {
 	// rather than closing one (a finish reason, usage, message_stop). It
 	// is asked about the Control items a continuation sends before any
 	// content, only while resume is possible for the call: a continuation
-	// that ends without content (the answer was complete at the prefix)
-	// reaches the caller from its first closing item on, without the
-	// opening items before it, which the caller already has from the
-	// answer. Optional:
-	// without it, that continuation's opening is taken to be as many
-	// Control items as the answer's own opening had, which holds only
-	// where both routes open alike. A panic fails the call like
-	// OutputTokens.
+	// reaches the caller from its first content or its first closing item,
+	// whichever comes first, without the opening items before it, which
+	// the caller already has from the answer. So one that ends without
+	// content (the answer was complete at the prefix) gives the caller its
+	// closing items, and one that closes an empty first block gives it
+	// that block's end and what starts after it (Anthropic: an empty text
+	// block ended, then a thinking block, whose start carries no content).
+	// Optional: without it, the opening is everything before the first
+	// content, or, without content, as many Control items as the answer's
+	// own opening had, which holds only where both routes open alike. A
+	// panic fails the call like OutputTokens.
 	Opening func(v T) bool
 }
 

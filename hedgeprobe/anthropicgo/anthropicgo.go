@@ -310,8 +310,9 @@ func sendsFields(p interface {
 	return !overridden && len(p.ExtraFields()) == 0
 }
 
-// continued is the Source of a resume attempt. Its text deltas lose the
-// whitespace the prefill cut, where the continuation repeats it. Its first
+// continued is the Source of a resume attempt. Its text deltas (and the
+// text a later text block's start carries) lose the whitespace the prefill
+// cut, where the continuation repeats it. Its first
 // block, which carries on the answer's text block, is a block the caller
 // has open already: a start of it that carries text (some
 // Anthropic-compatible servers send the first text so; Anthropic sends
@@ -339,6 +340,14 @@ func (c *continued) Next() bool {
 			// the caller does not read.
 			return c.decode(json.Marshal(emptyTextStart))
 		}
+	case e.Type == "content_block_start" && e.ContentBlock.Type == "text" && e.ContentBlock.Text != "" && c.u.Pending():
+		// A later text block (after a block that follows the answer,
+		// thinking say) is the caller's new block: still a start, its
+		// text without the repeated whitespace.
+		if text = c.u.Text(e.ContentBlock.Text); text == e.ContentBlock.Text {
+			return true
+		}
+		return c.decode(json.Marshal(textStart{Type: "content_block_start", Index: e.Index, ContentBlock: textDeltaBody{Type: "text", Text: text}}))
 	case e.Type == "content_block_delta" && e.Delta.Type == "text_delta" && c.u.Pending():
 		if text = c.u.Text(e.Delta.Text); text == e.Delta.Text {
 			return true
@@ -382,6 +391,14 @@ type textDelta struct {
 	Type  string        `json:"type"`
 	Index int64         `json:"index"`
 	Delta textDeltaBody `json:"delta"`
+}
+
+// textStart is the wire form of a content_block_start event of a text
+// block.
+type textStart struct {
+	Type         string        `json:"type"`
+	Index        int64         `json:"index"`
+	ContentBlock textDeltaBody `json:"content_block"`
 }
 
 type textDeltaBody struct {

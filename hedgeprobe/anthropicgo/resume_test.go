@@ -105,6 +105,17 @@ func TestResumeKeepsTheBlock(t *testing.T) {
 	}, accumulateBlocks)
 }
 
+// TestResumeAfterFollowing: a second resume continues a following
+// continuation's own text block, and a resume before commit (Buffered)
+// may follow the answer too; Message.Accumulate holds every block once.
+func TestResumeAfterFollowing(t *testing.T) {
+	adapter.CheckResumeAfterFollowing(t, func(t *testing.T, name, url string) hedgeprobe.Route[anthropicgo.Event] {
+		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0),
+			option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
+		return anthropicgo.Route(name, client, params, anthropicgo.RouteOptions{Prefill: true})
+	}, accumulateBlocks)
+}
+
 // accumulateBlocks reads a call with Message.Accumulate and returns the
 // message's blocks.
 func accumulateBlocks(t testing.TB, stream *hedgeprobe.Stream[anthropicgo.Event]) ([]string, error) {

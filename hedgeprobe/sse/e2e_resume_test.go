@@ -148,6 +148,16 @@ func TestE2EResumeAnthropicKeepsTheBlock(t *testing.T) {
 	}, readBlocks)
 }
 
+// TestE2EResumeAfterFollowing: a second resume continues a following
+// continuation's own text block, and a resume before commit (Buffered)
+// may follow the answer too, on the raw Anthropic route.
+func TestE2EResumeAfterFollowing(t *testing.T) {
+	anthropicAdapter.CheckResumeAfterFollowing(t, func(t *testing.T, name, url string) hedgeprobe.Route[sse.AnthropicEvent] {
+		return sse.AnthropicRoute(name, sse.AnthropicRequest{BaseURL: url, APIKey: "test", Model: "claude-fake",
+			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t), Prefill: true})
+	}, readBlocks)
+}
+
 // readBlocks reads a call's events and returns its blocks; every block
 // must be started once, in order, and ended at most once, after its
 // start, in order (the answer's text block, which a continuation that

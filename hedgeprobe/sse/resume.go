@@ -226,8 +226,9 @@ func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 }
 
 // anthropicContinued is the Source of a resume attempt on Anthropic: the
-// text deltas lose the whitespace the prefill cut, when the continuation
-// repeats it (see hedgeprobe/internal/prefill). Its first block carries on
+// text deltas (and the text a later text block's start carries) lose the
+// whitespace the prefill cut, when the continuation repeats it (see
+// hedgeprobe/internal/prefill). Its first block carries on
 // the answer's text block, which the caller has open already: a start of
 // it that carries text (some Anthropic-compatible servers send the first
 // text so; Anthropic sends "") is that text as a delta, or the caller
@@ -255,6 +256,15 @@ func (c *anthropicContinued) Next() bool {
 		}
 		c.cur = AnthropicEvent{Type: "content_block_delta", Index: 0, Received: c.cur.Received,
 			Delta: &AnthropicDelta{Type: "text_delta", Text: text}}
+		return true
+	}
+	if b := c.cur.ContentBlock; b != nil && c.cur.Type == "content_block_start" && b.Type == "text" && b.Text != "" && c.u.Pending() {
+		// A later text block (after a block that follows the answer,
+		// thinking say) is the caller's new block: still a start, its
+		// text without the repeated whitespace.
+		nb := *b
+		nb.Text = c.u.Text(b.Text)
+		c.cur.ContentBlock = &nb
 		return true
 	}
 	if d := c.cur.Delta; d != nil && d.Type == "text_delta" && c.u.Pending() {

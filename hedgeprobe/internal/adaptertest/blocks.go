@@ -50,9 +50,13 @@ type BlockScript struct {
 	// block 0, and with either thinking the rest of BlockText in its
 	// block 1. Its blocks follow the answer's (hedgeprobe.Items.Follows,
 	// RelabelAfter): the caller reads the answer's text block with
-	// BlockPrefix alone, then the continuation's blocks. "text, tool_use"
-	// is no such continuation: an empty text block 0, ended, then the tool
-	// call in block 1; the text block is the answer's, the call follows it.
+	// BlockPrefix alone (and the space, with Space), then the
+	// continuation's blocks (the text one without the repeated space).
+	// "text, tool_use", "text, thinking" and "text, redacted_thinking" are
+	// no such continuations: an empty text block 0, ended, then that block
+	// (and the text) after it; the empty block is the answer's, what comes
+	// after it follows it, and must reach the caller from its start,
+	// whether the start carries content (a tool call's name) or not.
 	Follows string
 }
 
@@ -66,15 +70,19 @@ const (
 // Want returns the blocks the caller must read, as BlockRead returns
 // them.
 func (s BlockScript) Want() []string {
+	// With Space the caller has the space already, and the
+	// continuation's own text block, which repeats it, is read without.
+	sent, rest := BlockPrefix, BlockText[len(BlockPrefix):]
+	if s.Space {
+		sent, rest = sent+" ", rest[1:]
+	}
 	switch s.Follows {
-	case "tool_use":
-		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "tool_use:" + FollowTool + FollowInput}
-	case "thinking":
-		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "thinking:" + FollowThinking, "text:" + BlockText[len(BlockPrefix):]}
-	case "redacted_thinking":
-		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "redacted_thinking:", "text:" + BlockText[len(BlockPrefix):]}
-	case "text, tool_use":
-		return []string{"thinking:" + Thinking, "text:" + BlockPrefix, "tool_use:" + FollowTool + FollowInput}
+	case "tool_use", "text, tool_use":
+		return []string{"thinking:" + Thinking, "text:" + sent, "tool_use:" + FollowTool + FollowInput}
+	case "thinking", "text, thinking":
+		return []string{"thinking:" + Thinking, "text:" + sent, "thinking:" + FollowThinking, "text:" + rest}
+	case "redacted_thinking", "text, redacted_thinking":
+		return []string{"thinking:" + Thinking, "text:" + sent, "redacted_thinking:", "text:" + rest}
 	case "":
 	default:
 		panic("BlockScript.Follows: " + s.Follows)
@@ -95,6 +103,10 @@ var BlockScripts = []BlockScript{
 	{Name: "a continuation that thinks first", Follows: "thinking"},
 	{Name: "a continuation that begins with redacted thinking", Follows: "redacted_thinking"},
 	{Name: "a continuation with an empty text block, then a tool call", Follows: "text, tool_use"},
+	{Name: "a continuation with an empty text block, then thinking", Follows: "text, thinking"},
+	{Name: "a continuation with an empty text block, then redacted thinking", Follows: "text, redacted_thinking"},
+	{Name: "cut space, a continuation that thinks first, then text in the block start", Follows: "thinking", Space: true, TextInStart: true},
+	{Name: "cut space, a continuation that thinks first, then text in deltas", Follows: "thinking", Space: true},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
@@ -183,29 +195,47 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 			`{"type":"message_stop"}`,
 		}
 	}
+	// The continuation's blocks that are not text, at index i.
+	thinking := func(i int) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":"","signature":""}}`, i),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":"%s"}}`, i, FollowThinking),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":"sig"}}`, i),
+			fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i),
+		}
+	}
+	redacted := func(i int) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"redacted_thinking","data":"opaque"}}`, i),
+			fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i),
+		}
+	}
+	emptyText := []string{
+		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+		`{"type":"content_block_stop","index":0}`,
+	}
 	// textAfter puts the continuation's text block after the given
-	// block 0 (one of its own).
-	textAfter := func(block0 ...string) {
-		continuing = slices.Insert(continuing, 1, block0...)
-		for i := len(block0) + 1; i <= len(block0)+3; i++ { // the text block is block 1
-			continuing[i] = strings.Replace(continuing[i], `"index":0`, `"index":1`, 1)
+	// blocks of its own, numbered after them.
+	textAfter := func(blocks ...[]string) {
+		before := slices.Concat(blocks...)
+		continuing = slices.Insert(continuing, 1, before...)
+		for i := len(before) + 1; i <= len(before)+3; i++ {
+			continuing[i] = strings.Replace(continuing[i], `"index":0`, fmt.Sprintf(`"index":%d`, len(blocks)), 1)
 		}
 	}
 	switch s.Follows {
 	case "tool_use":
 		continuing = append([]string{fmt.Sprintf(start, "continues")}, toolCall(0)...)
 	case "text, tool_use":
-		continuing = append([]string{fmt.Sprintf(start, "continues"),
-			`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
-			`{"type":"content_block_stop","index":0}`}, toolCall(1)...)
+		continuing = slices.Concat([]string{fmt.Sprintf(start, "continues")}, emptyText, toolCall(1))
 	case "thinking":
-		textAfter(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
-			`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"`+FollowThinking+`"}}`,
-			`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`,
-			`{"type":"content_block_stop","index":0}`)
+		textAfter(thinking(0))
 	case "redacted_thinking":
-		textAfter(`{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"opaque"}}`,
-			`{"type":"content_block_stop","index":0}`)
+		textAfter(redacted(0))
+	case "text, thinking":
+		textAfter(emptyText, thinking(1))
+	case "text, redacted_thinking":
+		textAfter(emptyText, redacted(1))
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)
@@ -266,4 +296,102 @@ func writeEvents(w http.ResponseWriter, events []string) {
 		_, _ = io.WriteString(w, "event: "+e.Type+"\ndata: "+data+"\n\n")
 	}
 	w.(http.Flusher).Flush()
+}
+
+// CheckResumeAfterFollowing runs the calls where a continuation that
+// follows the answer meets another rule of resume, on scripted upstreams;
+// route and read as for CheckResumeKeepsTheBlock:
+//
+//   - resumed twice: the first continuation thinks, then carries on the
+//     text in its own block and falls silent in it; the second continues
+//     that block (the block numbers compound) and then calls a tool;
+//   - Buffered, resumed before commit: the answer falls silent before it
+//     commits and a continuation that calls a tool first wins.
+func (a Adapter[T]) CheckResumeAfterFollowing(t *testing.T, route func(t *testing.T, name, url string) hedgeprobe.Route[T], read BlockRead[T]) {
+	t.Helper()
+	start := func(id string) string {
+		return `{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":1}}}`
+	}
+	text := func(i int, s string) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}`, i),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%q}}`, i, s),
+		}
+	}
+	stop := func(i int) string { return fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, i) }
+	thinking := func(i int, s string) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":"","signature":""}}`, i),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%q}}`, i, s),
+			fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":"sig"}}`, i),
+			stop(i),
+		}
+	}
+	input, _ := json.Marshal(FollowInput)
+	tool := []string{
+		fmt.Sprintf(`{"type":"content_block_start","index":%%d,"content_block":{"type":"tool_use","id":"toolu_1","name":"%s","input":{}}}`, FollowTool),
+		`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":` + string(input) + `}}`,
+		`{"type":"content_block_stop","index":%d}`,
+		`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":9}}`,
+		`{"type":"message_stop"}`,
+	}
+	toolAt := func(i int) []string {
+		out := slices.Clone(tool)
+		for j := range 3 {
+			out[j] = fmt.Sprintf(out[j], i)
+		}
+		return out
+	}
+	answer := slices.Concat([]string{start("a")}, thinking(0, Thinking), text(1, BlockPrefix))
+	wantCall := "tool_use:" + FollowTool + FollowInput
+	for _, c := range []struct {
+		name     string
+		cfg      func(*hedgeprobe.Config)
+		upstream [][]string // the last answers; the others fall silent
+		want     []string
+	}{
+		{"resumed twice, the second continuing the first's own text block",
+			func(c *hedgeprobe.Config) { c.MaxAttempts = 3 },
+			[][]string{
+				answer,
+				slices.Concat([]string{start("b")}, thinking(0, FollowThinking), text(1, " a")),
+				slices.Concat([]string{start("c")}, text(0, " time."), []string{stop(0)}, toolAt(1)),
+			},
+			[]string{"thinking:" + Thinking, "text:" + BlockPrefix, "thinking:" + FollowThinking, "text: a time.", wantCall}},
+		{"buffered, resumed before commit by a tool call",
+			func(c *hedgeprobe.Config) { c.Delivery, c.StallAfter = hedgeprobe.Buffered, ResumeConfig.ResumeAfter },
+			[][]string{answer, slices.Concat([]string{start("b"), `{"type":"ping"}`}, toolAt(0))},
+			[]string{"thinking:" + Thinking, "text:" + BlockPrefix, wantCall}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := ResumeConfig
+			c.cfg(&cfg)
+			var routes []hedgeprobe.Route[T]
+			for i, events := range c.upstream {
+				last := i == len(c.upstream)-1
+				url := serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
+					writeEvents(w, events)
+					if !last {
+						select {
+						case <-r.Context().Done():
+						case <-time.After(5 * time.Second):
+						}
+					}
+				})
+				routes = append(routes, route(t, fmt.Sprint("r", i), url))
+			}
+			stream := a.NewProber(t, cfg).Stream(t.Context(), routes...)
+			defer stream.Close()
+			blocks, err := read(t, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := stream.Stats(); st.Winner != len(routes)-1 || st.Attempts[st.Winner].Trigger != hedgeprobe.TriggerResume {
+				t.Fatalf("stats %+v: the last continuation must win", st)
+			}
+			if !slices.Equal(blocks, c.want) {
+				t.Fatalf("the caller read blocks %q, want %q", blocks, c.want)
+			}
+		})
+	}
 }
