@@ -452,7 +452,14 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	cfg := ivRandConfig(r)
 	hook := func(ctx context.Context) *ivCall { return ivOf(ctx) }
-	p, err := hedgeprobe.New(cfg, ivItems, hedgeprobe.WithTracerProvider(tp),
+	// Half the sessions say which items open an answer (Items.Opening):
+	// a continuation then reaches the caller from its first content or
+	// closing item; the others count the answer's opening items instead.
+	items := ivItems
+	if r.IntN(2) == 0 {
+		items.Opening = func(v ivItem) bool { return v.Text == "open" }
+	}
+	p, err := hedgeprobe.New(cfg, items, hedgeprobe.WithTracerProvider(tp),
 		hedgeprobe.OnAttemptDone(func(e hedgeprobe.AttemptEvent) {
 			if c := hook(e.Context); c != nil {
 				c.mu.Lock()
