@@ -228,11 +228,11 @@ func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
 // anthropicContinued is the Source of a resume attempt on Anthropic: the
 // text deltas (and the text a later text block's start carries) lose the
 // whitespace the prefill cut, when the continuation repeats it (see
-// hedgeprobe/internal/prefill). Its first block carries on
-// the answer's text block, which the caller has open already: a start of
-// it that carries text (some Anthropic-compatible servers send the first
-// text so; Anthropic sends "") is that text as a delta, or the caller
-// would read the block started twice.
+// hedgeprobe/internal/prefill). Its first block carries on the answer's
+// text block, which the caller has open already: a start of it that
+// carries text (some Anthropic-compatible servers send the first text so;
+// Anthropic sends "") is that text as a delta, or the caller would read
+// the block started twice.
 type anthropicContinued struct {
 	hedgeprobe.Source[AnthropicEvent]
 	u   *prefill.Uncut
