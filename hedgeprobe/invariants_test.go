@@ -177,16 +177,20 @@ type ivOpen struct {
 }
 
 type ivCall struct {
-	mu      sync.Mutex
-	seed    uint64
-	idx     int
-	n       int // words in the script
-	nOpen   int // opening controls per open
-	opens   []*ivOpen
-	done    map[int][]hedgeprobe.AttemptStats
-	resumes []hedgeprobe.ResumeEvent
-	hedges  []hedgeprobe.HedgeEvent
-	viol    []string
+	mu    sync.Mutex
+	seed  uint64
+	idx   int
+	n     int // words in the script
+	nOpen int // opening controls per open
+	// earlyUsage: with Items.Opening, every open sends a usage item
+	// before its last opening one (a server's early usage), which the
+	// caller of a continuation must read without the opening after it.
+	earlyUsage bool
+	opens      []*ivOpen
+	done       map[int][]hedgeprobe.AttemptStats
+	resumes    []hedgeprobe.ResumeEvent
+	hedges     []hedgeprobe.HedgeEvent
+	viol       []string
 
 	// The caller's clock, kept like the library's: waits in Next summed
 	// since the latest content chunk (and since the latest resume).
@@ -260,7 +264,10 @@ func (c *ivCall) open(ctx context.Context, route string, ri int, a hedgeprobe.At
 		ops = append(ops, ivOp{after: ms(50 + r.Float64()*200), err: &ivStatusErr{400}})
 		fmt.Fprintf(&d, "refuses in stream (400)")
 	} else {
-		for range c.nOpen {
+		for i := range c.nOpen {
+			if c.earlyUsage && i == c.nOpen-1 {
+				ops = append(ops, ivOp{after: ms(5), item: ivItem{Kind: hedgeprobe.Control, Text: "usage", Att: a.Index}})
+			}
 			ops = append(ops, ivOp{after: ms(5 + r.Float64()*20), item: ivItem{Kind: hedgeprobe.Control, Text: "open", Att: a.Index}})
 		}
 		ttft := ms(100 + r.ExpFloat64()*800)
@@ -445,6 +452,8 @@ type ivSession struct {
 	cfg   hedgeprobe.Config
 	names []string
 	cont  []bool
+	// opening: Items.Opening is set.
+	opening bool
 }
 
 func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
@@ -456,7 +465,8 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 	// a continuation then reaches the caller from its first content or
 	// closing item; the others count the answer's opening items instead.
 	items := ivItems
-	if r.IntN(2) == 0 {
+	opening := r.IntN(2) == 0
+	if opening {
 		items.Opening = func(v ivItem) bool { return v.Text == "open" }
 	}
 	p, err := hedgeprobe.New(cfg, items, hedgeprobe.WithTracerProvider(tp),
@@ -505,7 +515,7 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
 	n := 1 + r.IntN(3)
-	s := &ivSession{p: p, sr: sr, cfg: cfg}
+	s := &ivSession{p: p, sr: sr, cfg: cfg, opening: opening}
 	for i := range n {
 		s.names = append(s.names, fmt.Sprintf("r%d", i))
 		s.cont = append(s.cont, r.IntN(3) > 0)
@@ -515,6 +525,7 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 
 func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, viol []string) {
 	c := &ivCall{seed: seed, idx: idx, n: 1 + r.IntN(10), nOpen: r.IntN(3), done: map[int][]hedgeprobe.AttemptStats{}}
+	c.earlyUsage = ss.opening && r.IntN(3) == 0
 	res = &ivResult{cfg: ss.p.Config(), call: c, nRoute: len(ss.names), cont: ss.cont}
 	routes := make([]hedgeprobe.Route[ivItem], len(ss.names))
 	for i, name := range ss.names {

@@ -1,6 +1,7 @@
 package hedgeprobe
 
 import (
+	"slices"
 	"time"
 )
 
@@ -170,10 +171,10 @@ func (s *Stream[T]) handle(ev event[T]) {
 	}
 	if a.askFollow && ev.kind != Keepalive {
 		// Does the continuation carry the answer's text on, or begin
-		// something that follows it (Anthropic: a block that is not
-		// text)? Asked while its items open, up to its first content;
-		// what the caller reads of it depends on the answer
-		// (continuation, Stream.deliver).
+		// something that follows it (Anthropic: a first block that is
+		// not text)? Asked up to its first content, past what closes
+		// before it (a server's early usage); what the caller reads of
+		// it depends on the answer (continuation, Stream.deliver).
 		follows, err := followsSafe(s.p.items.Follows, ev.v)
 		if err != nil {
 			s.fail(a, err)
@@ -182,7 +183,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 		if follows {
 			a.follows, a.followAt = true, len(a.buf)-1
 		}
-		if follows || ev.kind == Content || !opens {
+		if follows || ev.kind == Content {
 			a.askFollow = false
 		}
 	}
@@ -254,14 +255,15 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 // continuation returns what the caller reads of a resume attempt's own
 // items: not the opening of an answer, which the caller already has from
 // the attempt it continues. With Items.Opening, the opening is what it
-// says opens (OpenAI's role chunk; Anthropic's message_start and
-// content_block_start) up to the first content or the first other Control
-// item, so a continuation that ended without content (the answer was
-// complete at the prefix) gives the caller only its closing items (finish
-// reason, usage), and one that closes its first block before any content
-// gives the caller that block's end and what starts after it (Anthropic:
-// an empty text block ended, then a thinking block, whose start carries
-// no content). Without Items.Opening the opening is everything before the
+// says opens (OpenAI's role chunk; Anthropic's message_start and the start
+// of block 0) before the first content: the caller reads the rest from the
+// first content or the first other Control item, so a continuation that
+// ended without content (the answer was complete at the prefix) gives the
+// caller only its closing items (finish reason, usage), and one that
+// closes its first block before any content gives the caller that block's
+// end and what starts after it (Anthropic: an empty text block ended,
+// then a thinking block 1, whose start carries no content).
+// Without Items.Opening the opening is everything before the
 // first content chunk or, without content, as many Control items as the
 // answer's own opening had, which fails where the routes open differently
 // (a server that sends no role chunk continuing one that does would lose
@@ -277,7 +279,7 @@ func continuation[T any](a *attempt[T]) []item[T] {
 	if a.openAsked {
 		for i, it := range a.buf {
 			if it.kind == Content || it.kind == Control && !it.opens {
-				return a.buf[i:]
+				return withoutOpening(a.buf[i:])
 			}
 		}
 		return nil
@@ -299,6 +301,30 @@ func continuation[T any](a *attempt[T]) []item[T] {
 		}
 	}
 	return nil
+}
+
+// withoutOpening returns items, a continuation from its first content or
+// first closing item, without the opening items that come after that
+// but before the first content: a server that sends usage before the
+// start of its first block (Anthropic) must not have that start reach the
+// caller, whose answer has it already. Without such items it is items.
+func withoutOpening[T any](items []item[T]) []item[T] {
+	for i, it := range items {
+		if it.kind == Content {
+			return items
+		}
+		if it.kind == Control && it.opens {
+			// Only items before the first content are marked opens.
+			out := slices.Clip(items[:i])
+			for _, it := range items[i+1:] {
+				if !it.opens {
+					out = append(out, it)
+				}
+			}
+			return out
+		}
+	}
+	return items
 }
 
 // switchTo makes the resume attempt a the winner after commit: it

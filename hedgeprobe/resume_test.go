@@ -577,9 +577,14 @@ func TestResumeFollows(t *testing.T) {
 		{"a tool call first", cont(control(ms, "block_start:tool"), content(ms, "tool:f"), control(ms, "stop")), true, true,
 			"[role A block_start:tool tool:f stop]", "[after A|block_start:tool after A|tool:f after A|stop]", 2},
 		{"thinking first, then text", cont(control(ms, "block_start:think"), content(ms, "think:hm"), control(ms, "block_stop"),
-			control(ms, "block_start:text"), content(ms, "B"), control(ms, "stop")), true, true,
-			"[role A block_start:think think:hm block_stop block_start:text B stop]",
-			"[after A|block_start:think after A|think:hm after A|block_stop after A|block_start:text after A|B after A|stop]", 3},
+			control(ms, "block_start1:text"), content(ms, "B"), control(ms, "stop")), true, true,
+			"[role A block_start:think think:hm block_stop block_start1:text B stop]",
+			"[after A|block_start:think after A|think:hm after A|block_stop after A|block_start1:text after A|B after A|stop]", 3},
+		// Usage sent before the first block's start (closing, not
+		// opening) does not end the asking: the block that follows is
+		// still found.
+		{"usage, then a tool call", cont(control(ms, "usage"), control(ms, "block_start:tool"), content(ms, "tool:f"), control(ms, "stop")), true, true,
+			"[role A block_start:tool tool:f stop]", "[after A|block_start:tool after A|tool:f after A|stop]", 2},
 		{"no content", cont(control(ms, "block_start:redacted"), control(ms, "block_stop"), control(ms, "stop")), true, true,
 			"[role A block_start:redacted block_stop stop]", "[after A|block_start:redacted after A|block_stop after A|stop]", 1},
 		{"no RelabelAfter", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), true, false,
@@ -587,16 +592,21 @@ func TestResumeFollows(t *testing.T) {
 		// A text block continues the answer's, whatever its first content.
 		{"a text block that begins with a citation", cont(control(ms, "block_start:text"), content(ms, "cite:"), content(ms, "B"), control(ms, "stop")), true, true,
 			"[role A cite: B stop]", "[relabel A|cite: relabel A|B relabel A|stop]", 3},
+		// Usage before the first block's start reaches the caller, the
+		// start does not: the answer's block is started already.
+		{"usage, then text", cont(control(ms, "usage"), control(ms, "block_start:text"), content(ms, "B"), control(ms, "stop")), true, true,
+			"[role A usage B stop]", "[relabel A|usage relabel A|B relabel A|stop]", 2},
 		// The empty block's end is the answer's block's; what starts
-		// after it reaches the caller, its start included where that
-		// carries no content (a thinking block's; a tool call's carries
-		// its name).
+		// after it (block 1: "block_start1:") neither opens nor follows
+		// the answer, and reaches the caller, its start included where
+		// that carries no content (a thinking block's; a tool call's
+		// carries its name).
 		{"an empty text block, then a tool call", cont(control(ms, "block_start:text"), control(ms, "block_stop"), content(ms, "tool:f"), control(ms, "stop")), true, true,
 			"[role A block_stop tool:f stop]", "[relabel A|block_stop relabel A|tool:f relabel A|stop]", 2},
 		{"an empty text block, then thinking", cont(control(ms, "block_start:text"), control(ms, "block_stop"),
-			control(ms, "block_start:think"), content(ms, "think:hm"), control(ms, "block_stop"), control(ms, "stop")), true, true,
-			"[role A block_stop block_start:think think:hm block_stop stop]",
-			"[relabel A|block_stop relabel A|block_start:think relabel A|think:hm relabel A|block_stop relabel A|stop]", 2},
+			control(ms, "block_start1:think"), content(ms, "think:hm"), control(ms, "block_stop"), control(ms, "stop")), true, true,
+			"[role A block_stop block_start1:think think:hm block_stop stop]",
+			"[relabel A|block_stop relabel A|block_start1:think relabel A|think:hm relabel A|block_stop relabel A|stop]", 2},
 		{"without Follows", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), false, true,
 			"[role A tool:f]", "[relabel A|tool:f]", 2},
 	} {
@@ -614,6 +624,7 @@ func TestResumeFollows(t *testing.T) {
 						}
 						return c.Text, true
 					}
+					// "block_start:" starts block 0, "block_start1:" block 1.
 					i.Opening = func(c chunk) bool { return c.Text == "role" || strings.HasPrefix(c.Text, "block_start:") }
 					if tc.follows {
 						i.Follows = func(c chunk) bool {

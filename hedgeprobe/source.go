@@ -201,16 +201,18 @@ type Items[T any] struct {
 	Relabel func(answer, v T) T
 	// Follows reports that v, an item of a continuation, begins
 	// something that follows the answer instead of continuing its text:
-	// Anthropic's start of a content block that is not text (a tool call;
-	// thinking or redacted thinking, on a compatible server that reasons
-	// again). It is asked about a continuation's items in order, keepalives
-	// aside, while Opening says they open, and about the first that does
-	// not (its first content, or a Control item that closes): a
-	// continuation whose item it reports reaches the caller from that item
-	// on — what opened before it, the caller already has — relabelled by
-	// RelabelAfter. Only with Opening, which it needs; optional: without
-	// it, every continuation continues the answer's text, and reaches the
-	// caller from its first content. The OpenAI-compatible adapters set it
+	// Anthropic's start of a first content block (block 0) that is not
+	// text (a tool call; thinking or redacted thinking, on a compatible
+	// server that reasons again). It is asked about a continuation's
+	// items in order, keepalives aside, up to its first content
+	// (included): a continuation whose item it reports reaches the caller
+	// from that item on — what came before it, the caller already has or
+	// needs not — relabelled by RelabelAfter. Only with Opening, which it
+	// needs; optional: without it, every continuation continues the
+	// answer's text, and reaches the caller as Opening says. A later
+	// block, after an empty block 0 the continuation ended, must not be
+	// reported: it follows that block, which continued the answer's, and
+	// Relabel numbers it. The OpenAI-compatible adapters set it
 	// too, for a chunk with a tool-call fragment: their items have no
 	// blocks, and a continuation's tool call simply comes after the
 	// delivered text, but a fragment with only the call's id, before any
@@ -224,18 +226,22 @@ type Items[T any] struct {
 	// continuation's blocks after it. Asked like Relabel; optional:
 	// without it, Relabel relabels those continuations too.
 	RelabelAfter func(answer, v T) T
-	// Opening reports whether a Control item opens an answer (OpenAI's
-	// role chunk; Anthropic's message_start and content_block_start)
-	// rather than closing one (a finish reason, usage, message_stop). It
-	// is asked about the Control items a continuation sends before any
-	// content, only while resume is possible for the call: a continuation
-	// reaches the caller from its first content or its first closing item,
-	// whichever comes first, without the opening items before it, which
-	// the caller already has from the answer. So one that ends without
+	// Opening reports whether a Control item opens an answer, as the
+	// answer a continuation carries on has it already (OpenAI's role
+	// chunk; Anthropic's message_start and the start of block 0), rather
+	// than closing one (a finish reason, usage, message_stop) or starting
+	// something after its first block. It is asked about the Control
+	// items a continuation sends before any content, only while resume is
+	// possible for the call: a continuation reaches the caller from its
+	// first content or its first closing item, whichever comes first,
+	// without the opening items before its first content, which the
+	// caller already has from the answer. So one that ends without
 	// content (the answer was complete at the prefix) gives the caller its
-	// closing items, and one that closes an empty first block gives it
-	// that block's end and what starts after it (Anthropic: an empty text
-	// block ended, then a thinking block, whose start carries no content).
+	// closing items, one that sends usage before its first block's start
+	// gives it the usage but not the start, and one that closes an empty
+	// first block gives it that block's end and what starts after it
+	// (Anthropic: an empty text block ended, then a thinking block 1,
+	// whose start carries no content).
 	// Optional: without it, the opening is everything before the first
 	// content, or, without content, as many Control items as the answer's
 	// own opening had, which holds only where both routes open alike. A

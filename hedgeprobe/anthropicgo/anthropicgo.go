@@ -86,14 +86,14 @@ var Items = hedgeprobe.Items[Event]{
 }
 
 // Opening is the hedgeprobe Items.Opening of anthropic-sdk-go events:
-// message_start and content_block_start open the answer.
-func Opening(e Event) bool { return classify.AnthropicOpening(e.Type) }
+// message_start and the start of block 0 open the answer.
+func Opening(e Event) bool { return classify.AnthropicOpening(e.Type, e.Index) }
 
 // Follows is the hedgeprobe Items.Follows of anthropic-sdk-go events: the
-// start of a content block that is not text (a tool call; thinking, on a
+// start of a content block 0 that is not text (a tool call; thinking, on a
 // compatible server that reasons again) begins what follows the answer
 // rather than continuing its text (RelabelAfter).
-func Follows(e Event) bool { return classify.AnthropicFollows(e.Type, e.ContentBlock.Type) }
+func Follows(e Event) bool { return classify.AnthropicFollows(e.Type, e.ContentBlock.Type, e.Index) }
 
 // Relabel is the hedgeprobe Items.Relabel of anthropic-sdk-go events: a
 // continuation numbers its content blocks from 0, and its block j is the

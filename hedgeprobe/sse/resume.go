@@ -164,11 +164,13 @@ func ChatFollows(c ChatChunk) bool {
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of AnthropicEvent:
-// message_start and content_block_start open the answer.
-func AnthropicOpening(e AnthropicEvent) bool { return classify.AnthropicOpening(e.Type) }
+// message_start and the start of block 0 open the answer.
+func AnthropicOpening(e AnthropicEvent) bool {
+	return classify.AnthropicOpening(e.Type, int64(e.Index))
+}
 
 // AnthropicFollows is the hedgeprobe Items.Follows of AnthropicEvent: the
-// start of a content block that is not text (a tool call; thinking, on a
+// start of a content block 0 that is not text (a tool call; thinking, on a
 // compatible server that reasons again) begins what follows the answer
 // rather than continuing its text (AnthropicRelabelAfter).
 func AnthropicFollows(e AnthropicEvent) bool {
@@ -176,7 +178,7 @@ func AnthropicFollows(e AnthropicEvent) bool {
 	if e.ContentBlock != nil {
 		blockType = e.ContentBlock.Type
 	}
-	return classify.AnthropicFollows(e.Type, blockType)
+	return classify.AnthropicFollows(e.Type, blockType, int64(e.Index))
 }
 
 // ChatText is the hedgeprobe Items.Text of ChatChunk: the content (and

@@ -58,6 +58,11 @@ type BlockScript struct {
 	// after it follows it, and must reach the caller from its start,
 	// whether the start carries content (a tool call's name) or not.
 	Follows string
+	// UsageFirst: the continuation sends a message_delta with its usage
+	// (no stop reason yet) before its first block's start, as a
+	// compatible server may. It closes nothing the caller reads: the
+	// blocks are read as without it.
+	UsageFirst bool
 }
 
 // The continuation's own blocks of a BlockScript that Follows.
@@ -107,6 +112,9 @@ var BlockScripts = []BlockScript{
 	{Name: "a continuation with an empty text block, then redacted thinking", Follows: "text, redacted_thinking"},
 	{Name: "cut space, a continuation that thinks first, then text in the block start", Follows: "thinking", Space: true, TextInStart: true},
 	{Name: "cut space, a continuation that thinks first, then text in deltas", Follows: "thinking", Space: true},
+	{Name: "usage before the block start", UsageFirst: true},
+	{Name: "usage before the block start, text in it", UsageFirst: true, TextInStart: true},
+	{Name: "usage before a tool call", UsageFirst: true, Follows: "tool_use"},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
@@ -236,6 +244,9 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 		textAfter(emptyText, thinking(1))
 	case "text, redacted_thinking":
 		textAfter(emptyText, redacted(1))
+	}
+	if s.UsageFirst {
+		continuing = slices.Insert(continuing, 1, `{"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":1}}`)
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)

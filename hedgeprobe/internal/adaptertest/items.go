@@ -137,25 +137,29 @@ var ChatOpeningCases = []OpeningCase{
 }
 
 // AnthropicOpeningCases are the Control events every Anthropic adapter's
-// Items.Opening reads alike.
+// Items.Opening reads alike: the start of block 0 opens (the caller has
+// it from the answer), a later block's does not.
 var AnthropicOpeningCases = []OpeningCase{
 	{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":1,"output_tokens":1}}}`, true},
 	{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, true},
 	{"thinking block start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`, true},
+	{"block 1 start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`, false},
 	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},
 	{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`, false},
 	{"message_stop", `{"type":"message_stop"}`, false},
 }
 
 // AnthropicFollowsCases are the events every Anthropic adapter's
-// Items.Follows reads alike: the start of a block that is not text
-// begins what follows the answer (OpeningCase.Opens is Follows' answer).
+// Items.Follows reads alike: the start of a block 0 that is not text
+// begins what follows the answer; a later block follows the
+// continuation's text block 0 (OpeningCase.Opens is Follows' answer).
 var AnthropicFollowsCases = []OpeningCase{
 	{"message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"c","usage":{"input_tokens":1,"output_tokens":1}}}`, false},
 	{"text block start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, false},
 	{"thinking block start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`, true},
 	{"redacted thinking block start", `{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"xyz"}}`, true},
 	{"tool_use block start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`, true},
+	{"tool_use block 1 start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`, false},
 	{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`, false},
 	{"citations delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"c","document_index":0,"start_char_index":0,"end_char_index":1}}}`, false},
 	{"content_block_stop", `{"type":"content_block_stop","index":0}`, false},

@@ -114,20 +114,26 @@ func ChatFollows[C any](choices []C, calls func(*C) bool) bool {
 }
 
 // AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
-// of type eventType: message_start and content_block_start open an
-// answer; content_block_stop, message_delta and message_stop close it.
-func AnthropicOpening(eventType string) bool {
-	return eventType == "message_start" || eventType == "content_block_start"
+// of type eventType, of content block index (on content_block_*):
+// message_start and the start of block 0 open an answer, which the caller
+// of a continuation already has (the continued text block is the
+// answer's); content_block_stop, message_delta and message_stop close it.
+// The start of a later block opens nothing the answer has: a
+// continuation that ended an empty block 0 and starts another gives the
+// caller that start.
+func AnthropicOpening(eventType string, index int64) bool {
+	return eventType == "message_start" || eventType == "content_block_start" && index == 0
 }
 
 // AnthropicFollows is the hedgeprobe Items.Follows of an Anthropic event
 // of type eventType, whose content block (on content_block_start) is of
-// type blockType: the start of a block that is not text (tool_use,
-// thinking, redacted_thinking…) begins what follows the answer's text
-// rather than continuing it. A start without a block type is taken for
-// text.
-func AnthropicFollows(eventType, blockType string) bool {
-	return eventType == "content_block_start" && blockType != "" && blockType != "text"
+// type blockType and index: the start of a block 0 that is not text
+// (tool_use, thinking, redacted_thinking…) begins what follows the
+// answer's text rather than continuing it. A start without a block type
+// is taken for text. A later block follows the continuation's block 0,
+// which continued the answer's text, and is numbered after it by Relabel.
+func AnthropicFollows(eventType, blockType string, index int64) bool {
+	return eventType == "content_block_start" && index == 0 && blockType != "" && blockType != "text"
 }
 
 // AnthropicParts is what Anthropic reads of an Anthropic Messages stream
