@@ -179,7 +179,7 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	sp.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
 	sp.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(at.end)))
 	a := sp.Attributes()
-	a.EnsureCapacity(19)
+	a.EnsureCapacity(21)
 	a.PutStr(string(semconv.GenAIOperationName), operation)
 	a.PutBool(string(semconv.GenAIRequestStream), true)
 	a.PutStr(string(semconv.Route), at.route.Name)
@@ -188,6 +188,12 @@ func (b *builder) addAttempt(sp ptrace.Span, traceID pcommon.TraceID, parent pco
 	a.PutDouble(string(semconv.AttemptLaunchOffsetMs), float64(at.launch.Microseconds())/1000)
 	a.PutStr(string(semconv.GenAIProviderName), at.route.Provider)
 	a.PutStr(string(semconv.GenAIRequestModel), at.route.Model)
+	if at.route.ServerAddress != "" {
+		a.PutStr(string(semconv.ServerAddress), at.route.ServerAddress)
+		if at.route.ServerPort > 0 {
+			a.PutInt(string(semconv.ServerPort), int64(at.route.ServerPort))
+		}
+	}
 	a.PutStr(string(semconv.AttemptOutcome), at.outcome)
 	a.PutInt(string(semconv.ChunkCount), int64(len(at.offs)))
 	// What the caller got: all of the winner's chunks, none of a loser's.

@@ -3,7 +3,8 @@
 //
 // A Shape describes the traffic: per call one call span and one or two
 // attempt spans, with the compact chunk and keepalive timelines hedgeprobe
-// writes (every name from semconv), a share of hedged calls, of calls whose
+// writes (every name from semconv; TestShapeIsHedgeprobes keeps the keys
+// those of a real call), a share of hedged calls, of calls whose
 // winner falls silent once, and of failed calls. Shape.Requests builds
 // export requests once, marshalled, each with the Counts it holds, so a
 // test knows exactly what a collector was sent; Send replays them, closed

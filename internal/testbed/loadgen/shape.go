@@ -12,6 +12,11 @@ import (
 // Route is one upstream of the generated calls.
 type Route struct {
 	Name, Provider, Model string
+	// ServerAddress and ServerPort are the upstream's server.address and
+	// server.port, as hedgeprobe's routes report them (the sse adapter
+	// sets them from BaseURL). Empty, 0: not reported.
+	ServerAddress string
+	ServerPort    int
 }
 
 // Shape is the traffic of generated calls. The zero value of a field means
@@ -148,8 +153,8 @@ func (s Shape) withDefaults() Shape {
 	}
 	if len(s.Routes) == 0 {
 		s.Routes = []Route{
-			{Name: "primary", Provider: "openai", Model: "gpt-load"},
-			{Name: "secondary", Provider: "openai", Model: "gpt-load"},
+			{Name: "primary", Provider: "openai", Model: "gpt-load", ServerAddress: "api.openai.com", ServerPort: 443},
+			{Name: "secondary", Provider: "openai", Model: "gpt-load", ServerAddress: "api.openai.com", ServerPort: 443},
 		}
 	}
 	return s
