@@ -149,6 +149,11 @@ func TestConfigEveryInvalidKeyAtOnce(t *testing.T) {
 	cfg := createDefaultConfig()
 	err := confmap.NewFromStringMap(map[string]any{"interval": 15}).Unmarshal(cfg)
 	require.ErrorContains(t, err, `interval must be a duration with a unit, such as "15s", got 15 (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL: set STREAMWATCH_METRICS_INTERVAL=15s)`)
+	// A string that is not a duration is named as plainly, not with the
+	// decoder's nested error (confmap still prefixes what an Unmarshal
+	// method returns with its own "decoding failed" and '').
+	err = confmap.NewFromStringMap(map[string]any{"interval": "15 seconds"}).Unmarshal(createDefaultConfig())
+	require.ErrorContains(t, err, `interval must be a duration such as "15s", got "15 seconds" (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL)`)
 
 	cfg = createDefaultConfig()
 	err = confmap.NewFromStringMap(map[string]any{

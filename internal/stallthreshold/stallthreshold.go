@@ -106,18 +106,36 @@ func CheckRaw(raw any) error {
 
 // WithUnit checks the raw value of the duration key k before it is
 // decoded: a bare number would decode as nanoseconds (stall_threshold: 2000
-// would be 2µs, interval: 15 a flush every 15ns), so only a string, which
-// the decoder parses with its own error, or a decoded duration passes.
+// would be 2µs, interval: 15 a flush every 15ns), so only a duration, or a
+// string that parses as one, passes. A string that does not gets an error
+// of its own rather than the decoder's, which names the key only after
+// two lines of "decoding failed" and an empty key name.
 func WithUnit(k string, raw any) error {
-	switch raw.(type) {
-	case nil, string, time.Duration:
+	env, shipped := shippedEnv[k]
+	example := `"2s" or "2000ms"`
+	if shipped {
+		example = `"15s"`
+	}
+	switch v := raw.(type) {
+	case nil, time.Duration:
 		return nil
+	case string:
+		if _, err := time.ParseDuration(v); err == nil {
+			return nil
+		}
+		if !decimal(strings.TrimSpace(v)) {
+			hint := ""
+			if shipped {
+				hint = fmt.Sprintf(" (the shipped configs read it from %s)", env)
+			}
+			return fmt.Errorf("%s must be a duration such as %s, got %q%s", k, example, v, hint)
+		}
 	}
-	if env, ok := shippedEnv[k]; ok {
-		return fmt.Errorf("%s must be a duration with a unit, such as \"15s\", got %v (the shipped configs read it from %s: set %s=%vs)",
-			k, raw, env, env, raw)
+	if shipped {
+		return fmt.Errorf("%s must be a duration with a unit, such as %s, got %v (the shipped configs read it from %s: set %s=%vs)",
+			k, example, raw, env, env, raw)
 	}
-	return fmt.Errorf("%s must be a duration with a unit, such as \"2s\" or \"2000ms\", got %v", k, raw)
+	return fmt.Errorf("%s must be a duration with a unit, such as %s, got %v", k, example, raw)
 }
 
 // shippedEnv names the environment variable the shipped configs

@@ -80,3 +80,34 @@ func TestCheckRaw(t *testing.T) {
 		})
 	}
 }
+
+// WithUnit on the connector's interval: what the decoder would take for
+// nanoseconds, or fail on with its own nested error, is refused with the
+// key's name and where the shipped configs read it from.
+func TestWithUnit(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		raw  any
+		want string // "" passes
+	}{
+		{"absent", nil, ""},
+		{"a duration", "15s", ""},
+		{"decoded", 15 * time.Second, ""},
+		{"zero: left to Validate", "0s", ""},
+		{"bare number", 15, `interval must be a duration with a unit, such as "15s", got 15 (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL: set STREAMWATCH_METRICS_INTERVAL=15s)`},
+		{"number as a string", "15", `interval must be a duration with a unit, such as "15s", got 15 (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL: set STREAMWATCH_METRICS_INTERVAL=15s)`},
+		{"not a duration", "15 seconds", `interval must be a duration such as "15s", got "15 seconds" (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL)`},
+		{"empty", "", `interval must be a duration such as "15s", got "" (the shipped configs read it from STREAMWATCH_METRICS_INTERVAL)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := WithUnit("interval", tt.raw)
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tt.want)
+		})
+	}
+	// A key no shipped config reads from a variable.
+	require.EqualError(t, WithUnit("timeout", "soon"), `timeout must be a duration such as "2s" or "2000ms", got "soon"`)
+}
