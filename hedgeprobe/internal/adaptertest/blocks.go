@@ -259,20 +259,29 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 		}
 	})
 	continues = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Messages []struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		if n := len(body.Messages); n == 0 || body.Messages[n-1].Role != "assistant" || prefillText(body.Messages[n-1].Content) != prefix {
+		if prefill(r) != prefix {
 			http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"not a continuation of the script"}}`, http.StatusBadRequest)
 			return
 		}
 		writeEvents(w, continuing)
 	})
 	return stalls, continues
+}
+
+// prefill returns the text of the request's last message when the
+// assistant's (a prefill: what a continuation must carry on), or "".
+func prefill(r *http.Request) string {
+	var body struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	if n := len(body.Messages); n > 0 && body.Messages[n-1].Role == "assistant" {
+		return prefillText(body.Messages[n-1].Content)
+	}
+	return ""
 }
 
 // prefillText is the text of a message's content, a string or text

@@ -129,14 +129,7 @@ func ServeTextThenToolCall(t testing.TB, s ToolScript) (stalls, continues string
 		}
 	})
 	continues = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
-		var body struct {
-			Messages []struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		if n := len(body.Messages); n == 0 || body.Messages[n-1].Role != "assistant" || prefillText(body.Messages[n-1].Content) != ToolPrefix {
+		if prefill(r) != ToolPrefix {
 			http.Error(w, `{"error":{"type":"invalid_request_error","message":"not a continuation of the script"}}`, http.StatusBadRequest)
 			return
 		}
