@@ -207,7 +207,7 @@ type Items[T any] struct {
 	// items in order, keepalives aside, up to its first content
 	// (included): a continuation whose item it reports reaches the caller
 	// from that item on — what came before it, the caller already has or
-	// needs not — relabelled by RelabelAfter. Only with Opening, which it
+	// does not need — relabelled by RelabelAfter. Only with Opening, which it
 	// needs; optional: without it, every continuation continues the
 	// answer's text, and reaches the caller as Opening says. A later
 	// block, after an empty block 0 the continuation ended, must not be
