@@ -63,6 +63,10 @@ type BlockScript struct {
 	// compatible server may. It closes nothing the caller reads: the
 	// blocks are read as without it.
 	UsageFirst bool
+	// Pings: the continuation sends a ping after each of its events, the
+	// first after message_start as Anthropic does. A ping is a keepalive:
+	// the caller reads the blocks as without them.
+	Pings bool
 }
 
 // The continuation's own blocks of a BlockScript that Follows.
@@ -115,6 +119,8 @@ var BlockScripts = []BlockScript{
 	{Name: "usage before the block start", UsageFirst: true},
 	{Name: "usage before the block start, text in it", UsageFirst: true, TextInStart: true},
 	{Name: "usage before a tool call", UsageFirst: true, Follows: "tool_use"},
+	{Name: "pings between the events", Pings: true},
+	{Name: "pings, usage before an empty text block, then a tool call", Pings: true, UsageFirst: true, Follows: "text, tool_use"},
 }
 
 // BlockRead is the caller's loop over a call of ServeThinkingThenText: it
@@ -247,6 +253,11 @@ func ServeThinkingThenText(t testing.TB, s BlockScript) (stalls, continues strin
 	}
 	if s.UsageFirst {
 		continuing = slices.Insert(continuing, 1, `{"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":1}}`)
+	}
+	if s.Pings {
+		for i := len(continuing); i > 0; i-- {
+			continuing = slices.Insert(continuing, i, `{"type":"ping"}`)
+		}
 	}
 	stalls = serveEvents(t, func(w http.ResponseWriter, r *http.Request) {
 		writeEvents(w, stalling)

@@ -35,6 +35,10 @@ type ToolScript struct {
 	RoleWithCall bool
 	// Fragments are the call's fragments, in order, each its own chunk.
 	Fragments []string
+	// UsageFirst: a usage-only chunk (no choices) comes after the role
+	// chunk, before the first fragment, as a server that reports usage
+	// early may send it. It must not end the search for the call's id.
+	UsageFirst bool
 }
 
 // ToolScripts are the variants every OpenAI-compatible adapter runs. A
@@ -55,6 +59,11 @@ var ToolScripts = []ToolScript{
 	{Name: "the id alone in the role chunk", RoleWithCall: true, Fragments: []string{
 		`{"index":0,"id":"` + ToolCallID + `","type":"function"}`,
 		`{"index":0,"function":{"name":"` + ToolName + `","arguments":` + quote(ToolArgs) + `}}`,
+	}},
+	{Name: "usage, then the id alone", UsageFirst: true, Fragments: []string{
+		`{"index":0,"id":"` + ToolCallID + `","type":"function"}`,
+		`{"index":0,"function":{"name":"` + ToolName + `"}}`,
+		`{"index":0,"function":{"arguments":` + quote(ToolArgs) + `}}`,
 	}},
 }
 
@@ -115,6 +124,9 @@ func ServeTextThenToolCall(t testing.TB, s ToolScript) (stalls, continues string
 		fragments = fragments[1:]
 	} else {
 		continuing = append(continuing, chunk("continues", `{"role":"assistant","content":""}`, "null"))
+	}
+	if s.UsageFirst {
+		continuing = append(continuing, `{"id":"chatcmpl-continues","object":"chat.completion.chunk","created":1,"model":"gpt-fake","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 	}
 	for _, f := range fragments {
 		continuing = append(continuing, chunk("continues", `{"tool_calls":[`+f+`]}`, "null"))
