@@ -271,9 +271,17 @@ func chainItems[T any](a *attempt[T]) []item[T] {
 // Message.Accumulate start the message afresh. A continuation that
 // follows the answer (Items.Follows) reaches the caller from the item
 // that begins what follows (the start of its first block), with or
-// without content.
+// without content, after the closing items it sent before that item
+// (early usage), without its opening.
 func continuation[T any](a *attempt[T]) []item[T] {
 	if a.follows {
+		// Nothing before followAt is content.
+		before := a.buf[:a.followAt]
+		for i, it := range before {
+			if it.kind == Control && !it.opens {
+				return append(slices.Clip(withoutOpening(before[i:])), a.buf[a.followAt:]...)
+			}
+		}
 		return a.buf[a.followAt:]
 	}
 	if a.openAsked {

@@ -582,9 +582,14 @@ func TestResumeFollows(t *testing.T) {
 			"[after A|block_start:think after A|think:hm after A|block_stop after A|block_start1:text after A|B after A|stop]", 3},
 		// Usage sent before the first block's start (closing, not
 		// opening) does not end the asking: the block that follows is
-		// still found.
+		// still found, and the usage reaches the caller before it.
 		{"usage, then a tool call", cont(control(ms, "usage"), control(ms, "block_start:tool"), content(ms, "tool:f"), control(ms, "stop")), true, true,
-			"[role A block_start:tool tool:f stop]", "[after A|block_start:tool after A|tool:f after A|stop]", 2},
+			"[role A usage block_start:tool tool:f stop]", "[after A|usage after A|block_start:tool after A|tool:f after A|stop]", 2},
+		// The same with a keepalive (read as "") and the role again after
+		// the usage, and no content: the keepalive reaches the caller (as
+		// any after the cut), the second opening does not.
+		{"usage, a keepalive, the role again, then no content", cont(control(ms, "usage"), keepalive(ms), control(ms, "role"), control(ms, "block_start:redacted"), control(ms, "block_stop"), control(ms, "stop")), true, true,
+			"[role A usage  block_start:redacted block_stop stop]", "[after A|usage after A| after A|block_start:redacted after A|block_stop after A|stop]", 1},
 		{"no content", cont(control(ms, "block_start:redacted"), control(ms, "block_stop"), control(ms, "stop")), true, true,
 			"[role A block_start:redacted block_stop stop]", "[after A|block_start:redacted after A|block_stop after A|stop]", 1},
 		{"no RelabelAfter", cont(control(ms, "block_start:tool"), content(ms, "tool:f")), true, false,

@@ -206,14 +206,15 @@ type Items[T any] struct {
 	// server that reasons again). It is asked about a continuation's
 	// items in order, keepalives aside, up to its first content
 	// (included): a continuation whose item it reports reaches the caller
-	// from that item on — what came before it, the caller already has or
-	// does not need — relabelled by RelabelAfter. Only with Opening, which it
-	// needs; optional: without it, every continuation continues the
-	// answer's text, and reaches the caller as Opening says. A later
-	// block, after an empty block 0 the continuation ended, must not be
-	// reported: it follows that block, which continued the answer's, and
-	// Relabel numbers it. The OpenAI-compatible adapters set it
-	// too, for a chunk with a tool-call fragment: their items have no
+	// from that item on, after the closing items it sent before it (early
+	// usage; the opening ones the caller already has), relabelled by
+	// RelabelAfter. Only with Opening, which it needs; optional: without
+	// it, every continuation continues the answer's text, and reaches the
+	// caller as Opening says. A later block, after an empty block 0 the
+	// continuation ended, must not be reported: it follows that block,
+	// which continued the answer's, and Relabel numbers it. The
+	// OpenAI-compatible adapters set it too, for a chunk with a tool-call
+	// fragment: their items have no
 	// blocks, and a continuation's tool call simply comes after the
 	// delivered text, but a fragment with only the call's id, before any
 	// content, must reach the caller. A panic fails the call like
@@ -238,10 +239,11 @@ type Items[T any] struct {
 	// caller already has from the answer. So one that ends without
 	// content (the answer was complete at the prefix) gives the caller its
 	// closing items, one that sends usage before its first block's start
-	// gives it the usage but not the start, and one that closes an empty
-	// first block gives it that block's end and what starts after it
-	// (Anthropic: an empty text block ended, then a thinking block 1,
-	// whose start carries no content).
+	// gives it the usage but not the start (unless Follows reports that
+	// start: the caller then reads it after the usage), and one that
+	// closes an empty first block gives it that block's end and what
+	// starts after it (Anthropic: an empty text block ended, then a
+	// thinking block 1, whose start carries no content).
 	// Optional: without it, the opening is everything before the first
 	// content, or, without content, as many Control items as the answer's
 	// own opening had, which holds only where both routes open alike. A
