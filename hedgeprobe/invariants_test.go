@@ -29,7 +29,7 @@ import (
 
 type ivItem struct {
 	Kind hedgeprobe.Kind
-	Text string // content: the word; control: "open", "finish", "usage"
+	Text string // content: the word; control: "open", "follow", "finish", "usage"
 	Att  int    // attempt index of the open that produced it
 	Word int    // content: word index
 	// Answer labels the answer the item is part of: the source sets it to
@@ -174,6 +174,8 @@ type ivOpen struct {
 	src    *ivSrc // nil when Open returned an error
 	desc   string
 	startW int
+	// follow: the open's script sends "follow" before its first word.
+	follow bool
 }
 
 type ivCall struct {
@@ -186,11 +188,16 @@ type ivCall struct {
 	// before its last opening one (a server's early usage), which the
 	// caller of a continuation must read without the opening after it.
 	earlyUsage bool
-	opens      []*ivOpen
-	done       map[int][]hedgeprobe.AttemptStats
-	resumes    []hedgeprobe.ResumeEvent
-	hedges     []hedgeprobe.HedgeEvent
-	viol       []string
+	// follows: Items.Follows is set (with Opening) and reports "follow",
+	// which a continuation may send after its opening items, before its
+	// words: it begins something that follows the answer (Anthropic: a
+	// tool call in block 0), and it opens like an opening item.
+	follows bool
+	opens   []*ivOpen
+	done    map[int][]hedgeprobe.AttemptStats
+	resumes []hedgeprobe.ResumeEvent
+	hedges  []hedgeprobe.HedgeEvent
+	viol    []string
 
 	// The caller's clock, kept like the library's: waits in Next summed
 	// since the latest content chunk (and since the latest resume).
@@ -269,6 +276,11 @@ func (c *ivCall) open(ctx context.Context, route string, ri int, a hedgeprobe.At
 				ops = append(ops, ivOp{after: ms(5), item: ivItem{Kind: hedgeprobe.Control, Text: "usage", Att: a.Index}})
 			}
 			ops = append(ops, ivOp{after: ms(5 + r.Float64()*20), item: ivItem{Kind: hedgeprobe.Control, Text: "open", Att: a.Index}})
+		}
+		if c.follows && a.Trigger == hedgeprobe.TriggerResume && r.IntN(2) == 0 {
+			o.follow = true
+			ops = append(ops, ivOp{after: ms(5), item: ivItem{Kind: hedgeprobe.Control, Text: "follow", Att: a.Index}})
+			fmt.Fprintf(&d, "follows ")
 		}
 		ttft := ms(100 + r.ExpFloat64()*800)
 		if r.IntN(8) == 0 {
@@ -452,8 +464,8 @@ type ivSession struct {
 	cfg   hedgeprobe.Config
 	names []string
 	cont  []bool
-	// opening: Items.Opening is set.
-	opening bool
+	// opening: Items.Opening is set; follows: Items.Follows too.
+	opening, follows bool
 }
 
 func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
@@ -466,8 +478,14 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 	// closing item; the others count the answer's opening items instead.
 	items := ivItems
 	opening := r.IntN(2) == 0
+	// Half of those say which item begins what follows the answer
+	// (Items.Follows).
+	follows := opening && r.IntN(2) == 0
 	if opening {
-		items.Opening = func(v ivItem) bool { return v.Text == "open" }
+		items.Opening = func(v ivItem) bool { return v.Text == "open" || v.Text == "follow" }
+	}
+	if follows {
+		items.Follows = func(v ivItem) bool { return v.Text == "follow" }
 	}
 	p, err := hedgeprobe.New(cfg, items, hedgeprobe.WithTracerProvider(tp),
 		hedgeprobe.OnAttemptDone(func(e hedgeprobe.AttemptEvent) {
@@ -515,7 +533,7 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 		t.Fatalf("New(%+v): %v", cfg, err)
 	}
 	n := 1 + r.IntN(3)
-	s := &ivSession{p: p, sr: sr, cfg: cfg, opening: opening}
+	s := &ivSession{p: p, sr: sr, cfg: cfg, opening: opening, follows: follows}
 	for i := range n {
 		s.names = append(s.names, fmt.Sprintf("r%d", i))
 		s.cont = append(s.cont, r.IntN(3) > 0)
@@ -526,6 +544,7 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, viol []string) {
 	c := &ivCall{seed: seed, idx: idx, n: 1 + r.IntN(10), nOpen: r.IntN(3), done: map[int][]hedgeprobe.AttemptStats{}}
 	c.earlyUsage = ss.opening && r.IntN(3) == 0
+	c.follows = ss.follows
 	res = &ivResult{cfg: ss.p.Config(), call: c, nRoute: len(ss.names), cont: ss.cont}
 	routes := make([]hedgeprobe.Route[ivItem], len(ss.names))
 	for i, name := range ss.names {
@@ -704,6 +723,39 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 			if it.Text != "finish" && it.Text != "usage" && finishes > 0 {
 				viol = append(viol, fmt.Sprintf("item %d: %q after the finish item", i, it.Text))
 			}
+		}
+	}
+	// What an open sent before its first word reaches the caller with
+	// that word: its early usage, and "follow" (Items.Follows), after the
+	// usage.
+	usageAt, followAt, wordAt := map[int]int{}, map[int]int{}, map[int]int{}
+	for i, it := range res.items {
+		var at map[int]int
+		switch {
+		case it.Kind == hedgeprobe.Content:
+			at = wordAt
+		case it.Text == "usage":
+			at = usageAt
+		case it.Text == "follow":
+			at = followAt
+		default:
+			continue
+		}
+		if _, seen := at[it.Att]; !seen {
+			at[it.Att] = i
+		}
+	}
+	for _, o := range c.opens {
+		w, delivered := wordAt[o.a.Index]
+		if !delivered || o.src == nil {
+			continue
+		}
+		u, hasUsage := usageAt[o.a.Index]
+		if c.earlyUsage && c.nOpen > 0 && (!hasUsage || u > w) {
+			viol = append(viol, fmt.Sprintf("attempt %d: its early usage did not reach the caller before its first word", o.a.Index))
+		}
+		if f, ok := followAt[o.a.Index]; o.follow && (!ok || f > w || c.earlyUsage && c.nOpen > 0 && hasUsage && u > f) {
+			viol = append(viol, fmt.Sprintf("attempt %d: its follow item did not reach the caller after its early usage and before its first word", o.a.Index))
 		}
 	}
 	// One answer: a continuation's items carry the labels of the answer
@@ -997,7 +1049,9 @@ var ivTrace *os.File
 // (ivSession.run): the text exactly once, Stats against what Next
 // returned, outcome against Err, hooks and spans against Stats, every
 // Source closed once, no goroutine left, the watchdogs' and hedges' exact
-// times. Each session shares one Prober over 5 calls, so route health and
+// times, and of a continuation (with Items.Opening and Items.Follows in
+// some sessions) no second opening, its early usage and what follows the
+// answer delivered before its first word. Each session shares one Prober over 5 calls, so route health and
 // the budget carry over. A violation names its seed: rerun it with
 // -invariants.seed=N -invariants.sessions=1.
 func TestInvariantsRandom(t *testing.T) {
