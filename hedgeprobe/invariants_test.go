@@ -750,11 +750,13 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 		if !delivered || o.src == nil {
 			continue
 		}
+		// Every open has its early usage, before its last opening item.
+		early := c.earlyUsage && c.nOpen > 0
 		u, hasUsage := usageAt[o.a.Index]
-		if c.earlyUsage && c.nOpen > 0 && (!hasUsage || u > w) {
+		if early && (!hasUsage || u > w) {
 			viol = append(viol, fmt.Sprintf("attempt %d: its early usage did not reach the caller before its first word", o.a.Index))
 		}
-		if f, ok := followAt[o.a.Index]; o.follow && (!ok || f > w || c.earlyUsage && c.nOpen > 0 && hasUsage && u > f) {
+		if f, ok := followAt[o.a.Index]; o.follow && (!ok || f > w || early && u > f) {
 			viol = append(viol, fmt.Sprintf("attempt %d: its follow item did not reach the caller after its early usage and before its first word", o.a.Index))
 		}
 	}
@@ -1051,8 +1053,8 @@ var ivTrace *os.File
 // Source closed once, no goroutine left, the watchdogs' and hedges' exact
 // times, and of a continuation (with Items.Opening and Items.Follows in
 // some sessions) no second opening, its early usage and what follows the
-// answer delivered before its first word. Each session shares one Prober over 5 calls, so route health and
-// the budget carry over. A violation names its seed: rerun it with
+// answer delivered before its first word. Each session shares one Prober
+// over 5 calls, so route health and the budget carry over. A violation names its seed: rerun it with
 // -invariants.seed=N -invariants.sessions=1.
 func TestInvariantsRandom(t *testing.T) {
 	if *invTrace != "" {

@@ -1,9 +1,6 @@
 package hedgeprobe
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // race is the state of the attempts of a call: the events their reading
 // goroutines send, the deadline timer of the trigger table, and who has
@@ -235,104 +232,6 @@ func (s *Stream[T]) commit(a *attempt[T]) {
 	s.cancelOthers(a)
 	s.out.replace(chainItems(a))
 	a.buf = a.buf[:0]
-}
-
-// chainItems returns what the caller reads of a: its parent's items up to
-// where a continues them, then its own (continuation's, for a resume).
-func chainItems[T any](a *attempt[T]) []item[T] {
-	var out []item[T]
-	if p := a.parent; p != nil {
-		out = chainItems(p)
-		out = out[:len(out)-(len(p.buf)-a.parentItems)]
-	}
-	own := a.buf
-	if a.trigger == TriggerResume {
-		own = continuation(a)
-	}
-	return append(out, own...)
-}
-
-// continuation returns what the caller reads of a resume attempt's own
-// items: not the opening of an answer, which the caller already has from
-// the attempt it continues. With Items.Opening, the opening is what it
-// says opens (OpenAI's role chunk; Anthropic's message_start and the start
-// of block 0) before the first content: the caller reads the rest from the
-// first content or the first other Control item, so a continuation that
-// ended without content (the answer was complete at the prefix) gives the
-// caller only its closing items (finish reason, usage), and one that
-// closes its first block before any content gives the caller that block's
-// end and what starts after it (Anthropic: an empty text block ended,
-// then a thinking block 1, whose start carries no content).
-// Without Items.Opening the opening is everything before the
-// first content chunk or, without content, as many Control items as the
-// answer's own opening had, which fails where the routes open differently
-// (a server that sends no role chunk continuing one that does would lose
-// its finish reason). A second opening would make anthropic-sdk-go's
-// Message.Accumulate start the message afresh. A continuation that
-// follows the answer (Items.Follows) reaches the caller from the item
-// that begins what follows (the start of its first block), with or
-// without content, after the closing items it sent before that item
-// (early usage), without its opening.
-func continuation[T any](a *attempt[T]) []item[T] {
-	if a.follows {
-		// Nothing before followAt is content.
-		before := a.buf[:a.followAt]
-		for i, it := range before {
-			if it.kind == Control && !it.opens {
-				return append(slices.Clip(withoutOpening(before[i:])), a.buf[a.followAt:]...)
-			}
-		}
-		return a.buf[a.followAt:]
-	}
-	if a.openAsked {
-		for i, it := range a.buf {
-			if it.kind == Content || it.kind == Control && !it.opens {
-				return withoutOpening(a.buf[i:])
-			}
-		}
-		return nil
-	}
-	if a.firstItem >= 0 {
-		return a.buf[a.firstItem:]
-	}
-	answer := a
-	for answer.trigger == TriggerResume && answer.of != nil {
-		answer = answer.of
-	}
-	skip := answer.opening
-	for i, it := range a.buf {
-		if skip == 0 {
-			return a.buf[i:]
-		}
-		if it.kind == Control {
-			skip--
-		}
-	}
-	return nil
-}
-
-// withoutOpening returns items, a continuation from its first content or
-// first closing item, without the opening items that come after that
-// but before the first content: a server that sends usage before the
-// start of its first block (Anthropic) must not have that start reach the
-// caller, whose answer has it already. Without such items it is items.
-func withoutOpening[T any](items []item[T]) []item[T] {
-	for i, it := range items {
-		if it.kind == Content {
-			return items
-		}
-		if it.kind == Control && it.opens {
-			// Only items before the first content are marked opens.
-			out := slices.Clip(items[:i])
-			for _, it := range items[i+1:] {
-				if !it.opens {
-					out = append(out, it)
-				}
-			}
-			return out
-		}
-	}
-	return items
 }
 
 // switchTo makes the resume attempt a the winner after commit: it
