@@ -78,11 +78,21 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 // call goes on. Once a continuation has content
 // the route has accepted it, and a fatal error is the stream's own, as on
 // any attempt. A panic is never a refusal: it is a bug in the caller's
-// code or an adapter, and fails the call wherever it happens.
+// code or an adapter, and fails the call wherever it happens. An end that
+// the caller's Close or cancel caused is not a failure: fail finishes the
+// call as canceled instead.
 func (s *Stream[T]) fail(a *attempt[T], err error) {
 	if s.stopping() {
 		return
 	}
+	s.failUnchecked(a, err)
+}
+
+// failUnchecked is fail once the caller's stop has been ruled out, for a
+// watchdog that must report itself between that check and the failure:
+// checking again after the report could turn a failure already reported
+// into a cancellation.
+func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	now := time.Now()
 	transient := IsTransient(err)
 	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err)

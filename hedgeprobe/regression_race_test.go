@@ -201,3 +201,84 @@ func TestRegressionDirectItemAtStallDeadline(t *testing.T) {
 		})
 	}
 }
+
+// Regression (found by an independent black-box test): a Close that lands
+// while the pre-commit stall watchdog fires must leave the call one of two
+// consistent ways — the watchdog took effect (reported, the attempt
+// failed) or the Close came first (nothing reported, the attempt
+// canceled). The watchdog used to report itself and then find the Close,
+// so the call and its attempt were canceled with a watchdog reported
+// that had done nothing: a user counting timeouts from OnWatchdog
+// overcounted.
+
+// The watchdog has reported itself when the Close lands: the attempt it
+// fails stays failed, with the stall TimeoutError.
+func TestRegressionCloseAfterWatchdogReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(100*time.Millisecond, "a1"), hang()})
+		var s *Stream[chunk]
+		var reported []WatchdogEvent
+		p := mustNew(t, Config{HedgeAfter: time.Minute, HoldChunks: 3, StallTimeout: 2 * time.Second, MaxAttempts: 1},
+			OnWatchdog(func(e WatchdogEvent) {
+				reported = append(reported, e)
+				// Close from another goroutine and wait until it has
+				// taken hold (it closes the source after marking the
+				// call closed), so it lands between the report and the
+				// failure.
+				go func() { _ = s.Close() }()
+				a.mu.Lock()
+				src := a.srcs[0]
+				a.mu.Unlock()
+				<-src.closed
+			}))
+		s = p.Stream(t.Context(), a.route())
+		for s.Next() {
+		}
+		_ = s.Close()
+		synctest.Wait()
+		st := s.Stats()
+		if len(reported) != 1 || reported[0].Kind != TimeoutStall || reported[0].Elapsed != 2100*time.Millisecond {
+			t.Fatalf("watchdog reports %+v, want one stall at 2.1 s", reported)
+		}
+		at := st.Attempts[0]
+		var te *TimeoutError
+		if at.Outcome != AttemptFailed || !errors.As(at.Err, &te) || te.Kind != TimeoutStall {
+			t.Fatalf("attempt %s (err %v) after a reported watchdog, want failed with the stall timeout", at.Outcome, at.Err)
+		}
+		// With no attempt left, the failure the watchdog reported ends the
+		// call; the Close that came after it has nothing left to cancel.
+		if st.Outcome != OutcomeStallTimeout || !errors.As(s.Err(), &te) {
+			t.Fatalf("call outcome %s (err %v), want stall_timeout", st.Outcome, s.Err())
+		}
+	})
+}
+
+// A Close at the very instant the watchdog falls due, many times over
+// with goroutines scheduled as they come: every call is one of the two
+// consistent ways. (On the code before the fix about a third of the calls
+// were neither.)
+func TestRegressionCloseTiedWithAttemptStallWatchdog(t *testing.T) {
+	for i := range 60 {
+		synctest.Test(t, func(t *testing.T) {
+			a := newUpstream("a", []step{content(100*time.Millisecond, "a1"), hang()})
+			var reported atomic.Int32
+			p := mustNew(t, Config{HedgeAfter: time.Minute, HoldChunks: 3, StallTimeout: 2 * time.Second, MaxAttempts: 1},
+				OnWatchdog(func(WatchdogEvent) { reported.Add(1) }))
+			s := p.Stream(t.Context(), a.route())
+			go func() {
+				time.Sleep(2100 * time.Millisecond)
+				_ = s.Close()
+			}()
+			for s.Next() {
+			}
+			_ = s.Close()
+			synctest.Wait()
+			st := s.Stats()
+			failed := st.Attempts[0].Outcome == AttemptFailed
+			if n := reported.Load(); (n == 1) != failed || n > 1 {
+				t.Fatalf("call %d: %d watchdog reports, attempt %s, call %s: a report must come with the failure it caused",
+					i, n, st.Attempts[0].Outcome, st.Outcome)
+			}
+		})
+	}
+}

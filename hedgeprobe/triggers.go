@@ -64,8 +64,15 @@ func triggerTable[T any]() []trigger[T] {
 						return
 					}
 					if !a.done && a.content > 0 && now >= later(a.last, st) {
+						// A Close that lands from here on finds the attempt
+						// failed and the watchdog reported; one that landed
+						// before finds neither. (Checked once: the report
+						// must not precede a cancellation.)
+						if s.stopping() {
+							return
+						}
 						s.watchdogFired(TimeoutStall, a, now)
-						s.fail(a, &TimeoutError{Kind: TimeoutStall, After: st, Attempt: a.idx,
+						s.failUnchecked(a, &TimeoutError{Kind: TimeoutStall, After: st, Attempt: a.idx,
 							Route: a.route.Name, Model: a.route.Model, ChunksReceived: a.content})
 					}
 				}
