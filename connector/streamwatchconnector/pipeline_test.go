@@ -25,6 +25,12 @@ import (
 // hedged input, leaving what hedgeprobe emits.
 func rawProbeSpans(t *testing.T) ptrace.Traces {
 	td := hedgedInput(t)
+	stripDerived(td)
+	return td
+}
+
+// stripDerived removes what the processor writes from every span of td.
+func stripDerived(td ptrace.Traces) {
 	derived := []string{
 		string(semconv.TTFTMs), string(semconv.E2EMs), string(semconv.GenerationMs), string(semconv.StallMs),
 		string(semconv.StallCount), string(semconv.ActiveGenerationMs), string(semconv.ITLMeanMs),
@@ -37,7 +43,85 @@ func rawProbeSpans(t *testing.T) ptrace.Traces {
 		}
 		spans.At(i).Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == semconv.EventStall })
 	}
-	return td
+}
+
+// TestContentlessIsNoStream: a timeline without a content chunk has stall
+// figures of 0 (design.md §4), yet an attempt with one is no stream and a
+// caller's view with one records no call stall — derived by the processor
+// or here. The input: testdata/outcomes (two failed attempts with empty
+// timelines beside three that streamed), underived, with an empty caller's
+// view on the call whose attempt got nothing.
+func TestContentlessIsNoStream(t *testing.T) {
+	raw, err := golden.ReadTraces(filepath.Join("testdata", "outcomes", stagetest.Input))
+	require.NoError(t, err)
+	stripDerived(raw)
+	spans := raw.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	viewSet := false
+	for i := 0; i < spans.Len(); i++ {
+		a := spans.At(i).Attributes()
+		if o, ok := a.Get(string(semconv.Outcome)); ok && o.Str() == semconv.OutcomeTTFTTimeout {
+			a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs))
+			viewSet = true
+		}
+	}
+	require.True(t, viewSet, "the input has a ttft_timeout call")
+	processed := ptrace.NewTraces()
+	raw.CopyTo(processed)
+	processed = runProcessor(t, processed, false)
+
+	zeros := 0
+	pspans := processed.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := 0; i < pspans.Len(); i++ {
+		a := pspans.At(i).Attributes()
+		offs, ok := a.Get(string(semconv.ChunkOffsetsUs))
+		if !ok {
+			offs, ok = a.Get(string(semconv.CallerChunkOffsetsUs))
+		}
+		if !ok || offs.Slice().Len() > 0 {
+			continue
+		}
+		stall, okStall := a.Get(string(semconv.StallMs))
+		count, okCount := a.Get(string(semconv.StallCount))
+		require.True(t, okStall && okCount, "span %d: stall figures written", i)
+		assert.Zero(t, stall.Double())
+		assert.Zero(t, count.Int())
+		_, okTTFT := a.Get(string(semconv.TTFTMs))
+		assert.False(t, okTTFT, "span %d: no ttft without a chunk", i)
+		zeros++
+	}
+	assert.Equal(t, 3, zeros, "two empty attempt timelines and one empty caller's view")
+
+	for name, td := range map[string]ptrace.Traces{"direct": raw, "via processor": processed} {
+		md, _ := metricsAndTelemetry(t, td)
+		assert.Equal(t, int64(3), sumOf(md, semconv.MetricStreams), "%s: streams are the attempts with content", name)
+		assert.Equal(t, int64(0), sumOf(md, semconv.MetricCallStallDuration), "%s: no call stall without a chunk", name)
+	}
+}
+
+// sumOf adds up the data points of the metric named name: a sum's values,
+// a histogram's counts.
+func sumOf(md pmetric.Metrics, name string) int64 {
+	var n int64
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				if m.Name() != name {
+					continue
+				}
+				switch m.Type() {
+				case pmetric.MetricTypeSum:
+					for _, dp := range m.Sum().DataPoints().All() {
+						n += dp.IntValue()
+					}
+				case pmetric.MetricTypeHistogram:
+					for _, dp := range m.Histogram().DataPoints().All() {
+						n += int64(dp.Count())
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 func connectorMetrics(t *testing.T, td ptrace.Traces) pmetric.Metrics {

@@ -61,7 +61,9 @@ func sizingCall(ss ptrace.SpanSlice, model, route, outcome, errType, ejected str
 	a.PutStr(string(semconv.WinnerRoute), route)
 	a.PutStr(string(semconv.Outcome), outcome)
 	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), 0.2)
+	// The processor's figures of a caller's view that holds content.
 	a.PutStr(string(semconv.Derivation), semconv.DerivationComplete)
+	a.PutDouble(string(semconv.TTFTMs), 200)
 	a.PutDouble(string(semconv.StallMs), 3000)
 	a.PutInt(string(semconv.StallCount), 1)
 	if errType != "" {

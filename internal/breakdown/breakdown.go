@@ -170,13 +170,13 @@ func (r *Result) E2EUs() (int64, bool) { return r.e2eUs, r.timeline() }
 // on anomaly.
 func (r *Result) GenerationUs() (int64, bool) { return r.generationUs, r.timeline() }
 
-// StallUs is the sum of every gap longer than the threshold; 0 when n < 2,
-// absent only when n = 0 or on anomaly.
-func (r *Result) StallUs() (int64, bool) { return r.stallUs, r.timeline() }
+// StallUs is the sum of every gap longer than the threshold; 0 when n < 2
+// (n = 0 included: a timeline without content has no silence to count),
+// absent only on anomaly.
+func (r *Result) StallUs() (int64, bool) { return r.stallUs, r.Status != Anomaly }
 
-// StallSegments is the stall count; 0 when n < 2, absent when n = 0 or on
-// anomaly.
-func (r *Result) StallSegments() (int, bool) { return r.StallCount, r.timeline() }
+// StallSegments is the stall count; 0 when n < 2, absent only on anomaly.
+func (r *Result) StallSegments() (int, bool) { return r.StallCount, r.Status != Anomaly }
 
 // ActiveGenerationUs is generation − stall (the sum of gaps ≤ T); absent
 // when n < 2 or on anomaly.

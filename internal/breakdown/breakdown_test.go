@@ -38,10 +38,11 @@ func TestDerive(t *testing.T) {
 		want want
 	}{
 		{
-			// n = 0: every timeline figure is absent; nothing is zero.
+			// n = 0: the stall figures are 0 (design.md §4: n < 2 → 0),
+			// every other timeline figure is absent.
 			name: "no content chunk",
 			tl:   Timeline{ThresholdUs: T, ExpectedChunks: -1},
-			want: want{},
+			want: want{stall: i64(0), stallCount: ip(0)},
 		},
 		{
 			// n = 1 at 1.6 s: ttft = e2e = 1600 ms, generation 0, stall 0;

@@ -16,6 +16,11 @@ type figures struct {
 	hasTTFT, hasGeneration, hasAct, hasStall bool
 	stallCount                               int64
 	hasStallCount                            bool
+	// streamed says the timeline holds a content chunk: the figures that
+	// exist only then (ttft, generation) are there, valid or not. A timeline
+	// without one has stall figures of 0 (docs/design.md §4) but no silence
+	// to judge.
+	streamed bool
 	// derivation is the streamwatch.derivation value, empty when the span
 	// has no timeline.
 	derivation string
@@ -75,7 +80,10 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	if f.hasAct {
 		r.observe(activeGeneration, service, f.active, ex)
 	}
-	if f.hasStallCount {
+	// A stream is an attempt that streamed: counting one without a content
+	// chunk would dilute the stalled share with attempts that failed or
+	// lost before their first chunk.
+	if f.hasStallCount && f.streamed {
 		r.series(stalls, service).Add(f.stallCount)
 		stalled := label{key: string(semconv.Stalled), value: "no", ok: true}
 		if f.stallCount > 0 {
@@ -296,6 +304,9 @@ func (r *Recorder) fromAttributes() figures {
 	f.active /= 1000
 	f.stall /= 1000
 	f.stallCount, f.hasStallCount = r.countAt(slotStallCount)
+	_, ttftKey := r.vals.get(slotTTFT)
+	_, generationKey := r.vals.get(slotGeneration)
+	f.streamed = ttftKey || generationKey
 	return f
 }
 
@@ -313,6 +324,7 @@ func fromResult(res *breakdown.Result) figures {
 	f.stall = float64(v) / 1e6
 	n, ok := res.StallSegments()
 	f.stallCount, f.hasStallCount = int64(n), ok
+	f.streamed = f.hasTTFT
 	return f
 }
 

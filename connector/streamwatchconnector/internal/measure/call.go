@@ -31,8 +31,10 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 
 	// The caller's view: the silence the caller lived through, beside the
 	// upstreams' own (docs/design.md §5). Its stall events are not upstream
-	// segments and stay out of streamwatch.stall.duration.
-	if f := r.figures(service, sp, timeline.Caller); f.hasStall && f.hasStallCount {
+	// segments and stay out of streamwatch.stall.duration. A view without a
+	// content chunk is a call the caller got nothing from: it has no
+	// silence to record, as an attempt without one is no stream.
+	if f := r.figures(service, sp, timeline.Caller); f.hasStall && f.hasStallCount && f.streamed {
 		r.observe(callStallDuration, service, f.stall, ex)
 		r.series(callStalls, service).Add(f.stallCount)
 	}
