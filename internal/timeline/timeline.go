@@ -361,12 +361,24 @@ func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 // readContext reads the attributes that refine the derivation. A value of
 // an unexpected type is treated as absent: these are optional inputs, and
 // their absence only removes the figures that need them.
+//
+// A context attribute that is present but unreadable is left out, and the
+// input's note says which and why: it silently costs figures (a token
+// count given as a string loses TPOT and active TPS), so the span says so.
 func readContext(attrs pcommon.Map, in *Input) {
-	if n, ok := readCount(attrs, string(semconv.ChunkCount)); ok {
-		in.ExpectedChunks = n
+	if v, ok := attrs.Get(string(semconv.ChunkCount)); ok {
+		if n, ok := readCount(v); ok {
+			in.ExpectedChunks = n
+		} else {
+			in.unreadable(string(semconv.ChunkCount), "a count", v)
+		}
 	}
-	if n, ok := readCount(attrs, string(semconv.GenAIUsageOutputTokens)); ok && n > 0 {
-		in.OutputTokens = n
+	if v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens)); ok {
+		if n, ok := readCount(v); !ok {
+			in.unreadable(string(semconv.GenAIUsageOutputTokens), "a count", v)
+		} else if n > 0 {
+			in.OutputTokens = n
+		}
 	}
 	if v, ok := attrs.Get(string(semconv.AttemptLaunchOffsetMs)); ok {
 		const maxMs = MaxOffsetUs / 1000
@@ -381,19 +393,28 @@ func readContext(attrs pcommon.Map, in *Input) {
 				in.LaunchOffsetUs, in.HasLaunchOffset = int64(ms*1000+0.5), true
 			}
 		}
+		if !in.HasLaunchOffset {
+			in.unreadable(string(semconv.AttemptLaunchOffsetMs), "a duration of 0 to 7 days", v)
+		}
 	}
+}
+
+// unreadable notes that the context attribute key, value v, is not what
+// it must be (want) and is left out.
+func (in *Input) unreadable(key, want string, v pcommon.Value) {
+	if v.Type() == pcommon.ValueTypeInt || v.Type() == pcommon.ValueTypeDouble {
+		in.note(fmt.Sprintf("%s = %s is not %s: ignored", key, v.AsString(), want))
+		return
+	}
+	in.note(fmt.Sprintf("%s is not %s (type %s): ignored", key, want, v.Type()))
 }
 
 // readCount reads a count attribute: an int, or a double with an integral
 // value (a producer whose numbers are all doubles, as JavaScript's can
 // be), as the connector reads counts, so that a span's figures and its
-// metrics agree. A negative, fractional or non-finite value, or one past
-// 2⁵³, is absent.
-func readCount(attrs pcommon.Map, key string) (int64, bool) {
-	v, ok := attrs.Get(key)
-	if !ok {
-		return 0, false
-	}
+// metrics agree. A negative, fractional or non-finite value, one past
+// 2⁵³, or another type is not a count.
+func readCount(v pcommon.Value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int(), v.Int() >= 0

@@ -70,16 +70,23 @@ func TestReadForms(t *testing.T) {
 }
 
 func TestReadLaunchOffset(t *testing.T) {
+	const ignored = "streamwatch.attempt.launch_offset_ms"
 	for _, tt := range []struct {
 		set  func(pcommon.Map)
 		want int64
 		ok   bool
+		note string // what the input's note says of an unreadable offset
 	}{
-		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), 4000) }, 4_000_000, true},
-		{func(m pcommon.Map) { m.PutDouble(string(semconv.AttemptLaunchOffsetMs), 1.2345) }, 1_235, true},
-		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), -1) }, 0, false},
-		{func(m pcommon.Map) { m.PutStr(string(semconv.AttemptLaunchOffsetMs), "5") }, 0, false},
-		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), 1<<62) }, 0, false},
+		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), 4000) }, 4_000_000, true, ""},
+		{func(m pcommon.Map) { m.PutDouble(string(semconv.AttemptLaunchOffsetMs), 1.2345) }, 1_235, true, ""},
+		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), -1) }, 0, false,
+			ignored + " = -1 is not a duration of 0 to 7 days: ignored"},
+		{func(m pcommon.Map) { m.PutStr(string(semconv.AttemptLaunchOffsetMs), "5") }, 0, false,
+			ignored + " is not a duration of 0 to 7 days (type Str): ignored"},
+		{func(m pcommon.Map) { m.PutInt(string(semconv.AttemptLaunchOffsetMs), 1<<62) }, 0, false,
+			ignored + " = 4611686018427387904 is not a duration of 0 to 7 days: ignored"},
+		{func(m pcommon.Map) { m.PutDouble(string(semconv.AttemptLaunchOffsetMs), math.NaN()) }, 0, false,
+			ignored + " = NaN is not a duration of 0 to 7 days: ignored"},
 	} {
 		span := ptrace.NewSpan()
 		span.SetStartTimestamp(start)
@@ -88,6 +95,7 @@ func TestReadLaunchOffset(t *testing.T) {
 		in := Read(span, &Buffers{})
 		assert.Equal(t, tt.ok, in.HasLaunchOffset)
 		assert.Equal(t, tt.want, in.LaunchOffsetUs)
+		assert.Equal(t, tt.note, in.Note)
 	}
 }
 
@@ -95,20 +103,26 @@ func TestReadLaunchOffset(t *testing.T) {
 // doubles) was absent for the processor while the connector read it, so a
 // span's TPOT and its metrics disagreed. Integral doubles count, as in the
 // connector; anything else is absent.
+//
+// An unreadable count is named in the input's note (it ends up in
+// streamwatch.derivation.problem), once per attribute.
 func TestReadCountDouble(t *testing.T) {
 	for _, tt := range []struct {
 		v          any
 		want, toks int64
+		note       string // the note on streamwatch.chunk.count; the same for output tokens
 	}{
-		{int64(40), 40, 40},
-		{40.0, 40, 40},
-		{0.0, 0, 0},
-		{40.5, -1, 0},
-		{-2.0, -1, 0},
-		{math.NaN(), -1, 0},
-		{math.Inf(1), -1, 0},
-		{float64(1 << 54), -1, 0},
-		{"40", -1, 0},
+		{int64(40), 40, 40, ""},
+		{40.0, 40, 40, ""},
+		{0.0, 0, 0, ""},
+		{40.5, -1, 0, " = 40.5 is not a count: ignored"},
+		{-2.0, -1, 0, " = -2 is not a count: ignored"},
+		{int64(-3), -1, 0, " = -3 is not a count: ignored"},
+		{math.NaN(), -1, 0, " = NaN is not a count: ignored"},
+		{math.Inf(1), -1, 0, " = Infinity is not a count: ignored"},
+		{float64(1 << 54), -1, 0, " = 18014398509481984 is not a count: ignored"},
+		{"40", -1, 0, " is not a count (type Str): ignored"},
+		{true, -1, 0, " is not a count (type Bool): ignored"},
 	} {
 		span := ptrace.NewSpan()
 		span.SetStartTimestamp(start)
@@ -119,6 +133,11 @@ func TestReadCountDouble(t *testing.T) {
 		in := Read(span, &Buffers{})
 		assert.Equal(t, tt.want, in.ExpectedChunks, "chunk count %v", tt.v)
 		assert.Equal(t, tt.toks, in.OutputTokens, "output tokens %v", tt.v)
+		want := ""
+		if tt.note != "" {
+			want = string(semconv.ChunkCount) + tt.note + "; " + string(semconv.GenAIUsageOutputTokens) + tt.note
+		}
+		assert.Equal(t, want, in.Note, "%v", tt.v)
 	}
 }
 
