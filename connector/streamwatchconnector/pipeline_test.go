@@ -242,3 +242,53 @@ func metricsAndTelemetry(t *testing.T, td ptrace.Traces) (pmetric.Metrics, map[s
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0], stagetest.Counters(t, tel)
 }
+
+// TestCallTTFTFromCallerView: the caller's time to first chunk comes from
+// the call span's gen_ai.response.time_to_first_chunk; a call span without
+// it (a producer that writes only the caller's view) gives the first
+// chunk of its view instead — derived by the processor or here. The
+// input: the ok call of testdata/outcomes alone, its view 1.2 s and 1.3 s.
+func TestCallTTFTFromCallerView(t *testing.T) {
+	for _, withAttr := range []bool{true, false} {
+		raw, err := golden.ReadTraces(filepath.Join("testdata", "outcomes", stagetest.Input))
+		require.NoError(t, err)
+		stripDerived(raw)
+		spans := raw.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		spans.RemoveIf(func(sp ptrace.Span) bool {
+			o, ok := sp.Attributes().Get(string(semconv.Outcome))
+			return !ok || o.Str() != semconv.OutcomeOK
+		})
+		require.Equal(t, 1, spans.Len())
+		a := spans.At(0).Attributes()
+		view := a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs))
+		view.AppendEmpty().SetInt(1_200_000)
+		view.AppendEmpty().SetInt(1_300_000)
+		want := 0.2 // the attribute's
+		if !withAttr {
+			a.Remove(string(semconv.GenAIResponseTimeToFirstChunk))
+			want = 1.2
+		}
+		processed := ptrace.NewTraces()
+		raw.CopyTo(processed)
+		processed = runProcessor(t, processed, false)
+		for name, td := range map[string]ptrace.Traces{"direct": raw, "via processor": processed} {
+			md, _ := metricsAndTelemetry(t, td)
+			assert.Equal(t, int64(1), sumOf(md, semconv.MetricTimeToFirstChunk), "%s, attribute %v", name, withAttr)
+			assert.InDelta(t, want, histogramSum(md, semconv.MetricTimeToFirstChunk), 1e-9, "%s, attribute %v", name, withAttr)
+		}
+	}
+}
+
+// histogramSum is the sum of the first data point of histogram name.
+func histogramSum(md pmetric.Metrics, name string) float64 {
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				if m.Name() == name && m.Type() == pmetric.MetricTypeHistogram {
+					return m.Histogram().DataPoints().At(0).Sum()
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -34,9 +34,10 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 	// segments and stay out of streamwatch.stall.duration. A view without a
 	// content chunk is a call the caller got nothing from: it has no
 	// silence to record, as an attempt without one is no stream.
-	if f := r.figures(service, sp, timeline.Caller); f.hasStall && f.hasStallCount && f.streamed {
-		r.observe(callStallDuration, service, f.stall, ex)
-		r.series(callStalls, service).Add(f.stallCount)
+	view := r.figures(service, sp, timeline.Caller)
+	if view.hasStall && view.hasStallCount && view.streamed {
+		r.observe(callStallDuration, service, view.stall, ex)
+		r.series(callStalls, service).Add(view.stallCount)
 	}
 
 	// The GenAI conventions' metrics also carry gen_ai.operation.name.
@@ -48,7 +49,13 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		r.p.Invalid(SpanDuration, ReasonNegative)
 	}
 
-	if v, ok := r.numberAt(slotCallTTFT); ok {
+	// What the caller waited: the call span's own figure, else the first
+	// chunk of its caller's view (a producer that writes the view alone).
+	v, ok := r.numberAt(slotCallTTFT)
+	if _, present := r.vals.get(slotCallTTFT); !present {
+		v, ok = view.ttft, view.hasTTFT
+	}
+	if ok {
 		r.labels(op, model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
