@@ -51,9 +51,9 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 
 	// What the caller waited: the call span's own figure, else the first
 	// chunk of its caller's view (a producer that writes the view alone).
-	v, ok := r.numberAt(slotCallTTFT)
-	if _, present := r.vals.get(slotCallTTFT); !present {
-		v, ok = view.ttft, view.hasTTFT
+	v, ok := view.ttft, view.hasTTFT
+	if _, present := r.vals.get(slotCallTTFT); present {
+		v, ok = r.numberAt(slotCallTTFT)
 	}
 	if ok {
 		r.labels(op, model, route)
