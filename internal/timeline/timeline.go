@@ -200,6 +200,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 		return in
 	}
 	readContext(attrs, &in)
+	in.droppedAttributes(span)
 
 	// The keepalives come from the chunks' form when it has them, else
 	// from the other: a producer may build the offsets list at the end
@@ -346,6 +347,7 @@ const noStart = "span has no start time"
 // ttft_ms already is what the caller waited.
 func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1}
+	in.droppedAttributes(span)
 	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
 		in.OutputTokens = k.Int()
 	}
@@ -396,6 +398,18 @@ func readContext(attrs pcommon.Map, in *Input) {
 		if !in.HasLaunchOffset {
 			in.unreadable(string(semconv.AttemptLaunchOffsetMs), "a duration of 0 to 7 days", v)
 		}
+	}
+}
+
+// droppedAttributes notes a span whose producer dropped attributes past
+// its limit (an OpenTelemetry SDK's attribute count limit, say). The
+// timeline itself was found, but the attributes that refine it (the chunk
+// count, the token count, the launch offset, the keepalive list) may be
+// among those dropped, and a figure that needs one is then absent with
+// nothing else on the span to say why.
+func (in *Input) droppedAttributes(span ptrace.Span) {
+	if n := span.DroppedAttributesCount(); n > 0 {
+		in.note(fmt.Sprintf("the span dropped %d attributes: figures that need a dropped one are absent", n))
 	}
 }
 

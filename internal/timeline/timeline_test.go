@@ -458,3 +458,47 @@ func TestShrink(t *testing.T) {
 	assert.Equal(t, 8, cap(b.Keepalives))
 	assert.Nil(t, b.Segments)
 }
+
+// A span whose producer dropped attributes past its limit says so: the
+// attributes that refine the timeline may be among them, and the figures
+// that need one would otherwise be missing without a word. Both attempt
+// forms and the caller's view; a span without a timeline is not read.
+func TestReadDroppedAttributes(t *testing.T) {
+	const note = "the span dropped 3 attributes: figures that need a dropped one are absent"
+	for _, tt := range []struct {
+		name string
+		set  func(ptrace.Span)
+		want string
+	}{
+		{"compact", func(s ptrace.Span) {
+			s.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
+		}, note},
+		{"events", func(s ptrace.Span) {
+			s.Events().AppendEmpty().SetName(semconv.EventChunk)
+			s.Events().At(0).SetTimestamp(start + 1000)
+		}, note},
+		{"caller", func(s ptrace.Span) {
+			s.Attributes().PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).AppendEmpty().SetInt(1)
+		}, note},
+		{"with another note", func(s ptrace.Span) {
+			s.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
+			s.Attributes().PutStr(string(semconv.ChunkCount), "1")
+		}, "streamwatch.chunk.count is not a count (type Str): ignored; " + note},
+		{"no timeline", func(ptrace.Span) {}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			span := ptrace.NewSpan()
+			span.SetStartTimestamp(start)
+			tt.set(span)
+			span.SetDroppedAttributesCount(3)
+			in := Read(span, &Buffers{})
+			assert.Equal(t, tt.want, in.Note)
+			assert.Empty(t, in.Malformed)
+
+			// Nothing dropped, nothing said.
+			span.SetDroppedAttributesCount(0)
+			in = Read(span, &Buffers{})
+			assert.NotContains(t, in.Note, "dropped")
+		})
+	}
+}
