@@ -52,6 +52,7 @@ func FuzzProcessor(f *testing.F) {
 		s.SetSpanID(pcommon.SpanID{1, 2, 3, 4, 5, 6, 7, 8})
 		s.SetStartTimestamp(pcommon.Timestamp(start))
 		s.SetDroppedEventsCount(dropped)
+		s.SetDroppedAttributesCount(dropped >> 1)
 		attrs := s.Attributes()
 		attrs.PutInt(string(semconv.ChunkCount), chunkCount)
 		attrs.PutInt(string(semconv.GenAIUsageOutputTokens), tokens)
