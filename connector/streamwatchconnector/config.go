@@ -95,10 +95,14 @@ var builtin = map[string]bool{
 // Unmarshal decodes the configuration; a stall_threshold that is not a
 // duration is reported with where it most likely came from, and an
 // interval without a unit (interval: 15, or the shipped config's
-// STREAMWATCH_METRICS_INTERVAL=15) is rejected instead of becoming 15ns.
-// The error names every invalid key (stallthreshold.Unmarshal).
+// STREAMWATCH_METRICS_INTERVAL=15) is rejected instead of becoming 15ns,
+// and a count with a fraction (max_series: 2.5) instead of being cut to a
+// whole number. The error names every invalid key (stallthreshold.Unmarshal).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	return stallthreshold.Unmarshal(conf, c, "interval")
+	return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{
+		Durations: []string{"interval"},
+		Counts:    []string{"max_series", "exemplars::max_per_data_point"},
+	})
 }
 
 // reservedLabels are the Prometheus label names the exporter or Prometheus

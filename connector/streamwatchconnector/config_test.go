@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold"
@@ -210,4 +211,38 @@ func FuzzConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Regression: the decoder cut a fractional count to a whole number, so
+// max_series: 2.5 became 2 and exemplars' -0.5 became 0, turning exemplars
+// off while passing the "not negative" check; max_series: 0.5 was reported
+// as 0. A fraction is rejected, naming the key and the value as written,
+// and the other keys are still checked.
+func TestConfigFractionalCounts(t *testing.T) {
+	for doc, want := range map[string][]string{
+		"max_series: 2.5": {"max_series must be a whole number, got 2.5"},
+		"max_series: 0.5": {"max_series must be a whole number, got 0.5"},
+		"exemplars: {max_per_data_point: -0.5}": {
+			"exemplars::max_per_data_point must be a whole number, got -0.5"},
+		"max_series: 2.5\nexemplars: {max_per_data_point: 1.5}\ninterval: 0s": {
+			"max_series must be a whole number, got 2.5",
+			"exemplars::max_per_data_point must be a whole number, got 1.5",
+			"interval must be positive, got 0s"},
+		"max_series: 2.0\nexemplars: {max_per_data_point: 3.0}": nil,
+	} {
+		var raw map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &raw))
+		cfg := createDefaultConfig().(*Config)
+		err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
+		if want == nil {
+			require.NoError(t, err, doc)
+			assert.Equal(t, 2, cfg.MaxSeries)
+			assert.Equal(t, 3, cfg.Exemplars.MaxPerDataPoint)
+			continue
+		}
+		require.Error(t, err, doc)
+		for _, w := range want {
+			assert.Contains(t, err.Error(), w, doc)
+		}
+	}
 }

@@ -3,11 +3,15 @@
 // minimum and resolution, and how a value that is not a duration is
 // reported — the shipped collector config builds it from the environment
 // variable STREAM__STALL_THRESHOLD_MS, so an error names that variable and
-// what it expects.
+// what it expects. Both components decode their configuration through its
+// Unmarshal, which checks the raw values of the threshold and of their
+// other duration and count keys before the decoder can change them.
 //
 // The canonical use, in a component's config:
 //
-//	func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+//	func (c *Config) Unmarshal(conf *confmap.Conf) error {
+//		return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{Counts: []string{"max_segments"}})
+//	}
 //	func (c *Config) Validate() error { return stallthreshold.Check(c.StallThreshold) }
 package stallthreshold
 
@@ -50,29 +54,43 @@ func Check(d time.Duration) error {
 	return nil
 }
 
+// Keys names the keys of a component's configuration, besides Key, whose
+// raw values Unmarshal checks. A nested key is written with
+// confmap.KeyDelimiter: "exemplars::max_per_data_point".
+type Keys struct {
+	// Durations must be written with a unit (WithUnit).
+	Durations []string
+	// Counts must be whole numbers (Whole).
+	Counts []string
+}
+
 // Unmarshal decodes conf into cfg, a component config holding Key, after
 // checking the raw values of Key (CheckRaw) and of the component's other
-// duration keys (WithUnit). A key whose raw value fails is left out and the
+// keys (WithUnit, Whole). A key whose raw value fails is left out and the
 // rest is decoded and validated all the same, so that the error names every
 // invalid key at once, as Validate does: the collector validates a config
 // only once it has decoded.
-func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, durations ...string) error {
+func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys Keys) error {
 	var errs []error
 	var bad []string
-	if err := CheckRaw(conf.Get(Key)); err != nil {
-		errs, bad = append(errs, err), append(bad, Key)
-	}
-	for _, k := range durations {
-		if err := WithUnit(k, conf.Get(k)); err != nil {
+	check := func(k string, err error) {
+		if err != nil {
 			errs, bad = append(errs, err), append(bad, k)
 		}
+	}
+	check(Key, CheckRaw(conf.Get(Key)))
+	for _, k := range keys.Durations {
+		check(k, WithUnit(k, conf.Get(k)))
+	}
+	for _, k := range keys.Counts {
+		check(k, Whole(k, conf.Get(k)))
 	}
 	if len(errs) == 0 {
 		return conf.Unmarshal(cfg)
 	}
 	rest := conf.ToStringMap()
 	for _, k := range bad {
-		delete(rest, k)
+		deleteKey(rest, k)
 	}
 	if err := confmap.NewFromStringMap(rest).Unmarshal(cfg); err != nil {
 		return errors.Join(append(errs, err)...)
@@ -136,6 +154,40 @@ func WithUnit(k string, raw any) error {
 			k, example, raw, env, env, raw)
 	}
 	return fmt.Errorf("%s must be a duration with a unit, such as %s, got %v", k, example, raw)
+}
+
+// maxWhole is the largest count Whole lets through: every integer up to
+// 2^53 is exact as a float64, and every component's counts are far below.
+const maxWhole = 1 << 53
+
+// Whole checks the raw value of the count key k before it is decoded. A
+// YAML number with a fraction or an exponent arrives as a float64, which
+// the decoder cuts to an int without a word: 1.5 would become 1 and -0.5
+// would become 0, passing a check such as "0 or more" as a value nobody
+// wrote. Any other type is left to the decoder.
+func Whole(k string, raw any) error {
+	f, ok := raw.(float64)
+	switch {
+	case !ok:
+		return nil
+	case f != math.Trunc(f) || math.IsInf(f, 0): // NaN included
+		return fmt.Errorf("%s must be a whole number, got %v", k, f)
+	case math.Abs(f) > maxWhole:
+		return fmt.Errorf("%s is out of range, got %v", k, f)
+	}
+	return nil
+}
+
+// deleteKey removes the key k, nested with confmap.KeyDelimiter, from m.
+func deleteKey(m map[string]any, k string) {
+	parent, leaf, nested := strings.Cut(k, confmap.KeyDelimiter)
+	if !nested {
+		delete(m, k)
+		return
+	}
+	if sub, ok := m[parent].(map[string]any); ok {
+		deleteKey(sub, leaf)
+	}
 }
 
 // shippedEnv names the environment variable the shipped configs

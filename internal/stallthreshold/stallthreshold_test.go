@@ -1,8 +1,13 @@
 package stallthreshold
 
 import (
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/collector/confmap"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,4 +115,86 @@ func TestWithUnit(t *testing.T) {
 	}
 	// A key no shipped config reads from a variable.
 	require.EqualError(t, WithUnit("timeout", "soon"), `timeout must be a duration such as "2s" or "2000ms", got "soon"`)
+}
+
+func TestWhole(t *testing.T) {
+	for _, tt := range []struct {
+		raw  any
+		want string // "" passes
+	}{
+		{nil, ""},
+		{5, ""},
+		{-1, ""}, // a whole number: its range is Validate's
+		{2.0, ""},
+		{-0.0, ""},
+		{float64(1 << 53), ""},
+		{"5", ""}, // left to the decoder
+		{1.5, "max_series must be a whole number, got 1.5"},
+		{-0.5, "max_series must be a whole number, got -0.5"},
+		{math.NaN(), "max_series must be a whole number, got NaN"},
+		{math.Inf(1), "max_series must be a whole number, got +Inf"},
+		{1e20, "max_series is out of range, got 1e+20"},
+		{-1e300, "max_series is out of range, got -1e+300"},
+	} {
+		err := Whole("max_series", tt.raw)
+		if tt.want == "" {
+			assert.NoError(t, err, tt.raw)
+			continue
+		}
+		assert.EqualError(t, err, tt.want, tt.raw)
+	}
+}
+
+// configWithCount is a component config holding the threshold and a
+// nested count, for Unmarshal.
+type configWithCount struct {
+	StallThreshold time.Duration `mapstructure:"stall_threshold"`
+	Limit          int           `mapstructure:"limit"`
+	Exemplars      struct {
+		Max int `mapstructure:"max"`
+	} `mapstructure:"exemplars"`
+}
+
+func (c *configWithCount) Validate() error {
+	if c.Limit < 0 {
+		return fmt.Errorf("limit must be 0 or more, got %d", c.Limit)
+	}
+	return nil
+}
+
+// Regression: the decoder cut a fractional count to a whole number, so
+// limit: -0.5 became 0 and passed Validate. A fraction is an error naming
+// the key and the value as written, nested keys included, and every other
+// key is still decoded and validated.
+func TestUnmarshalCounts(t *testing.T) {
+	keys := Keys{Counts: []string{"limit", "exemplars::max"}}
+	for _, tt := range []struct {
+		name string
+		conf map[string]any
+		want []string // the error's lines, in any order; none means valid
+		cfg  configWithCount
+	}{
+		{"whole", map[string]any{"limit": 3, "exemplars": map[string]any{"max": 2.0}}, nil,
+			configWithCount{Limit: 3, Exemplars: struct {
+				Max int `mapstructure:"max"`
+			}{2}}},
+		{"negative fraction", map[string]any{"limit": -0.5}, []string{"limit must be a whole number, got -0.5"}, configWithCount{}},
+		{"nested fraction", map[string]any{"limit": 4, "exemplars": map[string]any{"max": 2.5}},
+			[]string{"exemplars::max must be a whole number, got 2.5"}, configWithCount{Limit: 4}},
+		{"with a threshold and Validate", map[string]any{"limit": -2, "exemplars": map[string]any{"max": -0.5}, "stall_threshold": "soon"},
+			[]string{"exemplars::max must be a whole number, got -0.5", `stall_threshold must be a duration such as "2s" or "2000ms", got "soon"`, "limit must be 0 or more, got -2"},
+			configWithCount{Limit: -2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg configWithCount
+			err := Unmarshal(confmap.NewFromStringMap(tt.conf), &cfg, keys)
+			if tt.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.ElementsMatch(t, tt.want, strings.Split(err.Error(), "\n"))
+			}
+			assert.Equal(t, tt.cfg, cfg)
+		})
+	}
 }

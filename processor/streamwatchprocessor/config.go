@@ -61,8 +61,12 @@ var (
 )
 
 // Unmarshal decodes the configuration; a stall_threshold that is not a
-// duration is reported with where it most likely came from.
-func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c) }
+// duration is reported with where it most likely came from, and a
+// max_segments with a fraction is rejected instead of cut to a whole
+// number (-0.5 would become 0 and pass as valid).
+func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{Counts: []string{"max_segments"}})
+}
 
 // Validate checks the configuration and reports every invalid field;
 // messages name the YAML key and the value.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/internal/stallthreshold"
 	"github.com/streamwatch/streamwatch/internal/stallthreshold/stallthresholdtest"
@@ -143,4 +144,29 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("accepted %+v from %q", cfg, doc)
 		}
 	})
+}
+
+// Regression: the decoder cut a fractional max_segments to a whole number,
+// so -0.5 became 0 and passed the "0 or more" check. A fraction is
+// rejected, naming the key and the value as written; a whole number
+// written as 8.0 is 8.
+func TestConfigFractionalSegments(t *testing.T) {
+	for doc, want := range map[string]string{
+		"max_segments: 1.5":  "max_segments must be a whole number, got 1.5",
+		"max_segments: -0.5": "max_segments must be a whole number, got -0.5",
+		"max_segments: .nan": "max_segments must be a whole number, got NaN",
+		"max_segments: 1e30": "max_segments is out of range, got 1e+30",
+		"max_segments: 8.0":  "",
+	} {
+		var raw map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &raw))
+		cfg := NewFactory().CreateDefaultConfig().(*Config)
+		err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
+		if want == "" {
+			require.NoError(t, err, doc)
+			assert.Equal(t, 8, cfg.MaxSegments)
+			continue
+		}
+		require.ErrorContains(t, err, want, doc)
+	}
 }
