@@ -152,9 +152,15 @@ type ProtocolError struct {
 	Provider string
 	// Err is the cause; errors.Is(err, ErrTooLarge) for an oversized event.
 	Err error
+	// Body is the raw start of a 200 response that is not an event stream,
+	// cut at 4 KiB, for the caller's diagnosis: a login page, a proxy's
+	// notice — or a whole answer from a server that ignored "stream":
+	// true. Error leaves it out: it may be completion text, and hedgeprobe
+	// writes an error's text into its spans' status.
+	Body []byte
 }
 
-// Error names the provider and the cause.
+// Error names the provider and the cause, never the Body.
 func (e *ProtocolError) Error() string { return e.Provider + ": protocol error: " + e.Err.Error() }
 
 // Unwrap returns the cause.

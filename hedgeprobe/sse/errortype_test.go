@@ -1,12 +1,14 @@
 package sse
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -66,6 +68,58 @@ func TestErrorTypeOnSpans(t *testing.T) {
 			}
 			if got != strconv.Itoa(code) {
 				t.Errorf("HTTP %d: span %q error.type %q", code, sp.Name, got)
+			}
+		}
+	}
+}
+
+// Regression: a 200 response that was not an event stream was quoted in
+// the error's text, and hedgeprobe writes that text into the attempt's and
+// the call's span status — a whole answer, from a server that ignored
+// "stream": true, in telemetry. The body reaches the caller in the error's
+// Body and nowhere in the spans.
+func TestNotAStreamBodyOutOfSpans(t *testing.T) {
+	const answer = `{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"QUOKKA secret answer"}}]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte(answer))
+	}))
+	defer srv.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, OpenAIItems, hedgeprobe.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stream(t.Context(), OpenAIRoute("r", OpenAIRequest{BaseURL: srv.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}))
+	for s.Next() {
+	}
+	var pe *ProtocolError
+	if !errors.As(s.Err(), &pe) || string(pe.Body) != answer {
+		t.Fatalf("err %v: want a ProtocolError holding the body", s.Err())
+	}
+	_ = s.Close()
+	spans := exp.GetSpans()
+	_ = tp.Shutdown(t.Context())
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want the attempt's and the call's", len(spans))
+	}
+	for _, sp := range spans {
+		if sp.Status.Code != codes.Error || !strings.Contains(sp.Status.Description, "want text/event-stream") {
+			t.Errorf("span %q status %v %q", sp.Name, sp.Status.Code, sp.Status.Description)
+		}
+		texts := []string{sp.Status.Description}
+		for _, kv := range sp.Attributes {
+			texts = append(texts, kv.Value.Emit())
+		}
+		for _, ev := range sp.Events {
+			for _, kv := range ev.Attributes {
+				texts = append(texts, kv.Value.Emit())
+			}
+		}
+		for _, s := range texts {
+			if strings.Contains(s, "QUOKKA") {
+				t.Errorf("span %q carries the answer: %q", sp.Name, s)
 			}
 		}
 	}

@@ -99,10 +99,12 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 // request, is an event stream or does not say what it is; otherwise the
 // error the raw routes give for it, reading (not closing) the body: a JSON
 // body with an "error" member is an *UpstreamError (a proxy's error, as a
-// payload in a 200 response), anything else a *ProtocolError quoting the
-// body's start (a server that ignored "stream": true, a login page) — the
-// same upstream will answer the same way. For a route over an SDK, which
-// reads any 200 body as a stream.
+// payload in a 200 response), anything else a *ProtocolError (a server
+// that ignored "stream": true, a login page) — the same upstream will
+// answer the same way. A body that is not JSON has its start in the
+// error's Body, out of its text (it may be the answer's text, and the
+// text goes into the spans). For a route over an SDK, which reads any 200
+// body as a stream.
 func CheckEventStream(provider string, resp *http.Response) error {
 	switch ct := resp.Header.Get("Content-Type"); mediaType(ct) {
 	case "text/event-stream", "":
@@ -113,8 +115,9 @@ func CheckEventStream(provider string, resp *http.Response) error {
 		}
 		return &ProtocolError{Provider: provider, Err: errors.New("got application/json, want text/event-stream")}
 	default:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return &ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream: %q", ct, printable(body))}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return &ProtocolError{Provider: provider, Body: body,
+			Err: fmt.Errorf("got %s, want text/event-stream (the body's start is in the error's Body)", ct)}
 	}
 }
 

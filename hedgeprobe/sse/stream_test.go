@@ -191,13 +191,29 @@ func TestJSONInsteadOfStream(t *testing.T) {
 // notice) is a protocol error, fatal, with the body's start: it was read as
 // an empty stream, a transient broken connection that hedged and counted
 // against the route. No Content-Type at all is read as a stream.
+//
+// The body's start is in the error's Body, not in its text: the body may
+// be a whole answer (a server that ignored "stream": true), and the text
+// went into the spans' status, completion text in telemetry.
 func TestNotAnEventStream(t *testing.T) {
+	const page = "<html>Please log in</html>"
 	for _, ct := range []string{"text/html; charset=utf-8", "text/plain", "application/octet-stream", "garbage;;"} {
-		_, err := collect(NewOpenAIStream(response(t.Context(), 200, ct, strings.NewReader("<html>Please log in</html>")), StreamOptions{}))
+		_, err := collect(NewOpenAIStream(response(t.Context(), 200, ct, strings.NewReader(page)), StreamOptions{}))
 		var pe *ProtocolError
-		if !errors.As(err, &pe) || hedgeprobe.IsTransient(err) || !strings.Contains(err.Error(), "Please log in") {
-			t.Fatalf("%s: err %v, want a fatal ProtocolError quoting the body", ct, err)
+		if !errors.As(err, &pe) || hedgeprobe.IsTransient(err) || string(pe.Body) != page {
+			t.Fatalf("%s: err %v, want a fatal ProtocolError with the body", ct, err)
 		}
+		want := "openai: protocol error: got " + ct + ", want text/event-stream (the body's start is in the error's Body)"
+		if err.Error() != want {
+			t.Fatalf("%s: error %q, want %q", ct, err, want)
+		}
+	}
+	// The body is kept up to 4 KiB.
+	long := strings.Repeat("x", 5000)
+	_, err := collect(NewOpenAIStream(response(t.Context(), 200, "text/plain", strings.NewReader(long)), StreamOptions{}))
+	var pe *ProtocolError
+	if !errors.As(err, &pe) || string(pe.Body) != long[:4<<10] {
+		t.Fatalf("err %v, want a ProtocolError with the body's first 4096 bytes", err)
 	}
 	// No Content-Type, and a malformed parameter (the media type is what
 	// counts), are read as a stream.
