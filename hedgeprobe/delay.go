@@ -30,6 +30,13 @@ const delaySlots = 4
 // to the ceiling after a few lost races. Attempts cut by the caller
 // (cancel, Close) or by an error are not recorded: they say nothing about
 // the route's TTFT.
+//
+// Memory: an entry whose window holds no sample is the same as no entry
+// (both give HedgeMaxDelay), so entries that fell empty are swept out,
+// at most once a window, when a new route × model comes: the book holds
+// the route × models seen in about the last two windows, not every one
+// ever seen (~2 KiB each: a caller that names a model per tenant or per
+// request would otherwise grow the Prober for its whole life).
 type delayBook struct {
 	q      float64
 	lo, hi time.Duration
@@ -37,12 +44,16 @@ type delayBook struct {
 	warmup float64
 	mu     sync.RWMutex
 	m      map[delayKey]*delayEntry
+	swept  time.Time // the latest sweep (mu)
 }
 
 type delayKey struct{ route, model string }
 
 type delayEntry struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// removed: swept out of the book; a sample is recorded in the entry
+	// that replaces it.
+	removed  bool
 	slots    [delaySlots]*ddsketch.DDSketch
 	cur      int
 	curStart time.Time
@@ -70,7 +81,9 @@ func newSketch() *ddsketch.DDSketch {
 	return s
 }
 
-func (b *delayBook) entry(route, model string, create bool) *delayEntry {
+// entry returns the entry of route × model, nil when there is none; with
+// create, a new one then, made at now.
+func (b *delayBook) entry(route, model string, create bool, now time.Time) *delayEntry {
 	k := delayKey{route, model}
 	b.mu.RLock()
 	e := b.m[k]
@@ -81,6 +94,7 @@ func (b *delayBook) entry(route, model string, create bool) *delayEntry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e = b.m[k]; e == nil {
+		b.sweep(now)
 		e = &delayEntry{merged: newSketch(), cached: b.hi}
 		for i := range e.slots {
 			e.slots[i] = newSketch()
@@ -90,14 +104,50 @@ func (b *delayBook) entry(route, model string, create bool) *delayEntry {
 	return e
 }
 
+// sweep removes the entries whose window is empty at now, at most once a
+// window; b.mu is held.
+func (b *delayBook) sweep(now time.Time) {
+	if !b.swept.IsZero() && now.Sub(b.swept) < delaySlots*b.slot {
+		return
+	}
+	b.swept = now
+	for k, e := range b.m {
+		e.mu.Lock()
+		b.rotate(e, now)
+		if e.empty() {
+			e.removed = true
+			delete(b.m, k)
+		}
+		e.mu.Unlock()
+	}
+}
+
+// empty reports whether e's window holds no sample; e.mu is held.
+func (e *delayEntry) empty() bool {
+	for _, s := range e.slots {
+		if !s.IsEmpty() {
+			return false
+		}
+	}
+	return true
+}
+
 // observe records one TTFT sample of route × model at now.
 func (b *delayBook) observe(route, model string, ttft time.Duration, now time.Time) {
-	e := b.entry(route, model, true)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b.rotate(e, now)
-	_ = e.slots[e.cur].Add(max(ttft, 0).Seconds())
-	e.dirty = true
+	for {
+		e := b.entry(route, model, true, now)
+		e.mu.Lock()
+		if e.removed {
+			// Swept between the lookup and the lock: take its successor.
+			e.mu.Unlock()
+			continue
+		}
+		b.rotate(e, now)
+		_ = e.slots[e.cur].Add(max(ttft, 0).Seconds())
+		e.dirty = true
+		e.mu.Unlock()
+		return
+	}
 }
 
 // observeCensored records an attempt known to be slower than elapsed,
@@ -114,7 +164,8 @@ func (b *delayBook) observeCensored(route, model string, elapsed, delay time.Dur
 // its window clamped to [lo, hi], or hi while the window holds fewer than
 // warmup samples.
 func (b *delayBook) delay(route, model string, now time.Time) time.Duration {
-	e := b.entry(route, model, false)
+	// A removed entry was empty: it gives b.hi as no entry does.
+	e := b.entry(route, model, false, now)
 	if e == nil {
 		return b.hi
 	}

@@ -3,6 +3,8 @@ package hedgeprobe
 import (
 	"context"
 	"math"
+	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,7 +13,7 @@ import (
 // samples returns the number of samples of route × model in the window
 // and the largest, in seconds.
 func (b *delayBook) samples(route, model string) (n, maxSeconds float64) {
-	e := b.entry(route, model, false)
+	e := b.entry(route, model, false, time.Time{})
 	if e == nil {
 		return 0, 0
 	}
@@ -145,5 +147,80 @@ func TestAdaptiveDelayDefaultIsP95(t *testing.T) {
 		if got := p.HedgeDelay("r", "m"); !near(got, 950*time.Millisecond, 0.01) {
 			t.Fatalf("default adaptive delay %v, want the p95, 950ms", got)
 		}
+	})
+}
+
+// Regression: the book kept an entry (five sketches, ~2 KiB) for every
+// route × model it ever saw, so a caller naming a model per tenant or per
+// request grew its Prober without bound. Entries whose window fell empty
+// are swept out, at most once a window, when a new route × model comes;
+// what is in the window stays, and its delay with it.
+func TestAdaptiveDelayForgetsOldRoutes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeQuantile: 0.5, HedgeMinDelay: 10 * time.Millisecond, HedgeMaxDelay: 5 * time.Second, HedgeWarmup: 1, HedgeWindow: 4 * time.Minute})
+		d := p.delays
+		size := func() int {
+			d.mu.RLock()
+			defer d.mu.RUnlock()
+			return len(d.m)
+		}
+		for i := range 1000 {
+			d.observe("tenant-"+strconv.Itoa(i), "m", time.Second, time.Now())
+		}
+		if n := size(); n != 1000 {
+			t.Fatalf("%d entries, want 1000", n)
+		}
+		// Within the window: a new key sweeps nothing.
+		time.Sleep(3 * time.Minute)
+		d.observe("kept", "m", 200*time.Millisecond, time.Now())
+		if n := size(); n != 1001 {
+			t.Fatalf("within the window: %d entries, want 1001", n)
+		}
+		// A window after the first sweep the tenants' samples are gone:
+		// the next new key sweeps them out; "kept" has a sample in the
+		// window and stays, with its delay.
+		time.Sleep(2 * time.Minute)
+		d.observe("kept", "m", 200*time.Millisecond, time.Now())
+		time.Sleep(2 * time.Minute)
+		d.observe("new", "m", time.Second, time.Now())
+		if n := size(); n != 2 {
+			t.Fatalf("after the sweep: %d entries, want kept and new", n)
+		}
+		if got := p.HedgeDelay("kept", "m"); !near(got, 200*time.Millisecond, 0.01) {
+			t.Fatalf("kept: delay %v", got)
+		}
+		// A swept route × model starts afresh, as one never seen.
+		if got := p.HedgeDelay("tenant-7", "m"); got != 5*time.Second {
+			t.Fatalf("swept: delay %v", got)
+		}
+		d.observe("tenant-7", "m", 300*time.Millisecond, time.Now())
+		if got := p.HedgeDelay("tenant-7", "m"); !near(got, 300*time.Millisecond, 0.01) {
+			t.Fatalf("swept, then seen again: delay %v", got)
+		}
+	})
+}
+
+// Samples recorded while sweeps remove entries land in the book: none is
+// written into a removed entry (run with -race).
+func TestAdaptiveDelaySweepConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeWarmup: 1, HedgeWindow: 4 * time.Millisecond, HedgeMinDelay: time.Millisecond, HedgeMaxDelay: time.Second})
+		d := p.delays
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 200 {
+					// Every key is new (a sweep each window) and then seen
+					// again at once: its sample must be in the book.
+					k := strconv.Itoa(g*1000 + i)
+					d.observe(k, "m", 50*time.Millisecond, time.Now())
+					if n, _ := d.samples(k, "m"); n != 1 {
+						t.Errorf("key %s: %v samples in the book, want 1", k, n)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
 	})
 }

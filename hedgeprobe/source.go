@@ -81,7 +81,11 @@ type Classifier[T any] func(v T) Kind
 // Route names one upstream and how to open a stream on it.
 type Route[T any] struct {
 	// Name identifies the route in telemetry, route health and pushback,
-	// such as "openai-primary". Required.
+	// such as "openai-primary". Required. Names are meant to be a fixed
+	// set, like the upstreams they name: the Prober keeps about a hundred
+	// bytes for its whole life per name it ever ejected (a stream started
+	// before an ejection must never undo it). The adaptive delay's state
+	// per route × model (~2 KiB) is dropped a window after its last sample.
 	Name string
 	// Provider is the gen_ai.provider.name of the upstream, such as
 	// "openai". Optional: a route without one writes no provider.
