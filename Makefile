@@ -105,8 +105,10 @@ fakellm:
 	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
 
 ## demo: build what is missing, run fakellm + the collector + a workload, print the figures.
+## Built, not go run: go run exits 1 when Ctrl-C ends a -keep demo that stopped cleanly.
 demo: collector fakellm
-	$(GO) run ./cmd/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm $(DEMO_FLAGS)
+	$(GO) build -o $(BIN)/demo ./cmd/demo
+	$(BIN)/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm $(DEMO_FLAGS)
 
 ## loadtest: baseline vs shipped pipeline under hedgeprobe-shaped load, alternating (~1 min; not in test or CI).
 ## LOADTEST_FLAGS passes flags, e.g. LOADTEST_FLAGS='-rounds 5 -slice 10s -pprof _build/pprof'.
