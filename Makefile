@@ -105,7 +105,7 @@ fakellm:
 	$(GO) build -o $(BIN)/fakellm ./cmd/fakellm
 
 ## demo: build what is missing, run fakellm + the collector + a workload, print the figures.
-## Built, not go run: go run exits 1 when Ctrl-C ends a -keep demo that stopped cleanly.
+# Built, not go run: go run exits 1 when Ctrl-C ends a -keep demo that stopped cleanly.
 demo: collector fakellm
 	$(GO) build -o $(BIN)/demo ./cmd/demo
 	$(BIN)/demo -collector $(COLLECTOR) -fakellm $(BIN)/fakellm $(DEMO_FLAGS)
