@@ -32,7 +32,10 @@
 // timeline streamwatch.chunk.offsets_us, through the TracerProvider of
 // WithTracerProvider or the global one. When the call span does not
 // record, nothing is recorded and nothing allocated per chunk. No prompt
-// or completion text is ever recorded.
+// or completion text is ever recorded. A failed span's status is its
+// error's text: a Source's error should not quote what the upstream
+// streamed (the sse routes and adapters keep a non-stream body out of it,
+// in sse.ProtocolError.Body); an upstream's own error message is kept.
 //
 // Goroutines: one per attempt reads its Source; the goroutine calling Next
 // drives the race (no coordinator goroutine). After a Streaming commit
