@@ -260,7 +260,9 @@ const (
 	// connector also puts it on MetricStreams, so the share of streams
 	// whose rates cannot be measured (bursts) is one query.
 	Derivation = attribute.Key("streamwatch.derivation")
-	// DerivationProblem says, in words, why a derivation is not complete.
+	// DerivationProblem says, in words, why a derivation is not complete,
+	// and what on the span was left out or may be missing (unreadable
+	// context attributes, dropped attributes, ignored keepalives).
 	DerivationProblem = attribute.Key("streamwatch.derivation.problem")
 	// StallSegmentsDropped counts stall segments past max_segments.
 	StallSegmentsDropped = attribute.Key("streamwatch.stall.segments_dropped")

@@ -200,7 +200,6 @@ func Read(span ptrace.Span, b *Buffers) Input {
 		return in
 	}
 	readContext(attrs, &in)
-	in.droppedAttributes(span)
 
 	// The keepalives come from the chunks' form when it has them, else
 	// from the other: a producer may build the offsets list at the end
@@ -268,6 +267,16 @@ func Read(span ptrace.Span, b *Buffers) Input {
 	if in.Malformed == "" && !in.KeepalivesIgnored {
 		if problem := keepalivesOrdered(b.Keepalives, kaFromEvents); problem != "" {
 			in.ignoreKeepalives(problem)
+		}
+	}
+	if n := span.DroppedAttributesCount(); n > 0 && in.Malformed == "" {
+		if !kaFromEvents && !in.KeepalivesIgnored {
+			// The keepalive list or its overflow count may be among
+			// them: a stall's count taken from the rest could be too
+			// low, where an unknown count is left out.
+			in.ignoreKeepalives(droppedAttributes(n))
+		} else {
+			in.note(droppedAttributes(n))
 		}
 	}
 	if in.KeepalivesIgnored {
@@ -347,7 +356,9 @@ const noStart = "span has no start time"
 // ttft_ms already is what the caller waited.
 func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 	in := Input{Form: Caller, Key: string(semconv.CallerChunkOffsetsUs), ExpectedChunks: -1}
-	in.droppedAttributes(span)
+	if n := span.DroppedAttributesCount(); n > 0 {
+		in.note(droppedAttributes(n))
+	}
 	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
 		in.OutputTokens = k.Int()
 	}
@@ -401,16 +412,17 @@ func readContext(attrs pcommon.Map, in *Input) {
 	}
 }
 
-// droppedAttributes notes a span whose producer dropped attributes past
-// its limit (an OpenTelemetry SDK's attribute count limit, say). The
-// timeline itself was found, but the attributes that refine it (the chunk
-// count, the token count, the launch offset, the keepalive list) may be
-// among those dropped, and a figure that needs one is then absent with
-// nothing else on the span to say why.
-func (in *Input) droppedAttributes(span ptrace.Span) {
-	if n := span.DroppedAttributesCount(); n > 0 {
-		in.note(fmt.Sprintf("the span dropped %d attributes: figures that need a dropped one are absent", n))
+// droppedAttributes is the note of a span whose producer dropped n
+// attributes past its limit (an OpenTelemetry SDK's attribute count
+// limit, say). The timeline itself was found, but the attributes that
+// refine it (the chunk count, the token count, the launch offset, the
+// keepalive list) may be among those dropped, and a figure that needs one
+// is then absent with nothing else on the span to say why.
+func droppedAttributes(n uint32) string {
+	if n == 1 {
+		return "the span dropped 1 attribute, figures that need it are absent"
 	}
+	return fmt.Sprintf("the span dropped %d attributes, figures that need one are absent", n)
 }
 
 // unreadable notes that the context attribute key, value v, is not what

@@ -461,30 +461,42 @@ func TestShrink(t *testing.T) {
 
 // A span whose producer dropped attributes past its limit says so: the
 // attributes that refine the timeline may be among them, and the figures
-// that need one would otherwise be missing without a word. Both attempt
-// forms and the caller's view; a span without a timeline is not read.
+// that need one would otherwise be missing without a word. The keepalive
+// list may be among them too: unless the keepalives come from events,
+// they are ignored, so that no stall gets a count that may be too low
+// (unknown counts are left out). Both attempt forms and the caller's
+// view; a span without a timeline is not read.
 func TestReadDroppedAttributes(t *testing.T) {
-	const note = "the span dropped 3 attributes: figures that need a dropped one are absent"
+	const note = "the span dropped 3 attributes, figures that need one are absent"
 	for _, tt := range []struct {
-		name string
-		set  func(ptrace.Span)
-		want string
+		name      string
+		set       func(ptrace.Span)
+		want      string
+		ignoredKA bool
 	}{
 		{"compact", func(s ptrace.Span) {
 			s.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
-		}, note},
+			s.Attributes().PutEmptySlice(string(semconv.KeepaliveOffsetsUs)).AppendEmpty().SetInt(2)
+		}, note + ": keepalives ignored", true},
 		{"events", func(s ptrace.Span) {
-			s.Events().AppendEmpty().SetName(semconv.EventChunk)
-			s.Events().At(0).SetTimestamp(start + 1000)
-		}, note},
+			e := s.Events().AppendEmpty()
+			e.SetName(semconv.EventChunk)
+			e.SetTimestamp(start + 1000)
+		}, note + ": keepalives ignored", true},
+		{"keepalive events", func(s ptrace.Span) {
+			s.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
+			e := s.Events().AppendEmpty()
+			e.SetName(semconv.EventKeepalive)
+			e.SetTimestamp(start + 2000)
+		}, note, false},
 		{"caller", func(s ptrace.Span) {
 			s.Attributes().PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).AppendEmpty().SetInt(1)
-		}, note},
+		}, note, false},
 		{"with another note", func(s ptrace.Span) {
 			s.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
 			s.Attributes().PutStr(string(semconv.ChunkCount), "1")
-		}, "streamwatch.chunk.count is not a count (type Str): ignored; " + note},
-		{"no timeline", func(ptrace.Span) {}, ""},
+		}, "streamwatch.chunk.count is not a count (type Str): ignored; " + note + ": keepalives ignored", true},
+		{"no timeline", func(ptrace.Span) {}, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			span := ptrace.NewSpan()
@@ -493,12 +505,19 @@ func TestReadDroppedAttributes(t *testing.T) {
 			span.SetDroppedAttributesCount(3)
 			in := Read(span, &Buffers{})
 			assert.Equal(t, tt.want, in.Note)
+			assert.Equal(t, tt.ignoredKA, in.KeepalivesIgnored)
 			assert.Empty(t, in.Malformed)
 
 			// Nothing dropped, nothing said.
 			span.SetDroppedAttributesCount(0)
 			in = Read(span, &Buffers{})
 			assert.NotContains(t, in.Note, "dropped")
+			assert.False(t, in.KeepalivesIgnored)
 		})
 	}
+	span := ptrace.NewSpan()
+	span.SetStartTimestamp(start)
+	span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).AppendEmpty().SetInt(1)
+	span.SetDroppedAttributesCount(1)
+	assert.Equal(t, "the span dropped 1 attribute, figures that need it are absent: keepalives ignored", Read(span, &Buffers{}).Note)
 }
