@@ -82,7 +82,7 @@ func newSketch() *ddsketch.DDSketch {
 }
 
 // entry returns the entry of route × model, nil when there is none; with
-// create, a new one then, made at now.
+// create, a new one then, after a sweep at now when one is due.
 func (b *delayBook) entry(route, model string, create bool, now time.Time) *delayEntry {
 	k := delayKey{route, model}
 	b.mu.RLock()
@@ -134,20 +134,23 @@ func (e *delayEntry) empty() bool {
 
 // observe records one TTFT sample of route × model at now.
 func (b *delayBook) observe(route, model string, ttft time.Duration, now time.Time) {
-	for {
-		e := b.entry(route, model, true, now)
-		e.mu.Lock()
-		if e.removed {
-			// Swept between the lookup and the lock: take its successor.
-			e.mu.Unlock()
-			continue
-		}
-		b.rotate(e, now)
-		_ = e.slots[e.cur].Add(max(ttft, 0).Seconds())
-		e.dirty = true
-		e.mu.Unlock()
-		return
+	for !b.record(b.entry(route, model, true, now), ttft, now) {
+		// Swept between the lookup and the record: take its successor.
 	}
+}
+
+// record adds one TTFT sample to e at now; false, adding nothing, when e
+// was swept out of the book since it was looked up.
+func (b *delayBook) record(e *delayEntry, ttft time.Duration, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.removed {
+		return false
+	}
+	b.rotate(e, now)
+	_ = e.slots[e.cur].Add(max(ttft, 0).Seconds())
+	e.dirty = true
+	return true
 }
 
 // observeCensored records an attempt known to be slower than elapsed,

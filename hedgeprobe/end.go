@@ -106,7 +106,7 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		why := ResumeBuild
 		if !errors.Is(err, ErrCannotContinue) {
 			why = ResumeRefused
-			s.p.refusals.add(a.route.Name, now.Add(s.p.cfg.ResumeRefusedFor))
+			s.p.refusals.add(a.route.Name, now, now.Add(s.p.cfg.ResumeRefusedFor))
 		}
 		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: a.idx, Of: a.stats().ResumeOf, Route: a.route.Name,
 			DeliveredChunks: a.delivered, Skipped: why, Elapsed: now.Sub(s.start)})

@@ -145,11 +145,19 @@ type refusals struct {
 	until map[string]time.Time
 }
 
-func (r *refusals) add(route string, until time.Time) {
+// add records that route refused at now, not to be asked until until.
+// The refusals that have ended go: a route that refused once and is
+// never asked again must not stay for the Prober's life.
+func (r *refusals) add(route string, now, until time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.until == nil {
 		r.until = make(map[string]time.Time)
+	}
+	for name, u := range r.until {
+		if !now.Before(u) {
+			delete(r.until, name)
+		}
 	}
 	r.until[route] = until
 }

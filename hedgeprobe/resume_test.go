@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1102,4 +1103,23 @@ func TestResumeRelabel(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A route that refused a continuation once and is never asked again does
+// not stay for the Prober's life: the next refusal clears those that
+// have ended.
+func TestRefusalsForgetEnded(t *testing.T) {
+	var r refusals
+	now := time.Now()
+	for i := range 100 {
+		r.add("tenant-"+strconv.Itoa(i), now, now.Add(time.Minute))
+	}
+	later := now.Add(2 * time.Minute)
+	r.add("new", later, later.Add(time.Minute))
+	if n := len(r.until); n != 1 {
+		t.Fatalf("%d refusals kept, want the one in force", n)
+	}
+	if !r.refused("new", later) || r.refused("tenant-1", later) {
+		t.Fatal("the refusal in force must hold, the ended one not")
+	}
 }

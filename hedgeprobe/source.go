@@ -85,7 +85,10 @@ type Route[T any] struct {
 	// set, like the upstreams they name: the Prober keeps about a hundred
 	// bytes for its whole life per name it ever ejected (a stream started
 	// before an ejection must never undo it). The adaptive delay's state
-	// per route × model (~2 KiB) is dropped a window after its last sample.
+	// per route × model (~2 KiB) is dropped at the first sweep after its
+	// window has emptied (a sweep comes with a new route × model, at most
+	// once a window), and a refused continuation's at the next refusal
+	// after it has ended.
 	Name string
 	// Provider is the gen_ai.provider.name of the upstream, such as
 	// "openai". Optional: a route without one writes no provider.
