@@ -156,7 +156,9 @@ type ProtocolError struct {
 	// cut at 4 KiB, for the caller's diagnosis: a login page, a proxy's
 	// notice — or a whole answer from a server that ignored "stream":
 	// true. Error leaves it out: it may be completion text, and hedgeprobe
-	// writes an error's text into its spans' status.
+	// writes an error's text into its spans' status. Nil for the other
+	// protocol errors, and where the route never reads the body
+	// (hedgeprobe/goopenai: go-openai hands over the headers alone).
 	Body []byte
 }
 

@@ -101,19 +101,19 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 // body with an "error" member is an *UpstreamError (a proxy's error, as a
 // payload in a 200 response), anything else a *ProtocolError (a server
 // that ignored "stream": true, a login page) — the same upstream will
-// answer the same way. A body that is not JSON has its start in the
-// error's Body, out of its text (it may be the answer's text, and the
-// text goes into the spans). For a route over an SDK, which reads any 200
-// body as a stream.
+// answer the same way. The body's start is in the error's Body, out of
+// its text (it may be the answer's text, and the text goes into the
+// spans). For a route over an SDK, which reads any 200 body as a stream.
 func CheckEventStream(provider string, resp *http.Response) error {
 	switch ct := resp.Header.Get("Content-Type"); mediaType(ct) {
 	case "text/event-stream", "":
 		return nil
 	case "application/json":
-		if e, ok := responseError(provider, resp); ok {
+		e, ok := responseError(provider, resp)
+		if ok {
 			return e // a payload in a 200 response
 		}
-		return &ProtocolError{Provider: provider, Err: errors.New("got application/json, want text/event-stream")}
+		return &ProtocolError{Provider: provider, Body: e.Body, Err: errors.New("got application/json, want text/event-stream")}
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return &ProtocolError{Provider: provider, Body: body,

@@ -180,10 +180,13 @@ func TestJSONInsteadOfStream(t *testing.T) {
 			t.Fatalf("%s: err %v, want an UpstreamError with its message", body, err)
 		}
 	}
-	_, err = collect(NewOpenAIStream(response(t.Context(), 200, "application/json", strings.NewReader(`{"id":"x","choices":[]}`)), StreamOptions{}))
+	// A whole answer (a server that ignored "stream": true) is a protocol
+	// error holding the body, which its text leaves out.
+	const answer = `{"id":"x","choices":[{"message":{"content":"the answer"}}]}`
+	_, err = collect(NewOpenAIStream(response(t.Context(), 200, "application/json", strings.NewReader(answer)), StreamOptions{}))
 	var pe *ProtocolError
-	if !errors.As(err, &pe) {
-		t.Fatalf("err %v", err)
+	if !errors.As(err, &pe) || string(pe.Body) != answer || strings.Contains(err.Error(), "the answer") {
+		t.Fatalf("err %v: want a ProtocolError holding the body, out of its text", err)
 	}
 }
 
