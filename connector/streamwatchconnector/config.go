@@ -99,10 +99,14 @@ var builtin = map[string]bool{
 // and a count with a fraction (max_series: 2.5) instead of being cut to a
 // whole number. The error names every invalid key (stallthreshold.Unmarshal).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{
-		Durations: []string{"interval"},
-		Counts:    []string{"max_series", "exemplars::max_per_data_point"},
-	})
+	return stallthreshold.Unmarshal(conf, c, rawChecks)
+}
+
+// rawChecks are the keys whose raw values Unmarshal checks: every count
+// and duration of Config (TestConfigRawChecksCoverFields).
+var rawChecks = stallthreshold.RawChecks{
+	Durations: []string{"interval"},
+	Counts:    []string{"max_series", "exemplars::max_per_data_point"},
 }
 
 // reservedLabels are the Prometheus label names the exporter or Prometheus

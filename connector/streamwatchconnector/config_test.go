@@ -219,30 +219,42 @@ func FuzzConfig(f *testing.F) {
 // as 0. A fraction is rejected, naming the key and the value as written,
 // and the other keys are still checked.
 func TestConfigFractionalCounts(t *testing.T) {
-	for doc, want := range map[string][]string{
-		"max_series: 2.5": {"max_series must be a whole number, got 2.5"},
-		"max_series: 0.5": {"max_series must be a whole number, got 0.5"},
-		"exemplars: {max_per_data_point: -0.5}": {
-			"exemplars::max_per_data_point must be a whole number, got -0.5"},
-		"max_series: 2.5\nexemplars: {max_per_data_point: 1.5}\ninterval: 0s": {
+	for _, tt := range []struct {
+		name, doc string
+		want      []string // nil: valid
+	}{
+		{"fraction", "max_series: 2.5", []string{"max_series must be a whole number, got 2.5"}},
+		{"fraction below 1", "max_series: 0.5", []string{"max_series must be a whole number, got 0.5"}},
+		{"past int64", "max_series: 18446744073709551615", []string{"max_series is out of range, got 18446744073709551615"}},
+		{"nested", "exemplars: {max_per_data_point: -0.5}", []string{
+			"exemplars::max_per_data_point must be a whole number, got -0.5"}},
+		{"with other errors", "max_series: 2.5\nexemplars: {max_per_data_point: 1.5}\ninterval: 0s", []string{
 			"max_series must be a whole number, got 2.5",
 			"exemplars::max_per_data_point must be a whole number, got 1.5",
-			"interval must be positive, got 0s"},
-		"max_series: 2.0\nexemplars: {max_per_data_point: 3.0}": nil,
+			"interval must be positive, got 0s"}},
+		{"whole", "max_series: 2.0\nexemplars: {max_per_data_point: 3.0}", nil},
 	} {
-		var raw map[string]any
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &raw))
-		cfg := createDefaultConfig().(*Config)
-		err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
-		if want == nil {
-			require.NoError(t, err, doc)
-			assert.Equal(t, 2, cfg.MaxSeries)
-			assert.Equal(t, 3, cfg.Exemplars.MaxPerDataPoint)
-			continue
-		}
-		require.Error(t, err, doc)
-		for _, w := range want {
-			assert.Contains(t, err.Error(), w, doc)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			var raw map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(tt.doc), &raw))
+			cfg := createDefaultConfig().(*Config)
+			err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
+			if tt.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, 2, cfg.MaxSeries)
+				assert.Equal(t, 3, cfg.Exemplars.MaxPerDataPoint)
+				return
+			}
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
 	}
+}
+
+// Every count and duration of Config has its raw value checked before it
+// is decoded: a field added later cannot be decoded unchecked.
+func TestConfigRawChecksCoverFields(t *testing.T) {
+	stallthresholdtest.CoversFields(t, &Config{}, rawChecks)
 }

@@ -9,9 +9,9 @@
 //
 // The canonical use, in a component's config:
 //
-//	func (c *Config) Unmarshal(conf *confmap.Conf) error {
-//		return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{Counts: []string{"max_segments"}})
-//	}
+//	var rawChecks = stallthreshold.RawChecks{Counts: []string{"max_segments"}}
+//
+//	func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c, rawChecks) }
 //	func (c *Config) Validate() error { return stallthreshold.Check(c.StallThreshold) }
 package stallthreshold
 
@@ -54,10 +54,12 @@ func Check(d time.Duration) error {
 	return nil
 }
 
-// Keys names the keys of a component's configuration, besides Key, whose
-// raw values Unmarshal checks. A nested key is written with
-// confmap.KeyDelimiter: "exemplars::max_per_data_point".
-type Keys struct {
+// RawChecks names the keys of a component's configuration, besides Key,
+// whose raw values Unmarshal checks before they are decoded. A nested key
+// is written with confmap.KeyDelimiter: "exemplars::max_per_data_point".
+// stallthresholdtest.CoversFields holds it to the config's fields, so that
+// a count or duration added later is not decoded unchecked.
+type RawChecks struct {
 	// Durations must be written with a unit (WithUnit).
 	Durations []string
 	// Counts must be whole numbers (Whole).
@@ -70,7 +72,7 @@ type Keys struct {
 // rest is decoded and validated all the same, so that the error names every
 // invalid key at once, as Validate does: the collector validates a config
 // only once it has decoded.
-func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys Keys) error {
+func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys RawChecks) error {
 	var errs []error
 	var bad []string
 	check := func(k string, err error) {
@@ -164,16 +166,22 @@ const maxWhole = 1 << 53
 // YAML number with a fraction or an exponent arrives as a float64, which
 // the decoder cuts to an int without a word: 1.5 would become 1 and -0.5
 // would become 0, passing a check such as "0 or more" as a value nobody
-// wrote. Any other type is left to the decoder.
+// wrote. An integer past int64, which YAML gives as a uint64 and the
+// decoder would wrap to a negative number, is out of range. Any other
+// type is left to the decoder.
 func Whole(k string, raw any) error {
-	f, ok := raw.(float64)
-	switch {
-	case !ok:
-		return nil
-	case f != math.Trunc(f) || math.IsInf(f, 0): // NaN included
-		return fmt.Errorf("%s must be a whole number, got %v", k, f)
-	case math.Abs(f) > maxWhole:
-		return fmt.Errorf("%s is out of range, got %v", k, f)
+	switch v := raw.(type) {
+	case float64:
+		switch {
+		case math.IsInf(v, 0) || !math.IsNaN(v) && math.Abs(v) > maxWhole:
+			return fmt.Errorf("%s is out of range, got %v", k, v)
+		case v != math.Trunc(v): // NaN included
+			return fmt.Errorf("%s must be a whole number, got %v", k, v)
+		}
+	case uint64:
+		if v > math.MaxInt64 {
+			return fmt.Errorf("%s is out of range, got %d", k, v)
+		}
 	}
 	return nil
 }

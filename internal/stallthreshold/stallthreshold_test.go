@@ -132,7 +132,9 @@ func TestWhole(t *testing.T) {
 		{1.5, "max_series must be a whole number, got 1.5"},
 		{-0.5, "max_series must be a whole number, got -0.5"},
 		{math.NaN(), "max_series must be a whole number, got NaN"},
-		{math.Inf(1), "max_series must be a whole number, got +Inf"},
+		{math.Inf(1), "max_series is out of range, got +Inf"},
+		{uint64(math.MaxInt64), ""},
+		{uint64(math.MaxInt64) + 1, "max_series is out of range, got 9223372036854775808"},
 		{1e20, "max_series is out of range, got 1e+20"},
 		{-1e300, "max_series is out of range, got -1e+300"},
 	} {
@@ -167,7 +169,7 @@ func (c *configWithCount) Validate() error {
 // the key and the value as written, nested keys included, and every other
 // key is still decoded and validated.
 func TestUnmarshalCounts(t *testing.T) {
-	keys := Keys{Counts: []string{"limit", "exemplars::max"}}
+	keys := RawChecks{Counts: []string{"limit", "exemplars::max"}}
 	for _, tt := range []struct {
 		name string
 		conf map[string]any

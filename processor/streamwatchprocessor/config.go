@@ -65,8 +65,12 @@ var (
 // max_segments with a fraction is rejected instead of cut to a whole
 // number (-0.5 would become 0 and pass as valid).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
-	return stallthreshold.Unmarshal(conf, c, stallthreshold.Keys{Counts: []string{"max_segments"}})
+	return stallthreshold.Unmarshal(conf, c, rawChecks)
 }
+
+// rawChecks are the keys whose raw values Unmarshal checks: every count
+// and duration of Config (TestConfigRawChecksCoverFields).
+var rawChecks = stallthreshold.RawChecks{Counts: []string{"max_segments"}}
 
 // Validate checks the configuration and reports every invalid field;
 // messages name the YAML key and the value.

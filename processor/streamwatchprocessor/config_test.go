@@ -151,22 +151,32 @@ func FuzzConfig(f *testing.F) {
 // rejected, naming the key and the value as written; a whole number
 // written as 8.0 is 8.
 func TestConfigFractionalSegments(t *testing.T) {
-	for doc, want := range map[string]string{
-		"max_segments: 1.5":  "max_segments must be a whole number, got 1.5",
-		"max_segments: -0.5": "max_segments must be a whole number, got -0.5",
-		"max_segments: .nan": "max_segments must be a whole number, got NaN",
-		"max_segments: 1e30": "max_segments is out of range, got 1e+30",
-		"max_segments: 8.0":  "",
+	for _, tt := range []struct{ doc, want string }{
+		{"max_segments: 1.5", "max_segments must be a whole number, got 1.5"},
+		{"max_segments: -0.5", "max_segments must be a whole number, got -0.5"},
+		{"max_segments: .nan", "max_segments must be a whole number, got NaN"},
+		{"max_segments: 1e30", "max_segments is out of range, got 1e+30"},
+		// Past int64: the decoder would wrap it to a negative number.
+		{"max_segments: 9223372036854775808", "max_segments is out of range, got 9223372036854775808"},
+		{"max_segments: 8.0", ""},
 	} {
-		var raw map[string]any
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &raw))
-		cfg := NewFactory().CreateDefaultConfig().(*Config)
-		err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
-		if want == "" {
-			require.NoError(t, err, doc)
-			assert.Equal(t, 8, cfg.MaxSegments)
-			continue
-		}
-		require.ErrorContains(t, err, want, doc)
+		t.Run(tt.doc, func(t *testing.T) {
+			var raw map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(tt.doc), &raw))
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			err := confmap.NewFromStringMap(raw).Unmarshal(cfg)
+			if tt.want == "" {
+				require.NoError(t, err)
+				assert.Equal(t, 8, cfg.MaxSegments)
+				return
+			}
+			require.ErrorContains(t, err, tt.want)
+		})
 	}
+}
+
+// Every count and duration of Config has its raw value checked before it
+// is decoded: a field added later cannot be decoded unchecked.
+func TestConfigRawChecksCoverFields(t *testing.T) {
+	stallthresholdtest.CoversFields(t, &Config{}, rawChecks)
 }
