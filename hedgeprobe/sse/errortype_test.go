@@ -110,11 +110,11 @@ func TestNotAStreamBodyOutOfSpans(t *testing.T) {
 		}
 		texts := []string{sp.Status.Description}
 		for _, kv := range sp.Attributes {
-			texts = append(texts, kv.Value.Emit())
+			texts = append(texts, kv.Value.String())
 		}
 		for _, ev := range sp.Events {
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, s := range texts {
