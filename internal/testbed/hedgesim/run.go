@@ -200,6 +200,8 @@ func cause(err error) string {
 		return strconv.Itoa(se.Code)
 	case errors.As(err, &te):
 		return string(te.Kind) + " timeout"
+	case errors.Is(err, ErrGarbled):
+		return "garbled"
 	case err == nil:
 		return "incomplete"
 	default:

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,8 +48,21 @@ func simulate(t *testing.T, sc Scenario) *Report {
 	restore()
 	if rep != nil {
 		rep.Wall = time.Since(wall)
+		noGarbled(t, rep)
 	}
 	return rep
+}
+
+// noGarbled fails t for every row with a call whose answer was not the
+// script's chunks in order (ErrGarbled): each simulation checks the
+// answers it times, not only their errors.
+func noGarbled(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, r := range rep.Rows {
+		if n := r.Summary.Failures["garbled"]; n > 0 {
+			t.Errorf("%s: %d calls ended without error on an answer that is not chunks 0…N−1 in order", r.Strategy.Name, n)
+		}
+	}
 }
 
 func row(t *testing.T, rep *Report, name string) *Row {
@@ -292,6 +306,9 @@ func simulateWith(t *testing.T, sc Scenario, strategies func() ([]Strategy, erro
 			t.Fatalf("Run: %v", err)
 		}
 	})
+	if rep != nil {
+		noGarbled(t, rep)
+	}
 	return rep
 }
 
@@ -350,7 +367,7 @@ func TestResumeTargets(t *testing.T) {
 	}
 	best := time.Duration(1<<63 - 1)
 	for _, r := range seed.Rows {
-		if r.Strategy.Probe != nil && r.Summary.Done[1] < best && r.Strategy.Name != "zero-value Config" {
+		if r.Strategy.Probe != nil && r.Summary.Done[1] < best && !strings.HasPrefix(r.Strategy.Name, "zero-value Config") {
 			best = r.Summary.Done[1]
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -143,6 +144,10 @@ func Strategies() ([]Strategy, error) {
 				StallAfter: resumeAfter, ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
 		{"zero-value Config", "hedgeprobe.Config{} with resumable routes: the library's defaults, no retry",
 			hedgeprobe.Config{}, false},
+		// Whether the zero-value Config's stress tail is its budget: the
+		// same defaults with a generous one.
+		{"zero-value Config, budget 0.6", "hedgeprobe.Config{HedgeBudget: 0.6, HedgeBurst: 10}: the defaults with a generous budget, no retry",
+			hedgeprobe.Config{HedgeBudget: 0.6, HedgeBurst: hedgeBurst}, false},
 		// The budget is the knob that trades tail for load: the same
 		// buffered prober at the library default and at a generous budget.
 		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with HedgeBudget 0.1 and HedgeBurst 5 (the first release's defaults)",
@@ -267,6 +272,12 @@ func (ps *probeStrategy) onThrottle(e hedgeprobe.ThrottleEvent) {
 	}
 }
 
+// ErrGarbled fails a call whose stream ended without error but whose
+// answer was not the script's content chunks 0…N−1, in order, each once:
+// an "ok" that a resume or a hedge spliced wrongly must not count as one.
+// It is not transient: no retry hides it.
+var ErrGarbled = errors.New("hedgesim: the answer is not chunks 0…N−1 in order, each once")
+
 // call makes the call through a hedgeprobe Stream on (primary,
 // secondary). With retry, a transient failure (a watchdog, every attempt
 // failed or throttled) is retried once with the routes swapped, as the
@@ -283,16 +294,22 @@ func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 	}
 	for try := 0; ; try++ {
 		s := p.Stream(ctx, routes...)
+		next, garbled := 0, false // the answer must be chunks 0…N−1, in order
 		for s.Next() {
 			if s.Current().Kind != hedgeprobe.Content {
 				continue
 			}
+			garbled = garbled || s.Current().Index != next
+			next++
 			r.Done = time.Since(start)
 			if r.TTFT < 0 {
 				r.TTFT = r.Done
 			}
 		}
 		err := s.Err()
+		if err == nil && (garbled || next != c.sc.Chunks) {
+			err = ErrGarbled
+		}
 		s.Close()
 		st := s.Stats()
 		r.Streams++
