@@ -38,24 +38,11 @@ func TestUpstreamErrorType(t *testing.T) {
 // (it was the Go type, "*sse.UpstreamError", for every status).
 func TestErrorTypeOnSpans(t *testing.T) {
 	for _, code := range []int{429, 500, 400} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		spans, _ := oneCall(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(code)
 			_, _ = w.Write([]byte(`{"error":{"type":"x_error","message":"m"}}`))
-		}))
-		exp := tracetest.NewInMemoryExporter()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-		p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, OpenAIItems, hedgeprobe.WithTracerProvider(tp))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := p.Stream(t.Context(), OpenAIRoute("r", OpenAIRequest{BaseURL: srv.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}))
-		for s.Next() {
-		}
-		_ = s.Close()
-		spans := exp.GetSpans()
-		_ = tp.Shutdown(t.Context())
-		srv.Close()
+		})
 		if len(spans) != 2 {
 			t.Fatalf("HTTP %d: %d spans, want the attempt's and the call's", code, len(spans))
 		}
@@ -80,27 +67,14 @@ func TestErrorTypeOnSpans(t *testing.T) {
 // Body and nowhere in the spans.
 func TestNotAStreamBodyOutOfSpans(t *testing.T) {
 	const answer = `{"object":"chat.completion","choices":[{"message":{"role":"assistant","content":"QUOKKA secret answer"}}]}`
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	spans, err := oneCall(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte(answer))
-	}))
-	defer srv.Close()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, OpenAIItems, hedgeprobe.WithTracerProvider(tp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := p.Stream(t.Context(), OpenAIRoute("r", OpenAIRequest{BaseURL: srv.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}))
-	for s.Next() {
-	}
+	})
 	var pe *ProtocolError
-	if !errors.As(s.Err(), &pe) || string(pe.Body) != answer {
-		t.Fatalf("err %v: want a ProtocolError holding the body", s.Err())
+	if !errors.As(err, &pe) || string(pe.Body) != answer {
+		t.Fatalf("err %v: want a ProtocolError holding the body", err)
 	}
-	_ = s.Close()
-	spans := exp.GetSpans()
-	_ = tp.Shutdown(t.Context())
 	if len(spans) != 2 {
 		t.Fatalf("%d spans, want the attempt's and the call's", len(spans))
 	}
@@ -123,4 +97,25 @@ func TestNotAStreamBodyOutOfSpans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// oneCall makes one call, with one attempt, on an OpenAI route to an
+// upstream served by h, and returns the spans it ended and its error.
+func oneCall(t *testing.T, h http.HandlerFunc) (tracetest.SpanStubs, error) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer func() { _ = tp.Shutdown(t.Context()) }()
+	p, err := hedgeprobe.New(hedgeprobe.Config{MaxAttempts: 1}, OpenAIItems, hedgeprobe.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Stream(t.Context(), OpenAIRoute("r", OpenAIRequest{BaseURL: srv.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}}))
+	for s.Next() {
+	}
+	err = s.Err()
+	_ = s.Close()
+	return exp.GetSpans(), err
 }
