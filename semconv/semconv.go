@@ -289,8 +289,9 @@ const (
 	// StallAfterChunk is the index of the last chunk before the silence.
 	StallAfterChunk = attribute.Key("streamwatch.stall.after_chunk")
 	// StallKeepalives counts keepalives inside the silence; absent when
-	// unknown (the caller's view, unreadable keepalives, a silence ending
-	// after the last listed keepalive when some were dropped).
+	// unknown (the caller's view, unreadable keepalives, a span that
+	// dropped events or attributes among which some may be, a silence
+	// ending after the last listed keepalive when some were dropped).
 	StallKeepalives = attribute.Key("streamwatch.stall.keepalives")
 )
 

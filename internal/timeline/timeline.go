@@ -113,8 +113,10 @@ type Input struct {
 	Note string
 	// KeepalivesIgnored is set when the keepalives could not be read (the
 	// keepalive list is not an int array, or an entry or event lies out of
-	// range): they are left out, the content timeline is derived all the
-	// same, and each stall segment's keepalive count is unknown (-1).
+	// range) or may be incomplete (the span dropped events and they are
+	// events, or dropped attributes and they are not): they are left out,
+	// the content timeline is derived all the same, and each stall
+	// segment's keepalive count is unknown (-1).
 	// Keepalives only refine the segments; a bad list must not cost the
 	// span its TTFT, generation and stall figures.
 	KeepalivesIgnored bool
@@ -256,7 +258,7 @@ func Read(span ptrace.Span, b *Buffers) Input {
 				b.Keepalives = append(b.Keepalives, off)
 			}
 		}
-		if kaFromEvents && in.Form == Compact && span.DroppedEventsCount() > 0 && !in.KeepalivesIgnored {
+		if kaFromEvents && span.DroppedEventsCount() > 0 && !in.KeepalivesIgnored {
 			// Some of the keepalive events may be among them.
 			in.ignoreKeepalives(fmt.Sprintf("%d events dropped by the producer", span.DroppedEventsCount()))
 		}

@@ -521,3 +521,30 @@ func TestReadDroppedAttributes(t *testing.T) {
 	span.SetDroppedAttributesCount(1)
 	assert.Equal(t, "the span dropped 1 attribute, figures that need it are absent: keepalives ignored", Read(span, &Buffers{}).Note)
 }
+
+// Regression: a span of the event form that dropped events took its
+// keepalive counts from the keepalive events left, which may be too few;
+// only the compact form ignored them. Either form now does.
+func TestReadEventsDroppedKeepalives(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		span := ptrace.NewSpan()
+		span.SetStartTimestamp(start)
+		if compact {
+			span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{1000, 9000})
+		} else {
+			for _, at := range []uint64{1000, 9000} {
+				e := span.Events().AppendEmpty()
+				e.SetName(semconv.EventChunk)
+				e.SetTimestamp(pcommon.Timestamp(start + at*1000))
+			}
+		}
+		e := span.Events().AppendEmpty()
+		e.SetName(semconv.EventKeepalive)
+		e.SetTimestamp(pcommon.Timestamp(start + 5000*1000))
+		span.SetDroppedEventsCount(5)
+		in := Read(span, &Buffers{})
+		assert.True(t, in.KeepalivesIgnored, "compact %v", compact)
+		assert.Empty(t, in.Keepalives, "compact %v", compact)
+		assert.Contains(t, in.Note, "5 events dropped by the producer: keepalives ignored", "compact %v", compact)
+	}
+}
