@@ -6,6 +6,7 @@ package stallthresholdtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -73,41 +74,92 @@ func Accepts(doc string, cfg confmap.Validator) bool {
 // would be decoded unchecked — a fraction cut to a whole number, a bare
 // number taken as nanoseconds — and a key listed for no field checks
 // nothing. Fields are named by their mapstructure keys, nested ones with
-// confmap.KeyDelimiter.
+// confmap.KeyDelimiter; pointers are followed. A number or duration that
+// RawChecks cannot name — inside a slice, array or map, behind an
+// interface, or in an unexported field (configoptional.Optional's) — fails
+// t as unsupported rather than passing unchecked.
 func CoversFields(t testing.TB, cfg any, checks stallthreshold.RawChecks) {
 	t.Helper()
+	for _, p := range fieldProblems(cfg, checks) {
+		t.Error(p)
+	}
+}
+
+// fieldProblems is what CoversFields reports.
+func fieldProblems(cfg any, checks stallthreshold.RawChecks) []string {
+	var problems []string
 	var counts, durations []string
 	var walk func(rt reflect.Type, prefix string)
 	walk = func(rt reflect.Type, prefix string) {
 		for f := range rt.Fields() {
 			name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-			if !f.IsExported() || name == "-" {
+			if name == "-" {
 				continue
 			}
 			key := prefix + name
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
 			switch {
-			case f.Type == reflect.TypeFor[time.Duration]():
+			case !f.IsExported() || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array ||
+				ft.Kind() == reflect.Map || ft.Kind() == reflect.Interface:
+				if holdsNumber(f.Type, map[reflect.Type]bool{}) {
+					problems = append(problems, fmt.Sprintf("field %s (%s) holds a number RawChecks cannot name: check it another way", key, f.Type))
+				}
+			case ft == reflect.TypeFor[time.Duration]():
 				if key != stallthreshold.Key {
 					durations = append(durations, key)
 				}
-			case f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64:
+			case isInteger(ft):
 				counts = append(counts, key)
-			case f.Type.Kind() == reflect.Struct:
+			case ft.Kind() == reflect.Struct:
 				if strings.Contains(opts, "squash") {
-					walk(f.Type, prefix)
+					walk(ft, prefix)
 				} else {
-					walk(f.Type, key+confmap.KeyDelimiter)
+					walk(ft, key+confmap.KeyDelimiter)
 				}
 			}
 		}
 	}
 	walk(reflect.TypeOf(cfg).Elem(), "")
 	if !slices.Equal(sorted(counts), sorted(checks.Counts)) {
-		t.Errorf("the config's counts are %q, the raw checks' %q", counts, checks.Counts)
+		problems = append(problems, fmt.Sprintf("the config's counts are %q, the raw checks' %q", counts, checks.Counts))
 	}
 	if !slices.Equal(sorted(durations), sorted(checks.Durations)) {
-		t.Errorf("the config's durations are %q, the raw checks' %q", durations, checks.Durations)
+		problems = append(problems, fmt.Sprintf("the config's durations are %q, the raw checks' %q", durations, checks.Durations))
 	}
+	return problems
 }
 
+// isInteger reports whether rt is an integer type: what the decoder cuts
+// a fraction into, and a time.Duration is one.
+func isInteger(rt reflect.Type) bool { return rt.Kind() >= reflect.Int && rt.Kind() <= reflect.Uint64 }
+
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// holdsNumber reports whether a value of type rt can hold an integer (a
+// duration is one), or may, behind an interface.
+func holdsNumber(rt reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[rt] {
+		return false
+	}
+	seen[rt] = true
+	switch rt.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsNumber(rt.Elem(), seen)
+	case reflect.Map:
+		return holdsNumber(rt.Key(), seen) || holdsNumber(rt.Elem(), seen)
+	case reflect.Struct:
+		for f := range rt.Fields() {
+			if holdsNumber(f.Type, seen) {
+				return true
+			}
+		}
+		return false
+	default:
+		return isInteger(rt)
+	}
+}
