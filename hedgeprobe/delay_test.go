@@ -200,9 +200,9 @@ func TestAdaptiveDelayForgetsOldRoutes(t *testing.T) {
 }
 
 // A sample for an entry that a sweep removed between its lookup and its
-// record goes to the entry that replaces it, not into the removed one,
-// where it would be lost. (A concurrent test cannot make the interleaving
-// happen at will: this one makes it by hand.)
+// record is refused by the removed one, where it would be lost, and
+// observe then records it in the book. (A concurrent test cannot make the
+// interleaving happen at will: this one makes it by hand.)
 func TestAdaptiveDelaySweptBeforeRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := mustNew(t, Config{HedgeWarmup: 1, HedgeWindow: 4 * time.Minute, HedgeMinDelay: time.Millisecond, HedgeMaxDelay: time.Second})

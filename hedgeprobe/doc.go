@@ -34,9 +34,10 @@
 // record, nothing is recorded and nothing allocated per chunk. No prompt
 // or completion text is ever recorded. A failed span's status is its
 // error's text: a Source's error should not quote what the upstream
-// streamed (the sse routes and the adapters never quote a body that is not
-// a stream: where they read one, it is in sse.ProtocolError.Body); an
-// upstream's own error message is kept.
+// streamed (the sse routes and the adapters never quote a 2xx body that
+// is not a stream: where they read one, it is in sse.ProtocolError.Body);
+// an upstream's own error message is kept, and the start of an error
+// status's body that is not JSON stands for one.
 //
 // Goroutines: one per attempt reads its Source; the goroutine calling Next
 // drives the race (no coordinator goroutine). After a Streaming commit

@@ -87,8 +87,10 @@ type Route[T any] struct {
 	// before an ejection must never undo it). The adaptive delay's state
 	// per route × model (~2 KiB) is dropped at the first sweep after its
 	// window has emptied (a sweep comes with a new route × model, at most
-	// once a window), and a refused continuation's at the next refusal
-	// after it has ended.
+	// once a window), a refused continuation's at the next refusal after
+	// it has ended, and a route's health entry when the route is next
+	// healthy (a failure count below EjectFailures until its next success;
+	// with ejection off, a Retry-After until the route is next asked).
 	Name string
 	// Provider is the gen_ai.provider.name of the upstream, such as
 	// "openai". Optional: a route without one writes no provider.

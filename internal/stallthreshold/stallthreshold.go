@@ -158,8 +158,9 @@ func WithUnit(k string, raw any) error {
 	return fmt.Errorf("%s must be a duration with a unit, such as %s, got %v", k, example, raw)
 }
 
-// maxWhole is the largest count Whole lets through: every integer up to
-// 2^53 is exact as a float64, and every component's counts are far below.
+// maxWhole is the largest count Whole lets through written as a float
+// (1e6, 2.0): every integer up to 2^53 is exact as a float64, and every
+// component's counts are far below. An integer is checked against int64.
 const maxWhole = 1 << 53
 
 // Whole checks the raw value of the count key k before it is decoded. A

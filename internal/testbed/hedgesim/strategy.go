@@ -74,8 +74,8 @@ type Strategy struct {
 // Shared production-style settings of the hedgeprobe strategies.
 const (
 	// hedgeBudget: a user who sees 20 % of streams stall sizes the budget
-	// above the stall share; the default 0.1 would throttle half the
-	// stall hedges.
+	// above the stall share; the first release's default 0.1 would
+	// throttle half the stall hedges (the default is 0.3 since).
 	hedgeBudget = 0.3
 	hedgeBurst  = 10
 	// stallAfter: 250 gaps of 20 ms; a pause of 5 s in a stream is no
