@@ -381,10 +381,12 @@ func targetSeeds() []uint64 {
 // each seed of targetSeeds: Streaming + resume within 1.5× the oracle's
 // p99 at no more than 0.25 extra attempts per call; the zero-value Config
 // within 15 % of the best hedgeprobe row and, at p99, never worse than no
-// hedge, on the seed and the stress scenario. Not at p99.9: on 2,000 calls
-// that is the second-slowest call, and the zero-value Config's is a chain
-// of three silences where no hedge's is one (docs/performance.md, "Across
-// seeds": 3 of 16 seeds put it a few seconds behind no hedge's).
+// hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls the
+// third-slowest call — within 10 % of no hedge's: there the zero-value
+// Config's slowest calls are those no resume rescued (every attempt
+// stalled, or the budget was dry), each waiting out a silence drawn like no
+// hedge's after the resumes before it, and 3 of 16 seeds put it behind no
+// hedge's, by up to 5 % (docs/performance.md, "Across seeds").
 func TestResumeTargets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("virtual-time targets of 2,000 calls: make test runs them without -race")
@@ -417,6 +419,9 @@ func TestResumeTargets(t *testing.T) {
 				if z.Done[1] > n.Done[1] {
 					t.Errorf("zero-value Config p99 %v worse than no hedge's %v", z.Done[1], n.Done[1])
 				}
+				if float64(z.Done[2]) > 1.1*float64(n.Done[2]) {
+					t.Errorf("zero-value Config p99.9 %v more than 10 %% above no hedge's %v", z.Done[2], n.Done[2])
+				}
 			}
 			// Regression: a resumed attempt ends canceled, yet the chunks it
 			// delivered before the resume are the answer's start; they were
@@ -432,11 +437,13 @@ func TestResumeTargets(t *testing.T) {
 
 // Route health (docs/design.md §2 rule 11) in the stress scenario, on
 // 2,000 calls of each seed of targetSeeds: with ejection, the tuned
-// prober's hedges throttled during the primary's outage fall on every
-// seed, and by more than half over the seeds together, and its p99 does
-// not rise by more than 5 %; with a flapping primary, or a Retry-After on
-// the outage, the p99 likewise. On 16 seeds the fall ranged from 50 % to 86 %
-// (docs/performance.md, "Across seeds"), so halving is asserted on the sum.
+// prober's hedges throttled during the primary's outage fall by more than a
+// third on every seed, and by more than half over several seeds together,
+// and its p99 does not rise by more than 5 %; with a flapping primary, or
+// a Retry-After on the outage, the p99 likewise. On 16 seeds the fall
+// ranged from 49.7 % to 86 % (docs/performance.md, "Across seeds"), so
+// halving is asserted on the sum, not on one seed (-seed=7 alone checks the
+// third).
 func TestRouteHealthEffect(t *testing.T) {
 	if raceEnabled {
 		t.Skip("virtual-time targets of 2,000 calls: make test runs them without -race")
@@ -458,8 +465,8 @@ func TestRouteHealthEffect(t *testing.T) {
 			t.Logf("seed %d, %s: throttled in the outage %d with ejection, %d without; p99 %v with, %v without", s, v.name,
 				b, a, on.Summary.Done[1], off.Summary.Done[1])
 			if v.sc.FlapCalls == 0 && v.sc.OutageRetryAfter == 0 {
-				if b >= a {
-					t.Errorf("seed %d, %s: throttled in the outage %d with ejection, %d without: no fall", s, v.name, b, a)
+				if 3*b >= 2*a {
+					t.Errorf("seed %d, %s: throttled in the outage %d with ejection, %d without: not cut by a third", s, v.name, b, a)
 				}
 				withTotal, withoutTotal = withTotal+b, withoutTotal+a
 			}
@@ -468,7 +475,7 @@ func TestRouteHealthEffect(t *testing.T) {
 			}
 		}
 	}
-	if 2*withTotal >= withoutTotal {
+	if len(targetSeeds()) > 1 && 2*withTotal >= withoutTotal {
 		t.Errorf("throttled in the outage, all seeds: %d with ejection, %d without: not halved", withTotal, withoutTotal)
 	}
 }
