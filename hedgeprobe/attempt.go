@@ -19,7 +19,6 @@ type attempt[T any] struct {
 	route    *Route[T]
 	trigger  Trigger
 	launchAt time.Time
-	epoch    uint64        // the route health table's epoch when admitted (health.admission)
 	launch   time.Duration // since the call started
 	delay    time.Duration // hedge delay in force after this launch
 	ctx      context.Context
@@ -39,7 +38,10 @@ type attempt[T any] struct {
 	// delivered is, for a resume after commit, the content chunks the
 	// caller had when it was launched.
 	delivered int64
-	probe     bool // the attempt probes its route after an ejection
+	// adm is route health's grant: the epoch it was admitted at, whether
+	// it probes its route after an ejection, and the grace-period counter
+	// it leaves once health has heard its end (Stream.end).
+	adm admission
 
 	mu       sync.Mutex
 	src      Source[T]

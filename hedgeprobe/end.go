@@ -14,6 +14,13 @@ import (
 // records an attempt that had no content in the delay sketch (it lost a
 // race, or the TTFT watchdog cut it): see delayBook.observeCensored.
 func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Time, censor bool) {
+	// Route health hears a failure last (unhealthy, after the report
+	// below); only then may it forget the ejections a was admitted before
+	// (health.leave), which tell whether a is stale.
+	defer s.p.health.leave(&a.adm)
+	if o == AttemptFailed {
+		defer s.unhealthy(a, err, now)
+	}
 	a.done, a.outcome, a.err, a.endAt = true, o, err, now.Sub(s.start)
 	if a.readerEnded {
 		a.cancel() // the reader closes the source; finish waits for it
@@ -31,11 +38,11 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	// is counted by unhealthy, and ejects a probed route again.
 	switch {
 	case o == AttemptWinner:
-		if s.p.health.success(a.route.Name, a.epoch) {
+		if s.p.health.success(a.route.Name, a.adm.epoch) {
 			s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, now)
 		}
-	case a.probe && !(o == AttemptFailed && IsTransient(err)):
-		s.p.health.abandon(a.route.Name, a.epoch)
+	case a.adm.probe && !(o == AttemptFailed && IsTransient(err)):
+		s.p.health.abandon(a.route.Name, a.adm.epoch)
 	}
 	if o == AttemptCanceled && a != s.race.winner {
 		s.obs.canceled(a.idx, now)
@@ -96,11 +103,8 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	now := time.Now()
 	transient := IsTransient(err)
 	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err)
-	s.end(a, AttemptFailed, err, now, false)
-	switch {
-	case transient:
-		s.unhealthy(a, err, now)
-	case refused:
+	s.end(a, AttemptFailed, err, now, false) // counts a transient err against the route
+	if refused {
 		// A refusal is the route's answer to continuations in general; a
 		// request the adapter could not build is this call's alone.
 		why := ResumeBuild
@@ -153,7 +157,7 @@ func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
 	if !IsTransient(err) {
 		return
 	}
-	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.epoch, a.probe); ejected {
+	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.adm.epoch, a.adm.probe); ejected {
 		ev.Context = s.ctx
 		s.obs.eject(ev, now)
 	}
@@ -241,7 +245,6 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 			s.end(a, AttemptCanceled, nil, now, false)
 		case a == w || outcome == OutcomeTTFTTimeout:
 			s.end(a, AttemptFailed, err, now, true)
-			s.unhealthy(a, err, now)
 		default:
 			s.end(a, AttemptCanceled, nil, now, false)
 		}

@@ -35,16 +35,37 @@ type health struct {
 	routes map[string]*routeHealth
 	// ejectedSeq is the seq of each route's latest ejection, kept after
 	// the route is restored and its entry in routes dropped: a stream
-	// admitted before that ejection is stale for good. One entry per route
-	// name ever ejected: route names are meant to be a fixed set.
+	// admitted before that ejection is stale for good. An entry is needed
+	// only while such a stream is running; past ejectedKept entries they
+	// are forgotten a grace period later (see sweepEjected).
 	ejectedSeq map[string]uint64
+
+	// The grace period, as read-copy-update has it: every admission
+	// enters one of two counters (enter) before it takes its epoch and
+	// leaves it when its attempt has told health its end (leave).
+	// sweepEjected starts a period by taking graceFrom = seq and switching
+	// era, and ends it when the previous era's counter is zero: every
+	// attempt admitted before graceFrom has ended, so no running one is
+	// stale by an ejection at or before it.
+	era       atomic.Uint32 // 0 or 1: the counter admissions enter
+	live      [2]atomic.Int64
+	graceFrom uint64 // seq when the period in progress began; 0: none. h.mu.
+
+	// sweptAt is when sweepIdle last looked for entries of routes to
+	// forget. h.mu.
+	sweptAt time.Time
 }
+
+// ejectedKept is how many routes' latest ejections are kept without a
+// grace period: a fixed set of routes never pays for one.
+const ejectedKept = 64
 
 type routeHealth struct {
 	fails     int       // consecutive transient failures
 	ejections int       // consecutive ejections
 	until     time.Time // ejected (or, with ejection off, pushed back) until
 	probing   bool      // one attempt probes the route after its ejection
+	failedAt  time.Time // the latest failure that counted (or pushed back)
 }
 
 func (r *routeHealth) clear() bool {
@@ -63,6 +84,54 @@ func (h *health) eject(name string, r *routeHealth, until time.Time) {
 	}
 	r.until, r.probing = until, false
 	h.ejectedSeq[name] = h.seq.Add(1)
+	h.sweepEjected()
+}
+
+// sweepEjected ends the grace period in progress, if every attempt
+// admitted before it has ended, forgetting the ejections it covers, and
+// starts one while more than ejectedKept are kept. It runs at ejections
+// only: between them nothing is added. h.mu is held.
+func (h *health) sweepEjected() {
+	if h.graceFrom != 0 {
+		if h.live[1-h.era.Load()].Load() != 0 {
+			return
+		}
+		for name, seq := range h.ejectedSeq {
+			if seq <= h.graceFrom {
+				delete(h.ejectedSeq, name)
+			}
+		}
+		h.graceFrom = 0
+	}
+	if len(h.ejectedSeq) > ejectedKept {
+		h.graceFrom = h.seq.Load()
+		h.era.Store(1 - h.era.Load())
+	}
+}
+
+// enter counts an admission in the grace period's counter, before it
+// takes its epoch; it returns the counter to leave. An admission that
+// entered one counter while sweepEjected switched eras enters the other:
+// a period's counter then holds every admission whose epoch precedes its
+// graceFrom and has not left.
+func (h *health) enter() uint32 {
+	for {
+		e := h.era.Load()
+		h.live[e].Add(1)
+		if h.era.Load() == e {
+			return e
+		}
+		h.live[e].Add(-1)
+	}
+}
+
+// leave uncounts adm, once: its attempt has ended and told health, or it
+// was never launched.
+func (h *health) leave(adm *admission) {
+	if adm.entered {
+		adm.entered = false
+		h.live[adm.era].Add(-1)
+	}
 }
 
 // stale reports whether an attempt on name admitted at epoch launched
@@ -123,18 +192,28 @@ func (h *health) settle(name string, r *routeHealth) {
 type admission struct {
 	probe bool
 	epoch uint64
+	// era is the grace-period counter it entered (health.enter), when
+	// entered: left by health.leave.
+	era     uint32
+	entered bool
 }
 
 // admit reports whether an attempt may go to name now. An ejected route
 // whose time has passed admits one attempt, the probe, and no other until
 // that one's outcome is known.
 func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm admission) {
+	adm.era, adm.entered = h.enter(), true
 	// The epoch before marked: an ejection bumps marked before seq (see
 	// failure), so an epoch that already counts an ejection sees the
 	// route marked and decides under the lock.
-	if epoch := h.seq.Load(); h.marked.Load() == 0 {
-		return true, admission{epoch: epoch}
+	if adm.epoch = h.seq.Load(); h.marked.Load() == 0 {
+		return true, adm
 	}
+	defer func() {
+		if !ok {
+			h.leave(&adm)
+		}
+	}()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	adm.epoch = h.seq.Load()
@@ -164,9 +243,10 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 // soonest returns the index of the route whose ejection ends first, the
 // one to use when every route is ejected, and the attempt's admission.
 func (h *health) soonest(names func(i int) string, n int) (int, admission) {
+	adm := admission{era: h.enter(), entered: true}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	adm := admission{epoch: h.seq.Load()}
+	adm.epoch = h.seq.Load()
 	best, bestAt := 0, time.Time{}
 	for i := range n {
 		r := h.routes[names(i)]
@@ -203,10 +283,12 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	// lock-free path.
 	if r.clear() {
 		h.marked.Add(1)
+		h.sweepIdle(now, name)
 	}
 	defer h.settle(name, r)
 	if !h.on() {
 		r.extend(now, retryAfter)
+		r.failedAt = now
 		return RouteEvent{}, false
 	}
 	if h.stale(name, launched) {
@@ -222,6 +304,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		r.probing = false
 	}
 	r.fails++
+	r.failedAt = now
 	// A Retry-After decides the time itself (the upstream says when to
 	// come back), after a failed probe too: the growing backoff in its
 	// place failed more calls in the simulation's 429 storm (docs/design.md
@@ -243,6 +326,27 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	r.fails = 0
 	h.eject(name, r, now.Add(d))
 	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections}, true
+}
+
+// sweepIdle forgets the entries of routes that have had no failure, no
+// ejection in force and no probe for EjectMax: a route that failed once
+// and was never asked again, or whose ejection ended and was never probed
+// (names that come and go, one per tenant, say). Such a route starts
+// afresh: its next failures count from zero and its next ejection is
+// EjectBase long. It runs when a route's entry is made, at most once per
+// EjectMax; the entry of keep, being made, stays. h.mu is held.
+func (h *health) sweepIdle(now time.Time, keep string) {
+	idle := h.max
+	if now.Sub(h.sweptAt) < idle {
+		return
+	}
+	h.sweptAt = now
+	for name, r := range h.routes {
+		if name != keep && !r.probing && now.Sub(r.failedAt) > idle && now.Sub(r.until) > idle {
+			delete(h.routes, name)
+			h.marked.Add(-1)
+		}
+	}
 }
 
 // backoff is the ejection of a route's nth consecutive ejection: base ×

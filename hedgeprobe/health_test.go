@@ -541,3 +541,153 @@ func TestRegressionShortRetryAfterKeepsLongerEjection(t *testing.T) {
 		t.Fatalf("at 5.5 s: admitted %v, probe %v; want the probe", ok, probe)
 	}
 }
+
+// Each route name ever ejected used to keep its latest ejection for the
+// Prober's life (~100 B a name). Past ejectedKept names, an ejection is
+// forgotten once every stream admitted before it has ended: 2,000 calls,
+// each on a route name of its own that answers 503, keep at most
+// ejectedKept + 2 of them (the old code kept 2,000), and counting the
+// admissions leaves no count behind.
+func TestHealthEjectedRoutesForgotten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ejections int
+		p := mustNew(t, Config{EjectFailures: 1, MaxAttempts: 1}, OnEject(func(RouteEvent) { ejections++ }))
+		for i := range 2000 {
+			s := p.Stream(t.Context(), down(fmt.Sprintf("route-%d", i)).route())
+			drain(s, time.Now())
+		}
+		h := p.health
+		h.mu.Lock()
+		kept := len(h.ejectedSeq)
+		h.mu.Unlock()
+		if ejections != 2000 || kept > ejectedKept+2 {
+			t.Errorf("%d ejections, %d kept; want 2000, at most %d", ejections, kept, ejectedKept+2)
+		}
+		if n := h.live[0].Load() + h.live[1].Load(); n != 0 {
+			t.Errorf("%d admissions still counted after every call ended", n)
+		}
+	})
+}
+
+// An ejection is not forgotten while a stream admitted before it runs:
+// that stream stays stale however many other routes are ejected (and
+// their ejections forgotten) meanwhile, so its failure after its route
+// was restored does not eject the route again; once it has ended, the
+// next ejection forgets the route's.
+func TestHealthEjectionKeptWhileStaleStreamRuns(t *testing.T) {
+	h := newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Minute})
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	// admitFail is an attempt on name, not ejected, admitted at s, that
+	// fails at once.
+	admitFail := func(name string, s float64) (ejected bool) {
+		ok, adm := h.admit(name, at(s), true)
+		if !ok {
+			t.Fatalf("%s not admitted", name)
+		}
+		_, ejected = h.failure(name, at(s), 0, adm.epoch, adm.probe)
+		h.leave(&adm)
+		return ejected
+	}
+	ok, old := h.admit("a", at(0), true) // a long stream on a
+	if !ok {
+		t.Fatal("a not admitted")
+	}
+	if !admitFail("a", 0) {
+		t.Fatal("a not ejected")
+	}
+	// a's probe succeeds: a is restored.
+	ok, probe := h.admit("a", at(2), true)
+	if !ok || !probe.probe || !h.success("a", probe.epoch) {
+		t.Fatal("a not probed and restored")
+	}
+	h.leave(&probe)
+	for i := range 3 * ejectedKept {
+		if !admitFail(fmt.Sprintf("other-%d", i), 3) {
+			t.Fatalf("other-%d not ejected", i)
+		}
+	}
+	if ev, ejected := h.failure("a", at(4), 0, old.epoch, old.probe); ejected {
+		t.Fatalf("the stream admitted before a's ejection ejected it again: %+v", ev)
+	}
+	h.mu.Lock()
+	kept := len(h.ejectedSeq)
+	h.mu.Unlock()
+	if kept != 3*ejectedKept+1 {
+		t.Fatalf("%d ejections kept while a stream admitted before them runs; want all %d", kept, 3*ejectedKept+1)
+	}
+	h.leave(&old)
+	admitFail("last-1", 5) // ends the grace period the old stream held up
+	admitFail("last-2", 5)
+	h.mu.Lock()
+	_, aKept := h.ejectedSeq["a"]
+	kept = len(h.ejectedSeq)
+	h.mu.Unlock()
+	if aKept || kept > ejectedKept+2 {
+		t.Fatalf("after the stream ended: a kept %v, %d kept", aKept, kept)
+	}
+}
+
+// A route's health entry is forgotten when the route has had no failure,
+// no ejection in force and no probe for EjectMax: 2,000 calls, 10 ms
+// each, on route names of their own that answer 503 once (ejected, their
+// ejection then ends unprobed) or, with EjectFailures 3, fail once and
+// are never asked again, keep the entries of the last few seconds only
+// (the old code kept 2,000 of each).
+func TestHealthIdleRoutesForgotten(t *testing.T) {
+	for _, failures := range []int{1, 3} {
+		t.Run(fmt.Sprintf("EjectFailures=%d", failures), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := mustNew(t, Config{EjectFailures: failures, EjectBase: time.Second, EjectMax: time.Second, MaxAttempts: 1})
+				for i := range 2000 {
+					drain(p.Stream(t.Context(), down(fmt.Sprintf("route-%d", i)).route()), time.Now())
+				}
+				h := p.health
+				h.mu.Lock()
+				kept := len(h.routes)
+				h.mu.Unlock()
+				// A sweep at most once a second forgets what has been idle
+				// for a second after its failure and its ejection's end:
+				// about the last 3 s of names, 100 a second.
+				if kept > 400 || int(h.marked.Load()) != kept {
+					t.Errorf("%d entries kept, %d marked; want at most 400, equal", kept, h.marked.Load())
+				}
+			})
+		})
+	}
+}
+
+// A route forgotten that way starts afresh: its failure before is not
+// counted towards the next ejection, and its next ejection is EjectBase
+// long, not the second one's 2 × EjectBase.
+func TestHealthIdleRouteStartsAfresh(t *testing.T) {
+	h := newHealth(Config{EjectFailures: 2, EjectBase: 10 * time.Second, EjectMax: time.Minute})
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h.failure("a", at(0), 0, h.epoch(), false)
+	if _, ejected := h.failure("a", at(0), 0, h.epoch(), false); !ejected {
+		t.Fatal("a not ejected")
+	}
+	h.failure("e", at(0), 0, h.epoch(), false) // e fails once
+	// a's ejection ends at 10 s, unprobed; at 80 s, more than EjectMax
+	// after it and after e's failure, b's first failure makes an entry,
+	// which sweeps.
+	h.failure("b", at(80), 0, h.epoch(), false)
+	if _, ejected := h.failure("e", at(81), 0, h.epoch(), false); ejected {
+		t.Fatal("e ejected after one failure: its entry was not forgotten")
+	}
+	h.failure("a", at(81), 0, h.epoch(), false)
+	ev, ejected := h.failure("a", at(82), 0, h.epoch(), false)
+	if !ejected || ev.For != 10*time.Second || ev.Ejections != 1 {
+		t.Fatalf("a's next ejection: %+v, %v; want a first one, 10s", ev, ejected)
+	}
+	// A route in its ejection or being probed is not forgotten.
+	h.failure("c", at(200), 0, h.epoch(), false)
+	h.failure("c", at(200), 0, h.epoch(), false) // c ejected until 210 s
+	ok, probe := h.admit("c", at(210), true)
+	if !ok || !probe.probe {
+		t.Fatal("c not probed")
+	}
+	h.failure("d", at(400), 0, h.epoch(), false) // sweeps: c is probing
+	if !h.success("c", probe.epoch) {
+		t.Fatal("c's probe restored nothing: its entry was forgotten while it probed")
+	}
+}

@@ -102,8 +102,11 @@ func (s *Stream[T]) launch(l launch[T]) bool {
 	// A probe admitted for an attempt that never started (the Stream is
 	// closing, or the budget refused it) is given back, else the route
 	// would wait for its verdict for good.
-	if a == nil && s.race.admitted.probe {
-		s.p.health.abandon(route.Name, s.race.admitted.epoch)
+	if a == nil {
+		if s.race.admitted.probe {
+			s.p.health.abandon(route.Name, s.race.admitted.epoch)
+		}
+		s.p.health.leave(&s.race.admitted)
 	}
 	s.race.admitted = admission{}
 	if refused {
@@ -145,7 +148,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	}
 	a = &attempt[T]{
 		idx: len(s.attempts), route: route, trigger: l.trigger,
-		launchAt: now, epoch: s.race.admitted.epoch, probe: s.race.admitted.probe,
+		launchAt: now, adm: s.race.admitted,
 		launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
 		delivered: l.delivered, firstItem: -1,

@@ -82,15 +82,17 @@ type Classifier[T any] func(v T) Kind
 type Route[T any] struct {
 	// Name identifies the route in telemetry, route health and pushback,
 	// such as "openai-primary". Required. Names are meant to be a fixed
-	// set, like the upstreams they name: the Prober keeps about a hundred
-	// bytes for its whole life per name it ever ejected (a stream started
-	// before an ejection must never undo it). The adaptive delay's state
+	// set, like the upstreams they name, though the Prober forgets the
+	// ones it has no use for: a route's latest ejection (about a hundred
+	// bytes) is kept while a stream started before it runs, which must
+	// never undo it, and, past 64 ejected names, forgotten at an ejection
+	// after every such stream has ended. The adaptive delay's state
 	// per route × model (~2 KiB) is dropped at the first sweep after its
 	// window has emptied (a sweep comes with a new route × model, at most
 	// once a window), a refused continuation's at the next refusal after
 	// it has ended, and a route's health entry when the route is next
-	// healthy (a failure count below EjectFailures until its next success;
-	// with ejection off, a Retry-After until the route is next asked).
+	// healthy, or when it has had no failure, no ejection in force and no
+	// probe for EjectMax (its failures then count afresh).
 	Name string
 	// Provider is the gen_ai.provider.name of the upstream, such as
 	// "openai". Optional: a route without one writes no provider.

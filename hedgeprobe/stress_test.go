@@ -185,6 +185,14 @@ func TestStress(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
+		// Every admission left route health's grace-period count once: one
+		// left behind would keep every ejection for good, one left twice
+		// would forget an ejection while a stream it makes stale runs.
+		for i, p := range probers {
+			if n := p.health.live[0].Load() + p.health.live[1].Load(); n != 0 {
+				t.Errorf("prober %d: %d admissions counted after every call ended", i, n)
+			}
+		}
 		total := map[Outcome]int{}
 		for _, m := range outcomes {
 			for k, v := range m {
