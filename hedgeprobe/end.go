@@ -161,6 +161,12 @@ func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
 		ev.Context = s.ctx
 		s.obs.eject(ev, now)
 	}
+	// Routes the failure's sweep restored without a probe (health.sweepIdle):
+	// the listener hears of them; this call's span does not, as no stream
+	// of it restored them.
+	for _, name := range s.p.health.takeForgotten() {
+		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name}, now)
+	}
 }
 
 // endIfNoneLeft ends the call when no attempt is live and none is about to

@@ -52,8 +52,10 @@ type health struct {
 	graceFrom uint64 // seq when the period in progress began; 0: none. h.mu.
 
 	// sweptAt is when sweepIdle last looked for entries of routes to
-	// forget. h.mu.
-	sweptAt time.Time
+	// forget; forgotten holds the ejected routes it forgot, restored
+	// without a probe, until a Stream reports them (takeForgotten). h.mu.
+	sweptAt   time.Time
+	forgotten []string
 }
 
 // ejectedKept is how many routes' latest ejections are kept without a
@@ -333,8 +335,10 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 // and was never asked again, or whose ejection ended and was never probed
 // (names that come and go, one per tenant, say). Such a route starts
 // afresh: its next failures count from zero and its next ejection is
-// EjectBase long. It runs when a route's entry is made, at most once per
-// EjectMax; the entry of keep, being made, stays. h.mu is held.
+// EjectBase long; one that was ejected is restored, and reported so
+// (forgotten), as a listener that counts ejected routes must hear. It
+// runs when a route's entry is made, at most once per EjectMax; the entry
+// of keep, being made, stays. h.mu is held.
 func (h *health) sweepIdle(now time.Time, keep string) {
 	idle := h.max
 	if now.Sub(h.sweptAt) < idle {
@@ -343,10 +347,23 @@ func (h *health) sweepIdle(now time.Time, keep string) {
 	h.sweptAt = now
 	for name, r := range h.routes {
 		if name != keep && !r.probing && now.Sub(r.failedAt) > idle && now.Sub(r.until) > idle {
+			if r.ejections > 0 {
+				h.forgotten = append(h.forgotten, name)
+			}
 			delete(h.routes, name)
 			h.marked.Add(-1)
 		}
 	}
+}
+
+// takeForgotten returns the ejected routes sweepIdle has forgotten since
+// it was last asked, each once.
+func (h *health) takeForgotten() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.forgotten
+	h.forgotten = nil
+	return names
 }
 
 // backoff is the ejection of a route's nth consecutive ejection: base ×

@@ -686,8 +686,37 @@ func TestHealthIdleRouteStartsAfresh(t *testing.T) {
 	if !ok || !probe.probe {
 		t.Fatal("c not probed")
 	}
-	h.failure("d", at(400), 0, h.epoch(), false) // sweeps: c is probing
+	h.failure("f", at(300), 10*time.Minute, h.epoch(), false) // f away until 900 s
+	h.failure("d", at(400), 0, h.epoch(), false)              // sweeps: c is probing, f away
 	if !h.success("c", probe.epoch) {
 		t.Fatal("c's probe restored nothing: its entry was forgotten while it probed")
 	}
+	if ok, _ := h.admit("f", at(500), true); ok {
+		t.Fatal("f admitted at 500 s: its Retry-After (900 s) was forgotten")
+	}
+}
+
+// A route forgotten while ejected (its ejection ended, it was not asked
+// for EjectMax) is restored without a probe, and the listener hears it,
+// so a listener counting ejected routes from OnEject and OnRestore does
+// not count it for good; the call whose failure found it records no
+// restore on its span, as none of its streams restored the route.
+func TestHealthForgottenEjectionRestored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ejected, restored []string
+		p := mustNew(t, Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Second, MaxAttempts: 1},
+			OnEject(func(e RouteEvent) { ejected = append(ejected, e.Route) }),
+			OnRestore(func(e RouteEvent) {
+				if e.Context == nil {
+					t.Error("restore without a Context")
+				}
+				restored = append(restored, e.Route)
+			}))
+		drain(p.Stream(t.Context(), down("a").route()), time.Now())
+		time.Sleep(5 * time.Second) // a's ejection ended 4 s ago, unprobed
+		drain(p.Stream(t.Context(), down("b").route()), time.Now())
+		if fmt.Sprint(ejected) != "[a b]" || fmt.Sprint(restored) != "[a]" {
+			t.Fatalf("ejected %v, restored %v; want [a b], [a]", ejected, restored)
+		}
+	})
 }

@@ -96,19 +96,22 @@ func (s *Stream[T]) launch(l launch[T]) bool {
 	route := &s.routes[l.route]
 	var a *attempt[T]
 	refused := false
+	// An admission whose attempt never started (the Stream is closing, the
+	// budget refused it, or a span processor panicked in add) is given
+	// back: a probe's, else the route would wait for its verdict for good,
+	// and its place in health's count, else no grace period would end.
+	defer func() {
+		if a == nil {
+			if s.race.admitted.probe {
+				s.p.health.abandon(route.Name, s.race.admitted.epoch)
+			}
+			s.p.health.leave(&s.race.admitted)
+		}
+		s.race.admitted = admission{}
+	}()
 	if !s.life.closeReq.Load() {
 		a, refused = s.add(l, route, time.Now())
 	}
-	// A probe admitted for an attempt that never started (the Stream is
-	// closing, or the budget refused it) is given back, else the route
-	// would wait for its verdict for good.
-	if a == nil {
-		if s.race.admitted.probe {
-			s.p.health.abandon(route.Name, s.race.admitted.epoch)
-		}
-		s.p.health.leave(&s.race.admitted)
-	}
-	s.race.admitted = admission{}
 	if refused {
 		s.throttle(l.trigger, route.Name, ThrottleBudget)
 		return false
@@ -156,9 +159,6 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 		// Follows needs Opening: it is asked while the items open.
 		askFollow: l.trigger == TriggerResume && s.p.items.Opening != nil && s.p.items.Follows != nil,
 	}
-	// The epoch is the admission's, not now's: an attempt admitted before
-	// an ejection that came before its launch is stale (see admission).
-	s.race.admitted = admission{}
 	if s.p.cfg.HedgeAfter > 0 {
 		a.delay = s.p.cfg.HedgeAfter
 	} else {
@@ -172,6 +172,11 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	if s.race.streaming && !s.race.resumable {
 		a.handoff = make(chan struct{})
 	}
+	// The epoch is the admission's, not now's: an attempt admitted before
+	// an ejection that came before its launch is stale (see admission).
+	// The attempt holds it from here; not before, as Start above may
+	// panic, and launch gives it back then.
+	s.race.admitted = admission{}
 	s.attempts = append(s.attempts, a)
 	s.life.wg.Add(1)
 	return a, false

@@ -83,7 +83,10 @@ func OnEject(f func(RouteEvent)) Option { return func(o *options) { o.onEject = 
 
 // OnRestore registers a hook called when a stream completes on an ejected
 // route — its probe, or, with every route ejected, the route used as the
-// one whose ejection ends first — and the route takes traffic again.
+// one whose ejection ends first — and the route takes traffic again; also
+// when a route whose ejection ended was not asked for EjectMax and is
+// forgotten (docs/design.md §2 rule 11): the event's Context is then that
+// of the call whose attempt's failure found it so.
 func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestore = f } }
 
 // New returns a Prober with the policy cfg for items of type T. Fields of

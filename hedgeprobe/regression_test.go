@@ -234,6 +234,12 @@ func TestRegressionPanicDoesNotWedgeCall(t *testing.T) {
 			if n, st := len(exp.GetSpans()), s.Stats(); n != 1 || st.Outcome != OutcomeCanceled {
 				t.Fatalf("%d spans ended, outcome %q", n, st.Outcome)
 			}
+			// The attempt that never started gave its admission back: one
+			// left counted would end no grace period again, and route
+			// health would keep every ejection for the Prober's life.
+			if n := p.health.live[0].Load() + p.health.live[1].Load(); n != 0 {
+				t.Fatalf("%d admissions still counted", n)
+			}
 		})
 	})
 }
