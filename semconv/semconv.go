@@ -75,7 +75,8 @@ const (
 	// ended with any outcome but ok (a timeout, an error, or the caller's
 	// own cancel): the caller holds a cut-short answer.
 	Truncated = attribute.Key("streamwatch.truncated")
-	// HedgesThrottled counts hedges the budget or pushback refused.
+	// HedgesThrottled counts hedges the budget or pushback refused, and
+	// resumes the budget refused.
 	HedgesThrottled = attribute.Key("streamwatch.hedges.throttled")
 	// CallerChunkOffsetsUs is the caller's view: the arrival at the caller
 	// of every content chunk delivered, as an int64 array of microseconds
