@@ -198,6 +198,9 @@ type admission struct {
 	// entered: left by health.leave.
 	era     uint32
 	entered bool
+	// restored: admitting it forgot the route's idle entry, which held an
+	// ejection (see idle); the listener is to hear the route restored.
+	restored bool
 }
 
 // admit reports whether an attempt may go to name now. An ejected route
@@ -220,6 +223,13 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 	defer h.mu.Unlock()
 	adm.epoch = h.seq.Load()
 	r := h.routes[name]
+	if r != nil && h.idle(r, now) {
+		// Idle: the route starts afresh, as an ordinary route, not as
+		// the probe of an ejection that ended long ago.
+		adm.restored = r.ejections > 0
+		h.forget(name)
+		r = nil
+	}
 	if r == nil || r.until.IsZero() {
 		return true, adm
 	}
@@ -279,6 +289,13 @@ func (h *health) soonest(names func(i int) string, n int) (int, admission) {
 func (h *health) failure(name string, now time.Time, retryAfter time.Duration, launched uint64, probe bool) (ev RouteEvent, ejected bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if r := h.routes[name]; r != nil && h.idle(r, now) {
+		// Its failures long past count no more (see idle).
+		if r.ejections > 0 {
+			h.forgotten = append(h.forgotten, name)
+		}
+		h.forget(name)
+	}
 	r := h.route(name)
 	// Marked before anything changes (settle uncounts it if nothing
 	// does): an ejection must be marked before its seq is, for admit's
@@ -294,10 +311,11 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 		return RouteEvent{}, false
 	}
 	if h.stale(name, launched) {
-		// Its Retry-After lengthens the ejection in force, if any: once
-		// a probe has restored the route, what a stream of the outage
-		// says of it is older news than the probe's success.
-		if r.ejections > 0 {
+		// Its Retry-After lengthens the ejection in force, if any. Once
+		// the ejection has ended, what a stream of the outage says of
+		// the route is older news than the probe that follows it, or than
+		// the probe's success.
+		if r.ejections > 0 && now.Before(r.until) {
 			r.extend(now, retryAfter)
 		}
 		return RouteEvent{}, false
@@ -330,30 +348,40 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections}, true
 }
 
-// sweepIdle forgets the entries of routes that have had no failure, no
-// ejection in force and no probe for EjectMax: a route that failed once
-// and was never asked again, or whose ejection ended and was never probed
-// (names that come and go, one per tenant, say). Such a route starts
-// afresh: its next failures count from zero and its next ejection is
-// EjectBase long; one that was ejected is restored, and reported so
-// (forgotten), as a listener that counts ejected routes must hear. It
-// runs when a route's entry is made, at most once per EjectMax; the entry
-// of keep, being made, stays. h.mu is held.
+// sweepIdle forgets the idle entries of every route (see idle): a route
+// that failed once and was never asked again, or whose ejection ended and
+// was never probed (names that come and go, one per tenant, say), whose
+// entry its own next admission or failure would forget. One that was
+// ejected is reported restored (forgotten), as a listener that counts
+// ejected routes must hear. It runs when a route's entry is made, at most
+// once per EjectMax; the entry of keep, being made, stays. h.mu is held.
 func (h *health) sweepIdle(now time.Time, keep string) {
-	idle := h.max
-	if now.Sub(h.sweptAt) < idle {
+	if now.Sub(h.sweptAt) < h.max {
 		return
 	}
 	h.sweptAt = now
 	for name, r := range h.routes {
-		if name != keep && !r.probing && now.Sub(r.failedAt) > idle && now.Sub(r.until) > idle {
+		if name != keep && h.idle(r, now) {
 			if r.ejections > 0 {
 				h.forgotten = append(h.forgotten, name)
 			}
-			delete(h.routes, name)
-			h.marked.Add(-1)
+			h.forget(name)
 		}
 	}
+}
+
+// idle reports whether r, a route's entry, is of no more use: no failure,
+// no ejection in force and no probe for EjectMax. Its route starts afresh
+// — its failures count from zero, its next ejection is EjectBase long —
+// and one that was ejected is restored, without a probe. h.mu is held.
+func (h *health) idle(r *routeHealth, now time.Time) bool {
+	return !r.probing && now.Sub(r.failedAt) > h.max && now.Sub(r.until) > h.max
+}
+
+// forget drops name's entry, which marked counts; h.mu is held.
+func (h *health) forget(name string) {
+	delete(h.routes, name)
+	h.marked.Add(-1)
 }
 
 // takeForgotten returns the ejected routes sweepIdle has forgotten since

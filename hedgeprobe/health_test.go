@@ -720,3 +720,81 @@ func TestHealthForgottenEjectionRestored(t *testing.T) {
 		}
 	})
 }
+
+// A route's own entry, idle, is forgotten when the route next fails or is
+// next asked, not only when another route's first failure sweeps: its
+// failures long past no longer count towards an ejection, and an ejection
+// that ended long ago unprobed is not the one its next ejection follows.
+func TestHealthIdleEntryForgottenByItsRoute(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	t.Run("failure", func(t *testing.T) {
+		h := newHealth(Config{EjectFailures: 2, EjectBase: 10 * time.Second, EjectMax: 10 * time.Second})
+		h.failure("a", at(0), 0, h.epoch(), false)
+		if _, ejected := h.failure("a", at(30), 0, h.epoch(), false); ejected {
+			t.Fatal("a ejected by failures 30 s apart, EjectMax 10 s")
+		}
+		if _, ejected := h.failure("a", at(31), 0, h.epoch(), false); !ejected {
+			t.Fatal("a not ejected by two failures 1 s apart")
+		}
+		// Ejected until 41 s; unprobed, it fails again (a stream admitted
+		// after the ejection) at 60 s: afresh, a first failure.
+		if _, ejected := h.failure("a", at(60), 0, h.epoch(), false); ejected {
+			t.Fatal("a ejected again by one failure 19 s after its ejection ended")
+		}
+		if got := h.takeForgotten(); fmt.Sprint(got) != "[a]" {
+			t.Fatalf("forgotten %v, want [a]: its ejection ended unprobed", got)
+		}
+	})
+	t.Run("admission", func(t *testing.T) {
+		h := newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: 5 * time.Second})
+		h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
+		ok, adm := h.admit("a", at(3600), true)
+		if !ok || adm.probe || !adm.restored {
+			t.Fatalf("a asked an hour later: ok %v, %+v; want admitted afresh, no probe, restored", ok, adm)
+		}
+		ev, ejected := h.failure("a", at(3600), 0, adm.epoch, adm.probe)
+		if !ejected || ev.Ejections != 1 || ev.For != time.Second {
+			t.Fatalf("a's next ejection: %+v, %v; want a first one, 1s", ev, ejected)
+		}
+		if ok, adm := h.admit("a", at(3600.5), true); ok || adm.restored {
+			t.Fatalf("a admitted during its new ejection: %v, %+v", ok, adm)
+		}
+		h.leave(&adm)
+	})
+	t.Run("listener", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var ejected []RouteEvent
+			var restored []string
+			p := mustNew(t, Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: 5 * time.Second, MaxAttempts: 1},
+				OnEject(func(e RouteEvent) { ejected = append(ejected, e) }),
+				OnRestore(func(e RouteEvent) { restored = append(restored, e.Route) }))
+			a := down("a")
+			drain(p.Stream(t.Context(), a.route()), time.Now())
+			time.Sleep(time.Hour)
+			drain(p.Stream(t.Context(), a.route()), time.Now())
+			if len(ejected) != 2 || ejected[1].Ejections != 1 || ejected[1].For != time.Second || fmt.Sprint(restored) != "[a]" {
+				t.Fatalf("ejected %+v, restored %v; want two first ejections of 1s, a restored between", ejected, restored)
+			}
+		})
+	})
+}
+
+// A stale stream's Retry-After lengthens an ejection in force only: once
+// the ejection has ended, the probe decides, and the route is not kept
+// away unreported.
+func TestHealthStaleRetryAfterOnceEjectionEnded(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h := newHealth(Config{EjectFailures: 1, EjectBase: 10 * time.Second, EjectMax: time.Minute})
+	old := h.epoch() // a stream running on a before its ejection
+	h.failure("a", at(1), 0, h.epoch(), false)
+	h.failure("a", at(5), 20*time.Second, old, false) // in force: until 25 s
+	if ok, _ := h.admit("a", at(24), true); ok {
+		t.Fatal("a admitted at 24 s: a Retry-After during its ejection was dropped")
+	}
+	h.failure("a", at(30), 30*time.Second, old, false) // ended at 25 s
+	ok, adm := h.admit("a", at(31), true)
+	if !ok || !adm.probe {
+		t.Fatalf("a at 31 s: ok %v, probe %v; want probed, a stale Retry-After after the ejection ignored", ok, adm.probe)
+	}
+	h.leave(&adm)
+}

@@ -52,8 +52,7 @@ func (s *Stream[T]) begin() bool {
 func (s *Stream[T]) primary() int {
 	now := time.Now()
 	for i := range s.routes {
-		if ok, adm := s.p.health.admit(s.routes[i].Name, now, true); ok {
-			s.race.admitted = adm
+		if s.admit(s.routes[i].Name, now, true) {
 			s.skipped(now, i, i)
 			return i
 		}
@@ -64,6 +63,22 @@ func (s *Stream[T]) primary() int {
 	s.race.admitted = adm
 	s.skipped(now, use, len(s.routes))
 	return use
+}
+
+// admit reports whether route health lets an attempt go to the route name
+// now (primary: as the call's first); the admission granted is the next
+// launch's. A route whose entry admitting it forgot as idle, ejected, is
+// restored without a probe: the listener hears it, and this call's span
+// does not, as no stream of it restored the route.
+func (s *Stream[T]) admit(name string, now time.Time, primary bool) bool {
+	ok, adm := s.p.health.admit(name, now, primary)
+	if adm.restored {
+		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name}, now)
+	}
+	if ok {
+		s.race.admitted = adm
+	}
+	return ok
 }
 
 // skipped reports the routes before end, but use, as passed over.
@@ -195,8 +210,7 @@ func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
 	now := time.Now()
 	for i := range s.routes {
 		j := (s.race.next + i) % len(s.routes)
-		if ok, adm := s.p.health.admit(s.routes[j].Name, now, false); ok {
-			s.race.admitted = adm
+		if s.admit(s.routes[j].Name, now, false) {
 			return j, true
 		}
 	}

@@ -86,7 +86,8 @@ func OnEject(f func(RouteEvent)) Option { return func(o *options) { o.onEject = 
 // one whose ejection ends first — and the route takes traffic again; also
 // when a route whose ejection ended was not asked for EjectMax and is
 // forgotten (docs/design.md §2 rule 11): the event's Context is then that
-// of the call whose attempt's failure found it so.
+// of the call that found it so, asking for the route or sweeping at its
+// attempt's failure.
 func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestore = f } }
 
 // New returns a Prober with the policy cfg for items of type T. Fields of

@@ -218,8 +218,7 @@ func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 		if !r.Continues || s.p.refusals.refused(r.Name, now) {
 			continue
 		}
-		if ok, adm := s.p.health.admit(r.Name, now, false); ok {
-			s.race.admitted = adm
+		if s.admit(r.Name, now, false) {
 			return j, true
 		}
 	}
