@@ -52,8 +52,9 @@ type health struct {
 	graceFrom uint64 // seq when the period in progress began; 0: none. h.mu.
 
 	// sweptAt is when sweepIdle last looked for entries of routes to
-	// forget; forgotten holds the ejected routes it forgot, restored
-	// without a probe, until a Stream reports them (takeForgotten). h.mu.
+	// forget; forgotten holds the ejected routes a failure forgot as idle
+	// (the sweep, or the failing route's own entry), restored without a
+	// probe, until a Stream reports them (takeForgotten). h.mu.
 	sweptAt   time.Time
 	forgotten []string
 }
@@ -384,8 +385,9 @@ func (h *health) forget(name string) {
 	h.marked.Add(-1)
 }
 
-// takeForgotten returns the ejected routes sweepIdle has forgotten since
-// it was last asked, each once.
+// takeForgotten returns the ejected routes forgotten as idle at a failure
+// (by sweepIdle, or the failing route's own entry) since it was last
+// asked, each once.
 func (h *health) takeForgotten() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
