@@ -193,7 +193,8 @@ type RouteOptions struct {
 	// as the prefill, less its trailing whitespace (Anthropic refuses a
 	// prefill that ends in whitespace), and drops that whitespace from the
 	// start of the continuation where the model repeats it, so the caller
-	// reads it once; a delivered text of whitespace alone is sent as no
+	// reads it once (as much of it as the model repeats: of "Hi \n" cut to
+	// "Hi", a continuation " x" reads "x"); a delivered text of whitespace alone is sent as no
 	// prefill at all, and the continuation is then a fresh answer after
 	// that whitespace. Params that already end in an assistant message (the
 	// caller's own prefill) are resumed with that message extended by the

@@ -35,7 +35,8 @@ const (
 	// text once; an answer that goes its own way before the whole prefix
 	// is repeated keeps every byte (the part of the repeat held back
 	// while it still matched reaches the caller with the chunk that broke
-	// off, as one chunk). A request that already ends in an
+	// off, as one chunk), and one that ends while still repeating it
+	// continues with nothing, as Mistral's content[len(prefix):] is empty. A request that already ends in an
 	// assistant message (a prefill of the caller's, which the first
 	// answer repeated too) is not continued with it: the resume attempt
 	// fails with hedgeprobe.ErrCannotContinue.
