@@ -114,7 +114,10 @@ var use func(sse.ChatChunk)`,
 	},
 }
 
-var goBlock = regexp.MustCompile("(?m)^```go\n((?s:.*?))^```\n")
+var (
+	goBlock = regexp.MustCompile("(?m)^```go\n((?s:.*?))^```\n")
+	nonWord = regexp.MustCompile(`\W+`)
+)
 
 // TestSnippetsCompile writes each block, wrapped, as a file of a package
 // that exists only in a go build -overlay, and builds it. A //line
@@ -159,7 +162,7 @@ func TestSnippetsCompile(t *testing.T) {
 				continue
 			}
 			line := 1 + strings.Count(string(text[:m[2]]), "\n")
-			name := fmt.Sprintf("snippet%d_%s.go", len(replace), regexp.MustCompile(`\W+`).ReplaceAllString(rel, "_"))
+			name := fmt.Sprintf("snippet%d_%s.go", len(replace), nonWord.ReplaceAllString(rel, "_"))
 			src := sn.source(path, line, len(replace), string(text[m[2]:m[3]]))
 			if err := os.WriteFile(filepath.Join(tmp, name), []byte(src), 0o644); err != nil {
 				return err
