@@ -123,6 +123,41 @@ func BenchmarkCallSingleRoute(b *testing.B) {
 	}
 }
 
+// BenchmarkCallSingleRoute's calls from GOMAXPROCS goroutines on one
+// Prober, whose budget, route health and counters they share: run with
+// -cpu 1,2,… to see whether calls per second grow with the cores. Its
+// baseline is BenchmarkCallSingleRouteParallelApart.
+func BenchmarkCallSingleRouteParallel(b *testing.B) { benchCallsParallel(b, true) }
+
+// BenchmarkCallSingleRouteParallelApart is BenchmarkCallSingleRouteParallel
+// with a Prober per goroutine: calls that share nothing.
+func BenchmarkCallSingleRouteParallelApart(b *testing.B) { benchCallsParallel(b, false) }
+
+func benchCallsParallel(b *testing.B, shared bool) {
+	cfg := Config{HedgeAfter: time.Second, StallTimeout: time.Minute}
+	p := mustNew(b, cfg)
+	one := Route[chunk]{Name: "mem", Provider: "mem", Model: "m", Open: func(ctx context.Context, _ Attempt) (Source[chunk], error) {
+		return &scripted{ctx: ctx, steps: []step{{kind: Content, text: "x"}}, closed: make(chan struct{})}, nil
+	}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		p := p
+		if !shared {
+			p = mustNew(b, cfg)
+		}
+		for pb.Next() {
+			s := p.Stream(ctx, one)
+			for s.Next() {
+			}
+			if s.Err() != nil {
+				b.Error(s.Err())
+				return
+			}
+		}
+	})
+}
+
 // The adaptive delay look-up of a warmed route × model.
 func BenchmarkHedgeDelayLookup(b *testing.B) {
 	p := mustNew(b, Config{})
