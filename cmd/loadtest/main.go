@@ -41,6 +41,12 @@ var pipelines = map[string][]string{
 	"gateway":           {"deploy/gateway.yaml"},
 	"gateway_processor": {"deploy/gateway.yaml", "testdata/loadtest/gateway_processor.yaml"},
 	"no_batch":          {"deploy/collector.yaml", "testdata/loadtest/no_batch.yaml"},
+	// The same three exporting their traces over OTLP/HTTP (to a
+	// discarding endpoint), as a collector in front of a trace backend
+	// does: what drop_timeline buys there.
+	"baseline_export":      {"testdata/loadtest/baseline.yaml", "testdata/loadtest/export_baseline.yaml"},
+	"shipped_export":       {"deploy/collector.yaml", "testdata/loadtest/export.yaml"},
+	"drop_timeline_export": {"deploy/collector.yaml", "testdata/loadtest/drop_timeline.yaml", "testdata/loadtest/export.yaml"},
 }
 
 type options struct {
@@ -136,9 +142,9 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("==> %d senders, %d rounds × %s per pipeline (after %s warm-up), logs in %s\n", o.senders, o.rounds, o.slice, o.warmup, dir)
 	fmt.Printf("==> machine: %d cores, load average %s (figures are noisy while other work runs)\n", runtime.NumCPU(), loadavg())
 
-	// A remote-write endpoint that takes and drops everything, for the
-	// gateway pipelines.
-	rw, rwURL, err := discardServer()
+	// An endpoint that takes and drops everything: remote write for the
+	// gateway pipelines, OTLP/HTTP traces for the *_export ones.
+	rw, sinkURL, err := discardServer()
 	if err != nil {
 		return err
 	}
@@ -155,7 +161,7 @@ func run(ctx context.Context, o options) error {
 		for _, c := range pipelines[name] {
 			cfgs = append(cfgs, filepath.Join(o.root, c))
 		}
-		env := []string{"STREAMWATCH_REMOTE_WRITE=" + rwURL}
+		env := []string{"STREAMWATCH_REMOTE_WRITE=" + sinkURL + "/api/v1/write", "STREAMWATCH_TRACES_SINK=" + sinkURL}
 		var pprofAddr string
 		if o.pprof != "" {
 			port, err := stack.FreePort()
@@ -287,7 +293,8 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// discardServer answers every remote write with 204 and keeps nothing.
+// discardServer answers every request (a remote write, an OTLP/HTTP export)
+// with 204 and keeps nothing; it returns its base URL.
 func discardServer() (*http.Server, string, error) {
 	port, err := stack.FreePort()
 	if err != nil {
@@ -302,7 +309,7 @@ func discardServer() (*http.Server, string, error) {
 		return nil, "", err
 	}
 	go func() { _ = srv.Serve(ln) }()
-	return srv, "http://" + srv.Addr + "/api/v1/write", nil
+	return srv, "http://" + srv.Addr, nil
 }
 
 // scrapeAtCap fills the shipped pipeline's series past max_series with
