@@ -35,7 +35,7 @@ test:
 
 ## e2e: the real collector, a real Prometheus server and two Ollama servers (see e2e/).
 e2e: collector ollama
-	STREAMWATCH_COLLECTOR=$(COLLECTOR) STREAMWATCH_OLLAMA=$(OLLAMA) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
+	STREAMWATCH_COLLECTOR=$(COLLECTOR) STREAMWATCH_OLLAMA=$(OLLAMA) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/ ./cmd/loadtest/
 
 ## bench: every benchmark, with the baselines they are compared to.
 bench:
