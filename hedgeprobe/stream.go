@@ -167,7 +167,9 @@ func (s *Stream[T]) Current() T { return s.cur }
 
 // Err returns the error that ended the call: nil at a clean end and after
 // the caller's Close, a *TimeoutError from a watchdog, the caller's
-// context error, or the error of the attempt that ended the call.
+// context error, or the error of the attempt that ended the call. A
+// watchdog that fell due at the very instant of Close may have ended the
+// call first: Err is then its *TimeoutError.
 //
 // Err is final, and safe to call, on the goroutine that called Next once
 // Next has reported false, and on a goroutine that called Close once
