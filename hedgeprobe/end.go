@@ -157,15 +157,18 @@ func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
 	if !IsTransient(err) {
 		return
 	}
-	if ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.adm.epoch, a.adm.probe); ejected {
-		ev.Context = s.ctx
-		s.obs.eject(ev, now)
-	}
-	// Routes the failure's sweep restored without a probe (health.sweepIdle):
-	// the listener hears of them; this call's span does not, as no stream
-	// of it restored them.
+	ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.adm.epoch, a.adm.probe)
+	// Routes the failure restored without a probe, their entries idle
+	// (health.idle): the listener hears of them; this call's span does
+	// not, as no stream of it restored them. Before the ejection: when
+	// the failing route's own entry was forgotten, its failure then
+	// ejected it afresh, and a listener must end with it ejected.
 	for _, name := range s.p.health.takeForgotten() {
 		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name}, now)
+	}
+	if ejected {
+		ev.Context = s.ctx
+		s.obs.eject(ev, now)
 	}
 }
 

@@ -339,8 +339,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	}
 	if now.Add(d).Before(r.until) {
 		// Ejected for longer already (by an attempt launched while every
-		// route was ejected, or a stale attempt's Retry-After while this
-		// probe ran): nothing new to report.
+		// route was ejected): nothing new to report.
 		return RouteEvent{}, false
 	}
 	r.ejections++
