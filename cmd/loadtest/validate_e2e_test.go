@@ -15,7 +15,10 @@ import (
 func TestPipelinesValidate(t *testing.T) {
 	bin := os.Getenv("STREAMWATCH_COLLECTOR")
 	if bin == "" {
-		t.Skip("STREAMWATCH_COLLECTOR not set (make e2e sets it)")
+		bin = filepath.Join("..", "..", "bin", "otelcol-streamwatch")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("collector binary: %v (run make collector, or set STREAMWATCH_COLLECTOR)", err)
 	}
 	for name, files := range pipelines {
 		args := []string{"validate"}
