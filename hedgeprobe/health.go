@@ -227,8 +227,7 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 	if r != nil && h.idle(r, now) {
 		// Idle: the route starts afresh, as an ordinary route, not as
 		// the probe of an ejection that ended long ago.
-		adm.restored = r.ejections > 0
-		h.forget(name)
+		adm.restored = h.forget(name, r)
 		r = nil
 	}
 	if r == nil || r.until.IsZero() {
@@ -292,10 +291,9 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	defer h.mu.Unlock()
 	if r := h.routes[name]; r != nil && h.idle(r, now) {
 		// Its failures long past count no more (see idle).
-		if r.ejections > 0 {
+		if h.forget(name, r) {
 			h.forgotten = append(h.forgotten, name)
 		}
-		h.forget(name)
 	}
 	r := h.route(name)
 	// Marked before anything changes (settle uncounts it if nothing
@@ -361,11 +359,8 @@ func (h *health) sweepIdle(now time.Time, keep string) {
 	}
 	h.sweptAt = now
 	for name, r := range h.routes {
-		if name != keep && h.idle(r, now) {
-			if r.ejections > 0 {
-				h.forgotten = append(h.forgotten, name)
-			}
-			h.forget(name)
+		if name != keep && h.idle(r, now) && h.forget(name, r) {
+			h.forgotten = append(h.forgotten, name)
 		}
 	}
 }
@@ -378,10 +373,13 @@ func (h *health) idle(r *routeHealth, now time.Time) bool {
 	return !r.probing && now.Sub(r.failedAt) > h.max && now.Sub(r.until) > h.max
 }
 
-// forget drops name's entry, which marked counts; h.mu is held.
-func (h *health) forget(name string) {
+// forget drops name's entry r, which marked counts, and reports whether
+// it held an ejection: the route is then restored, without a probe, and
+// the listener is to hear it. h.mu is held.
+func (h *health) forget(name string, r *routeHealth) (restored bool) {
 	delete(h.routes, name)
 	h.marked.Add(-1)
+	return r.ejections > 0
 }
 
 // takeForgotten returns the ejected routes forgotten as idle at a failure
