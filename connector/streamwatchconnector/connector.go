@@ -101,10 +101,10 @@ func (c *streamwatch) Start(context.Context, component.Host) error {
 
 // Shutdown stops the flush loop and sends the last snapshot, so a collector
 // that stops loses no interval (where the metrics are pushed; a pull
-// exporter stops before anything scrapes it). It waits for ctx only while the loop is
-// sending a snapshot of its own: a context that has already ended still
-// gets the last snapshot sent when the loop is idle, and if ctx ends first
-// a later Shutdown sends it. It is safe to call without Start and more
+// exporter stops before anything scrapes it). It waits for ctx only while
+// the loop is sending a snapshot of its own: a context that has already
+// ended still gets the last snapshot sent when the loop is idle, and if
+// ctx ends first a later Shutdown sends it. It is safe to call without Start and more
 // than once.
 func (c *streamwatch) Shutdown(ctx context.Context) error {
 	if c.stop == nil || c.finished {
