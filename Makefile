@@ -37,9 +37,11 @@ test:
 e2e: collector ollama
 	STREAMWATCH_COLLECTOR=$(COLLECTOR) STREAMWATCH_OLLAMA=$(OLLAMA) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/ ./cmd/loadtest/
 
-## bench: every benchmark, with the baselines they are compared to.
+## bench: every benchmark, with the baselines they are compared to. One
+## package at a time (-p 1): go test's default runs a package per core, and a
+## benchmark that shares the cores with another package's measures that too.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) test -p 1 -run='^$$' -bench=. -benchmem ./...
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
