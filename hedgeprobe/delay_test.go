@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -145,6 +146,44 @@ func TestAdaptiveDelayDefaultIsP95(t *testing.T) {
 		}
 		if got := p.HedgeDelay("r", "m"); !near(got, 950*time.Millisecond, 0.01) {
 			t.Fatalf("default adaptive delay %v, want the p95, 950ms", got)
+		}
+	})
+}
+
+// The delay is a p95 of the window's samples, not the route's: with few
+// samples it lies below the true one, and the next TTFT exceeds it with
+// probability (n−k)/(n+1) for the sample of rank k = ⌊0.95·(n−1)⌋ — 9.5 %
+// at n = 20, 5.1 % at n = 1,000 (hedgeprobe/README.md, "Adaptive delay").
+// TTFTs lognormal as in the hedge simulation (median 1.6 s, sigma 0.5).
+func TestAdaptiveDelayFewSamplesHedgeMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(20261205, 1))
+		ttft := func() time.Duration {
+			return time.Duration(1.6 * math.Exp(0.5*r.NormFloat64()) * float64(time.Second))
+		}
+		for _, c := range []struct {
+			n, trials int
+			lo, hi    float64 // ±4 standard deviations of the trials' share
+		}{
+			{n: 20, trials: 20000, lo: 0.087, hi: 0.103},
+			{n: 1000, trials: 4000, lo: 0.037, hi: 0.065},
+		} {
+			exceeded := 0
+			for range c.trials {
+				p := mustNew(t, Config{})
+				for range c.n {
+					p.delays.observe("r", "m", ttft(), time.Now())
+				}
+				if ttft() > p.HedgeDelay("r", "m") {
+					exceeded++
+				}
+			}
+			share := float64(exceeded) / float64(c.trials)
+			t.Logf("%d samples: exceeded in %.1f %% of %d trials", c.n, 100*share, c.trials)
+			if share < c.lo || share > c.hi {
+				t.Errorf("%d samples: the next TTFT exceeded the delay in %.1f %% of %d trials, want %.1f–%.1f %%",
+					c.n, 100*share, c.trials, 100*c.lo, 100*c.hi)
+			}
 		}
 	})
 }
