@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -202,6 +203,61 @@ func TestRule7Errors(t *testing.T) {
 			t.Errorf("IsTransient(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
+}
+
+// A Stream is a Source, so one Prober's call can be another's route. The
+// inner call's own TimeoutError is a transient failure of the outer
+// attempt; when it ends the outer call, the outer call takes its outcome and
+// returns it unchanged, with no watchdog of its own reported
+// (hedgeprobe/README.md, "Semantics").
+func TestStreamAsRoute(t *testing.T) {
+	inner := func(innerP *Prober[chunk], up *upstream) Route[chunk] {
+		return Route[chunk]{Name: "inner", Provider: "p", Model: "m", Open: func(ctx context.Context, _ Attempt) (Source[chunk], error) {
+			return innerP.Stream(ctx, up.route()), nil
+		}}
+	}
+	t.Run("ends the outer call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var innerFired, outerFired int
+			innerP := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 2 * time.Second, MaxAttempts: 1},
+				OnWatchdog(func(WatchdogEvent) { innerFired++ }))
+			outerP := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: time.Minute, MaxAttempts: 1},
+				OnWatchdog(func(WatchdogEvent) { outerFired++ }))
+			a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), hang()})
+			s := outerP.Stream(t.Context(), inner(innerP, a))
+			g := drain(s, time.Now())
+			te, ok := errors.AsType[*TimeoutError](g.err)
+			if !ok || te.Kind != TimeoutStall || te.Route != "a" || !te.Truncated {
+				t.Fatalf("Err = %v, want the inner call's stall TimeoutError on route a", g.err)
+			}
+			st := s.Stats()
+			if st.Outcome != OutcomeStallTimeout || len(g.texts) != 1 || innerFired != 1 || outerFired != 0 {
+				t.Fatalf("outcome %s, texts %v, watchdogs inner %d outer %d; want stall_timeout, [a0], 1, 0",
+					st.Outcome, g.texts, innerFired, outerFired)
+			}
+		})
+	})
+	t.Run("the outer call hedges", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			innerP := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 2 * time.Second, MaxAttempts: 1})
+			outerP := mustNew(t, Config{HedgeAfter: time.Minute, HoldChunks: 3, MaxAttempts: 2})
+			a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), hang()})
+			b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 10*time.Millisecond))
+			s := outerP.Stream(t.Context(), inner(innerP, a), b.route())
+			g := drain(s, time.Now())
+			st := s.Stats()
+			if g.err != nil || st.Outcome != OutcomeOK || st.WinnerRoute != "b" || strings.Join(g.texts, " ") != "b0 b1 b2" {
+				t.Fatalf("err %v, outcome %s, winner %q, texts %v; want ok on b: b0 b1 b2", g.err, st.Outcome, st.WinnerRoute, g.texts)
+			}
+			if len(st.Attempts) != 2 || st.Attempts[0].Outcome != AttemptFailed || st.Attempts[1].Trigger != TriggerError ||
+				st.Attempts[1].LaunchOffset != 2100*time.Millisecond {
+				t.Fatalf("attempts %+v; want the inner call failed at 2.1 s and b launched then on its error", st.Attempts)
+			}
+			if _, ok := errors.AsType[*TimeoutError](st.Attempts[0].Err); !ok {
+				t.Fatalf("attempt 0 failed with %v, want the inner TimeoutError", st.Attempts[0].Err)
+			}
+		})
+	})
 }
 
 // Rule 8: cancelling the caller's context after commit ends the call and
