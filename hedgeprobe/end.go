@@ -38,8 +38,9 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	// is counted by unhealthy, and ejects a probed route again.
 	switch {
 	case o == AttemptWinner:
-		if s.p.health.success(a.route.Name, a.adm.epoch) {
-			s.obs.restore(RouteEvent{Context: s.ctx, Route: a.route.Name}, now)
+		if ev, restored := s.p.health.success(a.route.Name, a.adm.epoch); restored {
+			ev.Context = s.ctx
+			s.obs.restore(ev, now)
 		}
 	case a.adm.probe && !(o == AttemptFailed && IsTransient(err)):
 		s.p.health.abandon(a.route.Name, a.adm.epoch)
@@ -163,8 +164,9 @@ func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
 	// not, as no stream of it restored them. Before the ejection: when
 	// the failing route's own entry was forgotten, its failure then
 	// ejected it afresh, and a listener must end with it ejected.
-	for _, name := range s.p.health.takeForgotten() {
-		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name}, now)
+	for _, ev := range s.p.health.takeForgotten() {
+		ev.Context = s.ctx
+		s.p.hooks.restore(ev, now)
 	}
 	if ejected {
 		ev.Context = s.ctx

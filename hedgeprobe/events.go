@@ -197,6 +197,12 @@ type RouteEvent struct {
 	For time.Duration
 	// Ejections is the route's consecutive ejection count (0 on a restore).
 	Ejections int
+	// Seq orders the route events of a Prober: a later ejection or
+	// restore has a larger Seq. Each call reports its own on its own
+	// goroutine, after the change, so the events of concurrent calls can
+	// reach the hooks in another order; a listener that keeps each
+	// route's state keeps the event with the largest Seq.
+	Seq uint64
 }
 
 // EjectReason says why a route was ejected.

@@ -56,7 +56,10 @@ type health struct {
 	// (the sweep, or the failing route's own entry), restored without a
 	// probe, until a Stream reports them (takeForgotten). h.mu.
 	sweptAt   time.Time
-	forgotten []string
+	forgotten []RouteEvent
+	// noted numbers the ejections and restores a listener hears
+	// (RouteEvent.Seq), in the order they happen. h.mu.
+	noted uint64
 }
 
 // ejectedKept is how many routes' latest ejections are kept without a
@@ -200,8 +203,10 @@ type admission struct {
 	era     uint32
 	entered bool
 	// restored: admitting it forgot the route's idle entry, which held an
-	// ejection (see idle); the listener is to hear the route restored.
-	restored bool
+	// ejection (see idle); the listener is to hear the route restored,
+	// with Seq restoredSeq.
+	restored    bool
+	restoredSeq uint64
 }
 
 // admit reports whether an attempt may go to name now. An ejected route
@@ -227,7 +232,9 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 	if r != nil && h.idle(r, now) {
 		// Idle: the route starts afresh, as an ordinary route, not as
 		// the probe of an ejection that ended long ago.
-		adm.restored = h.forget(name, r)
+		if adm.restored = h.forget(name, r); adm.restored {
+			adm.restoredSeq = h.note()
+		}
 		r = nil
 	}
 	if r == nil || r.until.IsZero() {
@@ -292,7 +299,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	if r := h.routes[name]; r != nil && h.idle(r, now) {
 		// Its failures long past count no more (see idle).
 		if h.forget(name, r) {
-			h.forgotten = append(h.forgotten, name)
+			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: h.note()})
 		}
 	}
 	r := h.route(name)
@@ -343,7 +350,7 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	r.ejections++
 	r.fails = 0
 	h.eject(name, r, now.Add(d))
-	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections}, true
+	return RouteEvent{Route: name, Reason: reason, For: d, Ejections: r.ejections, Seq: h.note()}, true
 }
 
 // sweepIdle forgets the idle entries of every route (see idle): a route
@@ -360,7 +367,7 @@ func (h *health) sweepIdle(now time.Time, keep string) {
 	h.sweptAt = now
 	for name, r := range h.routes {
 		if name != keep && h.idle(r, now) && h.forget(name, r) {
-			h.forgotten = append(h.forgotten, name)
+			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: h.note()})
 		}
 	}
 }
@@ -382,15 +389,22 @@ func (h *health) forget(name string, r *routeHealth) (restored bool) {
 	return r.ejections > 0
 }
 
-// takeForgotten returns the ejected routes forgotten as idle at a failure
-// (by sweepIdle, or the failing route's own entry) since it was last
-// asked, each once.
-func (h *health) takeForgotten() []string {
+// takeForgotten returns the restores of the ejected routes forgotten as
+// idle at a failure (by sweepIdle, or the failing route's own entry) since
+// it was last asked, each once.
+func (h *health) takeForgotten() []RouteEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	names := h.forgotten
+	evs := h.forgotten
 	h.forgotten = nil
-	return names
+	return evs
+}
+
+// note returns the Seq of the ejection or restore that is happening.
+// h.mu is held.
+func (h *health) note() uint64 {
+	h.noted++
+	return h.noted
 }
 
 // backoff is the ejection of a route's nth consecutive ejection: base ×
@@ -404,22 +418,23 @@ func (h *health) backoff(n int) time.Duration {
 }
 
 // success records an attempt on name, admitted at epoch launched, whose
-// stream completed; it reports whether that restored an ejected route. A
-// stale attempt (admitted before the latest ejection, a probe of an
-// earlier one included) restores nothing: it completing during the
-// ejection says nothing of the calls the ejection keeps away.
-func (h *health) success(name string, launched uint64) (restored bool) {
+// stream completed; it reports whether that restored an ejected route,
+// and the restore's event. A stale attempt (admitted before the latest
+// ejection, a probe of an earlier one included) restores nothing: it
+// completing during the ejection says nothing of the calls the ejection
+// keeps away.
+func (h *health) success(name string, launched uint64) (ev RouteEvent, restored bool) {
 	if h.marked.Load() == 0 {
-		return false
+		return RouteEvent{}, false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.routes[name]
 	if r == nil {
-		return false
+		return RouteEvent{}, false
 	}
 	if h.on() && h.stale(name, launched) {
-		return false
+		return RouteEvent{}, false
 	}
 	restored = h.on() && r.ejections > 0
 	r.fails = 0
@@ -427,7 +442,10 @@ func (h *health) success(name string, launched uint64) (restored bool) {
 		r.ejections, r.until, r.probing = 0, time.Time{}, false
 	}
 	h.settle(name, r)
-	return restored
+	if !restored {
+		return RouteEvent{}, false
+	}
+	return RouteEvent{Route: name, Seq: h.note()}, true
 }
 
 // abandon releases name's probe, admitted at epoch launched, when the

@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -158,10 +159,10 @@ func TestHealthAttemptsLaunchedDuringEjectionCount(t *testing.T) {
 	if ev, ejected := h.failure("a", at(3), 0, during, false); !ejected || ev.For != 20*time.Second || ev.Ejections != 2 {
 		t.Fatalf("second ejection: %+v, %v; want 20s after EjectFailures failures", ev, ejected)
 	}
-	if h.success("a", during) {
+	if restoredBy(h.success("a", during)) {
 		t.Fatal("restored by an attempt launched before the second ejection")
 	}
-	if !h.success("a", h.epoch()) {
+	if !restoredBy(h.success("a", h.epoch())) {
 		t.Fatal("not restored by an attempt launched during the second ejection")
 	}
 	if h.marked.Load() != 0 {
@@ -483,13 +484,13 @@ func TestRegressionStaleProbe(t *testing.T) {
 			oldProbe := probe.epoch // the epoch the probe launches with: its claim's
 			// Every route ejected: another attempt served, completed and
 			// restored the route; a third failed with Retry-After 5 s.
-			if !h.success("a", h.epoch()) {
+			if !restoredBy(h.success("a", h.epoch())) {
 				t.Fatal("not restored")
 			}
 			h.failure("a", at(1.5), 5*time.Second, h.epoch(), false) // until 6.5 s
 			switch end {
 			case "completes":
-				if h.success("a", oldProbe) {
+				if restoredBy(h.success("a", oldProbe)) {
 					t.Fatal("the stale probe restored the route")
 				}
 			case "fails":
@@ -597,7 +598,7 @@ func TestHealthEjectionKeptWhileStaleStreamRuns(t *testing.T) {
 	}
 	// a's probe succeeds: a is restored.
 	ok, probe := h.admit("a", at(2), true)
-	if !ok || !probe.probe || !h.success("a", probe.epoch) {
+	if !ok || !probe.probe || !restoredBy(h.success("a", probe.epoch)) {
 		t.Fatal("a not probed and restored")
 	}
 	h.leave(&probe)
@@ -688,7 +689,7 @@ func TestHealthIdleRouteStartsAfresh(t *testing.T) {
 	}
 	h.failure("f", at(300), 10*time.Minute, h.epoch(), false) // f away until 900 s
 	h.failure("d", at(400), 0, h.epoch(), false)              // sweeps: c is probing, f away
-	if !h.success("c", probe.epoch) {
+	if !restoredBy(h.success("c", probe.epoch)) {
 		t.Fatal("c's probe restored nothing: its entry was forgotten while it probed")
 	}
 	if ok, _ := h.admit("f", at(500), true); ok {
@@ -705,18 +706,19 @@ func TestHealthForgottenEjectionRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var ejected, restored []string
 		p := mustNew(t, Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: time.Second, MaxAttempts: 1},
-			OnEject(func(e RouteEvent) { ejected = append(ejected, e.Route) }),
+			OnEject(func(e RouteEvent) { ejected = append(ejected, fmt.Sprint(e.Route, e.Seq)) }),
 			OnRestore(func(e RouteEvent) {
 				if e.Context == nil {
 					t.Error("restore without a Context")
 				}
-				restored = append(restored, e.Route)
+				restored = append(restored, fmt.Sprint(e.Route, e.Seq))
 			}))
 		drain(p.Stream(t.Context(), down("a").route()), time.Now())
 		time.Sleep(5 * time.Second) // a's ejection ended 4 s ago, unprobed
 		drain(p.Stream(t.Context(), down("b").route()), time.Now())
-		if fmt.Sprint(ejected) != "[a b]" || fmt.Sprint(restored) != "[a]" {
-			t.Fatalf("ejected %v, restored %v; want [a b], [a]", ejected, restored)
+		// Seq: b's failure forgot a (restored) before it ejected b.
+		if fmt.Sprint(ejected) != "[a1 b3]" || fmt.Sprint(restored) != "[a2]" {
+			t.Fatalf("ejected %v, restored %v (route and Seq); want [a1 b3], [a2]", ejected, restored)
 		}
 	})
 }
@@ -741,7 +743,7 @@ func TestHealthIdleEntryForgottenByItsRoute(t *testing.T) {
 		if _, ejected := h.failure("a", at(60), 0, h.epoch(), false); ejected {
 			t.Fatal("a ejected again by one failure 19 s after its ejection ended")
 		}
-		if got := h.takeForgotten(); fmt.Sprint(got) != "[a]" {
+		if got := h.takeForgotten(); len(got) != 1 || got[0].Route != "a" {
 			t.Fatalf("forgotten %v, want [a]: its ejection ended unprobed", got)
 		}
 		markedExact(t, h)
@@ -782,16 +784,16 @@ func TestHealthIdleEntryForgottenByItsRoute(t *testing.T) {
 				var events []string
 				p := mustNew(t, Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: 5 * time.Second, MaxAttempts: 1},
 					OnEject(func(e RouteEvent) {
-						events = append(events, fmt.Sprintf("eject %s %v #%d", e.Route, e.For, e.Ejections))
+						events = append(events, fmt.Sprintf("eject %s %v #%d seq %d", e.Route, e.For, e.Ejections, e.Seq))
 					}),
-					OnRestore(func(e RouteEvent) { events = append(events, "restore "+e.Route) }))
+					OnRestore(func(e RouteEvent) { events = append(events, fmt.Sprintf("restore %s seq %d", e.Route, e.Seq)) }))
 				a := newUpstream("a", []step{fail(10*time.Millisecond, &statusErr{code: 503})}, []step{second})
 				drain(p.Stream(t.Context(), a.route()), time.Now())
 				if name == "asked" {
 					time.Sleep(time.Hour)
 				}
 				drain(p.Stream(t.Context(), a.route()), time.Now())
-				if want := "[eject a 1s #1 restore a eject a 1s #1]"; fmt.Sprint(events) != want {
+				if want := "[eject a 1s #1 seq 1 restore a seq 2 eject a 1s #1 seq 3]"; fmt.Sprint(events) != want {
 					t.Fatalf("listener heard %v, want %s", events, want)
 				}
 				markedExact(t, p.health)
@@ -799,6 +801,63 @@ func TestHealthIdleEntryForgottenByItsRoute(t *testing.T) {
 		})
 	}
 }
+
+// Each call reports its route events on its own goroutine, after the
+// change: a restore whose listener is slow reaches it after an ejection
+// that came later from another call. RouteEvent.Seq keeps the order of the
+// changes, so a listener keeping the event with the largest Seq ends with
+// the route's state.
+func TestHealthEventSeqOrdersConcurrentCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a",
+			[]step{fail(10*time.Millisecond, &statusErr{code: 503})},
+			texts("a", 2, 10*time.Millisecond, 10*time.Millisecond),
+			[]step{fail(10*time.Millisecond, &statusErr{code: 503})})
+		var heard []string
+		latest := map[string]RouteEvent{}
+		hear := func(what string, e RouteEvent) {
+			heard = append(heard, fmt.Sprintf("%s#%d", what, e.Seq))
+			if e.Seq > latest[e.Route].Seq {
+				latest[e.Route] = e
+			}
+		}
+		release := make(chan struct{})
+		p := mustNew(t, Config{HedgeAfter: time.Hour, MaxAttempts: 1, EjectFailures: 1, EjectBase: time.Second,
+			EjectMax: time.Minute},
+			OnEject(func(e RouteEvent) { hear("eject", e) }),
+			OnRestore(func(e RouteEvent) { <-release; hear("restore", e) }))
+		call := func() Stats {
+			s := p.Stream(t.Context(), a.route())
+			drain(s, time.Now())
+			return s.Stats()
+		}
+		call() // a fails: ejected for 1 s
+		time.Sleep(2 * time.Second)
+		probed := make(chan Stats)
+		go func() { probed <- call() }() // the probe completes: a restored, its listener slow
+		time.Sleep(time.Second)
+		if st := call(); st.Outcome != OutcomeError { // admitted, fails: a ejected again
+			t.Fatalf("second failure: %+v", st)
+		}
+		close(release)
+		if st := <-probed; st.Outcome != OutcomeOK {
+			t.Fatalf("probe: %+v", st)
+		}
+		if got := strings.Join(heard, " "); got != "eject#1 eject#3 restore#2" {
+			t.Fatalf("heard %s, want eject#1 eject#3 restore#2: the slow restore last, its Seq between", got)
+		}
+		if e := latest["a"]; e.Ejections != 1 || e.Seq != 3 {
+			t.Fatalf("latest event of a %+v, want the second ejection", e)
+		}
+		if ok, adm := p.health.admit("a", time.Now(), true); ok {
+			p.health.leave(&adm)
+			t.Fatal("a admitted: the health table does not have it ejected")
+		}
+	})
+}
+
+// restoredBy is the restored result of health.success, for conditions.
+func restoredBy(_ RouteEvent, restored bool) bool { return restored }
 
 // markedExact fails t unless marked counts exactly the entries in routes:
 // admit's lock-free path takes marked 0 for no entry at all.

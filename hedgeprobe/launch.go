@@ -73,7 +73,7 @@ func (s *Stream[T]) primary() int {
 func (s *Stream[T]) admit(name string, now time.Time, primary bool) bool {
 	ok, adm := s.p.health.admit(name, now, primary)
 	if adm.restored {
-		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name}, now)
+		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name, Seq: adm.restoredSeq}, now)
 	}
 	if ok {
 		s.race.admitted = adm

@@ -678,13 +678,13 @@ func TestRegressionStaleAfterRestore(t *testing.T) {
 		t.Fatal("not ejected at 1 s")
 	}
 	ok, probe := h.admit("a", at(11), true)
-	if !ok || !probe.probe || !h.success("a", probe.epoch) {
+	if !ok || !probe.probe || !restoredBy(h.success("a", probe.epoch)) {
 		t.Fatalf("at 11 s: admitted %v, probe %+v, or not restored", ok, probe)
 	}
 	if ev, ejected := h.failure("a", at(30), 0, x.epoch, false); ejected {
 		t.Fatalf("X's failure at 30 s ejected a again: %+v", ev)
 	}
-	if h.success("a", x.epoch) {
+	if restoredBy(h.success("a", x.epoch)) {
 		t.Fatal("X's success restored a route that is not ejected")
 	}
 	if ok, adm := h.admit("a", at(31), true); !ok || adm.probe {
