@@ -202,11 +202,10 @@ type admission struct {
 	// entered: left by health.leave.
 	era     uint32
 	entered bool
-	// restored: admitting it forgot the route's idle entry, which held an
-	// ejection (see idle); the listener is to hear the route restored,
-	// with Seq restoredSeq.
-	restored    bool
-	restoredSeq uint64
+	// restored, when not 0, is the Seq of a restore: admitting it forgot
+	// the route's idle entry, which held an ejection (see idle); the
+	// listener is to hear the route restored.
+	restored uint64
 }
 
 // admit reports whether an attempt may go to name now. An ejected route
@@ -232,9 +231,7 @@ func (h *health) admit(name string, now time.Time, primary bool) (ok bool, adm a
 	if r != nil && h.idle(r, now) {
 		// Idle: the route starts afresh, as an ordinary route, not as
 		// the probe of an ejection that ended long ago.
-		if adm.restored = h.forget(name, r); adm.restored {
-			adm.restoredSeq = h.note()
-		}
+		adm.restored = h.forget(name, r)
 		r = nil
 	}
 	if r == nil || r.until.IsZero() {
@@ -298,8 +295,8 @@ func (h *health) failure(name string, now time.Time, retryAfter time.Duration, l
 	defer h.mu.Unlock()
 	if r := h.routes[name]; r != nil && h.idle(r, now) {
 		// Its failures long past count no more (see idle).
-		if h.forget(name, r) {
-			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: h.note()})
+		if seq := h.forget(name, r); seq != 0 {
+			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: seq})
 		}
 	}
 	r := h.route(name)
@@ -366,8 +363,11 @@ func (h *health) sweepIdle(now time.Time, keep string) {
 	}
 	h.sweptAt = now
 	for name, r := range h.routes {
-		if name != keep && h.idle(r, now) && h.forget(name, r) {
-			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: h.note()})
+		if name == keep || !h.idle(r, now) {
+			continue
+		}
+		if seq := h.forget(name, r); seq != 0 {
+			h.forgotten = append(h.forgotten, RouteEvent{Route: name, Seq: seq})
 		}
 	}
 }
@@ -380,13 +380,16 @@ func (h *health) idle(r *routeHealth, now time.Time) bool {
 	return !r.probing && now.Sub(r.failedAt) > h.max && now.Sub(r.until) > h.max
 }
 
-// forget drops name's entry r, which marked counts, and reports whether
-// it held an ejection: the route is then restored, without a probe, and
-// the listener is to hear it. h.mu is held.
-func (h *health) forget(name string, r *routeHealth) (restored bool) {
+// forget drops name's entry r, which marked counts. When it held an
+// ejection the route is restored, without a probe, and the listener is to
+// hear it: forget returns that restore's Seq, else 0. h.mu is held.
+func (h *health) forget(name string, r *routeHealth) (restored uint64) {
 	delete(h.routes, name)
 	h.marked.Add(-1)
-	return r.ejections > 0
+	if r.ejections == 0 {
+		return 0
+	}
+	return h.note()
 }
 
 // takeForgotten returns the restores of the ejected routes forgotten as

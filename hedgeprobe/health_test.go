@@ -752,20 +752,20 @@ func TestHealthIdleEntryForgottenByItsRoute(t *testing.T) {
 		h := newHealth(Config{EjectFailures: 1, EjectBase: time.Second, EjectMax: 5 * time.Second})
 		h.failure("a", at(0), 0, h.epoch(), false) // ejected until 1 s
 		ok, adm := h.admit("a", at(3600), true)
-		if !ok || adm.probe || !adm.restored {
+		if !ok || adm.probe || adm.restored == 0 {
 			t.Fatalf("a asked an hour later: ok %v, %+v; want admitted afresh, no probe, restored", ok, adm)
 		}
 		ev, ejected := h.failure("a", at(3600), 0, adm.epoch, adm.probe)
 		if !ejected || ev.Ejections != 1 || ev.For != time.Second {
 			t.Fatalf("a's next ejection: %+v, %v; want a first one, 1s", ev, ejected)
 		}
-		if ok, adm := h.admit("a", at(3600.5), true); ok || adm.restored {
+		if ok, adm := h.admit("a", at(3600.5), true); ok || adm.restored != 0 {
 			t.Fatalf("a admitted during its new ejection: %v, %+v", ok, adm)
 		}
 		h.leave(&adm)
 		markedExact(t, h)
 		h.failure("b", at(3700), 0, h.epoch(), false) // ejected until 3701 s
-		if ok, adm := h.admit("b", at(7200), true); !ok || !adm.restored {
+		if ok, adm := h.admit("b", at(7200), true); !ok || adm.restored == 0 {
 			t.Fatalf("b asked an hour later: %v, %+v", ok, adm)
 		}
 		markedExact(t, h)

@@ -72,8 +72,8 @@ func (s *Stream[T]) primary() int {
 // does not, as no stream of it restored the route.
 func (s *Stream[T]) admit(name string, now time.Time, primary bool) bool {
 	ok, adm := s.p.health.admit(name, now, primary)
-	if adm.restored {
-		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name, Seq: adm.restoredSeq}, now)
+	if adm.restored != 0 {
+		s.p.hooks.restore(RouteEvent{Context: s.ctx, Route: name, Seq: adm.restored}, now)
 	}
 	if ok {
 		s.race.admitted = adm
