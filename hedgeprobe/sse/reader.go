@@ -69,7 +69,9 @@ const maxEmptyReads = 100
 type ReaderOption func(*Reader)
 
 // WithMaxEventSize sets the limit, in bytes, on one line and on the data of
-// one event; n <= 0 means DefaultMaxEventSize.
+// one event; n <= 0 means DefaultMaxEventSize. A line counts without its
+// line ending, and an event's data as it is dispatched (its data lines
+// joined with "\n"); either may reach the limit but not pass it.
 func WithMaxEventSize(n int) ReaderOption {
 	return func(r *Reader) {
 		if n <= 0 {

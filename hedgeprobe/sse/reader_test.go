@@ -168,12 +168,31 @@ func TestReaderLimit(t *testing.T) {
 			}
 		})
 	}
-	t.Run("exactly at limit", func(t *testing.T) {
-		evs, err := readAll(strings.NewReader("data:"+strings.Repeat("x", 11)+"\n\n"), WithMaxEventSize(16))
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("evs %d, err %v", len(evs), err)
-		}
-	})
+	// The limit counts a line without its line ending, and an event's data
+	// as it is dispatched: its data lines joined with "\n". Reaching it is
+	// allowed; one byte more is not.
+	for _, tc := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"line at limit", "data:" + strings.Repeat("x", 11) + "\r\n\r\n", true},
+		{"line over limit", "data:" + strings.Repeat("x", 12) + "\n\n", false},
+		{"data at limit", "data:0123456\ndata:01234567\n\n", true},
+		{"data over limit", "data:0123456\ndata:012345678\n\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := readAll(strings.NewReader(tc.in), WithMaxEventSize(16))
+			if tc.ok && (err != nil || len(evs) != 1) {
+				t.Fatalf("evs %d, err %v; want one event", len(evs), err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrTooLarge) || len(evs) != 0) {
+				t.Fatalf("evs %d, err %v; want ErrTooLarge and no event", len(evs), err)
+			}
+			if tc.ok && len(evs[0].Data) > 16 {
+				t.Fatalf("data %d bytes", len(evs[0].Data))
+			}
+		})
+	}
 }
 
 func TestReaderReadError(t *testing.T) {
