@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
-	"github.com/streamwatch/streamwatch/internal/testbed/fakellm/fakellmtest"
 )
 
 // The end-to-end tests run hedgeprobe over the raw-SSE routes against
-// fakellm on 127.0.0.1, in real time at a time scale of 0.01: the
-// profiles' 300 ms TTFT is 3 ms, their 30 s silence 300 ms with a
-// keepalive every 10 ms.
-const scale = 0.01
+// fakellm on 127.0.0.1, in real time, as adaptertest serves it: 100×
+// faster (the profiles' 300 ms TTFT is 3 ms, a keepalive every 1 s one
+// every 10 ms) but for the silences, 10× faster (the stall profile's 30 s
+// silence lasts 3 s), so that no stalled stream recovers before the hedge
+// or watchdog a test waits for, however loaded the machine.
+func upstream(t *testing.T) string { return adaptertest.Start(t).URL() }
 
 func client(t *testing.T) *http.Client {
 	tr := sse.NewTransport(sse.TransportOptions{})
@@ -76,12 +78,19 @@ func newProber(t *testing.T, cfg hedgeprobe.Config) *hedgeprobe.Prober[sse.ChatC
 }
 
 // TestE2EKeepalivesDoNotResetStallWatchdog: the stall profile sends a
-// keepalive every 10 ms through a 300 ms silence after chunk 5; with a
-// 100 ms stall timeout the call must fail there, keepalives notwithstanding.
+// keepalive every 10 ms through a 3 s silence after chunk 5; with a 500 ms
+// stall timeout the call must fail there, keepalives notwithstanding. A
+// watchdog that keepalives reset would never fire, and chunk 6 would come
+// at 3 s. The window is wide because this runs in real time: with 100 ms
+// (and a 300 ms silence) a run under -race beside a busy loop saw only one
+// keepalive before the watchdog fired — the server sends the ones it is
+// late with at once when it catches up, but by then the call had ended.
+// hedgeprobe's TestParityKeepalivesNeverReset checks the exact timing, in
+// virtual time.
 func TestE2EKeepalivesDoNotResetStallWatchdog(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
-	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"))
+	base := upstream(t)
+	p := newProber(t, hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 500 * time.Millisecond})
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "stall"))
 	var te *hedgeprobe.TimeoutError
 	if !errors.As(r.err, &te) || te.Kind != hedgeprobe.TimeoutStall || !te.Truncated || te.ChunksDelivered != 5 {
 		t.Fatalf("err = %v (%#v)", r.err, r.err)
@@ -94,9 +103,9 @@ func TestE2EKeepalivesDoNotResetStallWatchdog(t *testing.T) {
 // TestE2EErrorPayloadEndsCall: an error payload after chunk 3 ends the
 // committed call with the typed error.
 func TestE2EErrorPayloadEndsCall(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	p := newProber(t, hedgeprobe.Config{})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "error-mid"), openaiRoute(t, ts.URL, "steady"))
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "error-mid"), openaiRoute(t, base, "steady"))
 	var ue *sse.UpstreamError
 	if !errors.As(r.err, &ue) || !ue.MidStream || ue.Message != "fakellm: scripted mid-stream error" {
 		t.Fatalf("err = %v", r.err)
@@ -109,11 +118,11 @@ func TestE2EErrorPayloadEndsCall(t *testing.T) {
 // TestE2EDisconnectIsAnError: a body cut after chunk 3, or ended cleanly
 // without [DONE], is an error, never a success.
 func TestE2EDisconnectIsAnError(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	for _, profile := range []string{"disconnect", "disconnect-clean"} {
 		t.Run(profile, func(t *testing.T) {
 			p := newProber(t, hedgeprobe.Config{MaxAttempts: 1})
-			r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, profile))
+			r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, profile))
 			var ce *sse.ConnectionError
 			if !errors.As(r.err, &ce) || !ce.Transient() || !hedgeprobe.IsTransient(r.err) {
 				t.Fatalf("err = %v (%T)", r.err, r.err)
@@ -131,9 +140,9 @@ func TestE2EDisconnectIsAnError(t *testing.T) {
 // TestE2EHedgeFromStallToSteady: holding 10 chunks before commit, the
 // stall trigger fires in the primary's silence and the steady hedge wins.
 func TestE2EHedgeFromStallToSteady(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), openaiRoute(t, ts.URL, "steady"))
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "stall"), openaiRoute(t, base, "steady"))
 	if r.err != nil || r.content != 40 || r.stats.Winner != 1 || r.stats.WinnerRoute != "steady" || len(r.stats.Attempts) != 2 {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
@@ -145,9 +154,9 @@ func TestE2EHedgeFromStallToSteady(t *testing.T) {
 // TestE2EHedgeOnRateLimit: a 429 is transient, so the hedge launches at
 // once, not after HedgeAfter, and wins.
 func TestE2EHedgeOnRateLimit(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	p := newProber(t, hedgeprobe.Config{HedgeAfter: 10 * time.Second})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "ratelimit"), openaiRoute(t, ts.URL, "steady"))
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "ratelimit"), openaiRoute(t, base, "steady"))
 	if r.err != nil || r.content != 40 || r.stats.Winner != 1 {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
@@ -160,9 +169,9 @@ func TestE2EHedgeOnRateLimit(t *testing.T) {
 
 // TestE2EBadRequestIsFatal: a 400 ends the call without a hedge.
 func TestE2EBadRequestIsFatal(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	p := newProber(t, hedgeprobe.Config{})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "bad-request"), openaiRoute(t, ts.URL, "steady"))
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "bad-request"), openaiRoute(t, base, "steady"))
 	var ue *sse.UpstreamError
 	if !errors.As(r.err, &ue) || ue.StatusCode != 400 || len(r.stats.Attempts) != 1 {
 		t.Fatalf("err %v attempts %d", r.err, len(r.stats.Attempts))
@@ -172,10 +181,10 @@ func TestE2EBadRequestIsFatal(t *testing.T) {
 // TestE2EAnthropicRoute streams the Anthropic endpoint through hedgeprobe,
 // pings included, and reads the output tokens.
 func TestE2EAnthropicRoute(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	route := func(profile string) hedgeprobe.Route[sse.AnthropicEvent] {
 		return sse.AnthropicRoute(profile, sse.AnthropicRequest{
-			BaseURL: ts.URL + "/p/" + profile, APIKey: "k", Model: "claude-fake",
+			BaseURL: base + "/p/" + profile, APIKey: "k", Model: "claude-fake",
 			Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),
 		})
 	}
@@ -193,13 +202,13 @@ func TestE2EAnthropicRoute(t *testing.T) {
 // TestE2EHeterogeneousHedge: an OpenAI-compatible primary stalls and an
 // Anthropic route, converted to chat chunks, wins the hedge.
 func TestE2EHeterogeneousHedge(t *testing.T) {
-	ts := fakellmtest.Start(t, scale)
+	base := upstream(t)
 	p := newProber(t, hedgeprobe.Config{HoldChunks: 10, StallAfter: 30 * time.Millisecond, HedgeAfter: time.Second, MaxAttempts: 2})
 	anthropic := sse.AnthropicChatRoute("anthropic", sse.AnthropicRequest{
-		BaseURL: ts.URL + "/p/steady", APIKey: "k", Model: "claude-fake",
+		BaseURL: base + "/p/steady", APIKey: "k", Model: "claude-fake",
 		Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: client(t),
 	})
-	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, ts.URL, "stall"), anthropic)
+	r := run(t, p, sse.ClassifyOpenAI, openaiRoute(t, base, "stall"), anthropic)
 	if r.err != nil || r.content != 40 || r.stats.WinnerRoute != "anthropic" || r.stats.Attempts[1].Provider != "anthropic" {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}

@@ -31,10 +31,11 @@ func ExampleNewReader() {
 }
 
 // ExampleOpenAIRoute hedges a stalling upstream with a steady one; fakellm
-// (100× faster) stands in for both.
+// (10× faster: the stall lasts 3 s, the hedge wins in a tenth of that)
+// stands in for both.
 func ExampleOpenAIRoute() {
 	cfg, _ := fakellm.LoadFile("../../testdata/fakellm/profiles.yaml")
-	srv, _ := fakellm.New(fakellm.Options{Config: cfg, Scale: 0.01})
+	srv, _ := fakellm.New(fakellm.Options{Config: cfg, Scale: 0.1})
 	hs := &http.Server{Handler: srv}
 	ln, base := listen()
 	go hs.Serve(ln)

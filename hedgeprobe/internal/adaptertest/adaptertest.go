@@ -24,23 +24,48 @@ import (
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 	"github.com/streamwatch/streamwatch/internal/testbed/fakellm/fakellmtest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
-// Scale runs fakellm 100× faster: a 30 s silence lasts 300 ms.
+// Scale runs fakellm 100× faster: a 300 ms first chunk comes after 3 ms.
 const Scale = 0.01
+
+// SilenceFactor lengthens every scripted silence of the built-in profiles
+// for these tests: at Scale the "stall" profile's 30 s silence lasts 3 s,
+// not 300 ms. These tests run in real time over HTTP, and each ends a
+// silence early (a watchdog, a hedge, a resume) and checks which attempt
+// did it; the stalled stream's recovery must not come first on a loaded
+// machine, where a scheduler pause of a few hundred milliseconds under
+// -race is not rare. It costs no time: no test waits a silence out.
+const SilenceFactor = 10
 
 // Upstream is fakellm serving the testdata profiles for one test.
 type Upstream struct {
 	server *httptest.Server
 }
 
-// Start serves fakellm at Scale until the test ends.
+// Start serves fakellm at Scale, its silences SilenceFactor times as
+// long, until the test ends.
 func Start(t testing.TB) *Upstream {
 	t.Helper()
-	return &Upstream{server: fakellmtest.Start(t, Scale)}
+	cfg, err := fakellm.DefaultProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cfg.Profiles {
+		for i := range p.Silences {
+			d := &p.Silences[i].Duration
+			d.Fixed, d.Median, d.Max = SilenceFactor*d.Fixed, SilenceFactor*d.Median, SilenceFactor*d.Max
+		}
+	}
+	return &Upstream{server: fakellmtest.StartConfig(t, cfg, Scale)}
 }
+
+// URL is the server root, for a profile picked per request with the
+// X-Fakellm-Profile header.
+func (u *Upstream) URL() string { return u.server.URL }
 
 // ProfileURL is the root URL of one fakellm profile; an OpenAI client
 // appends "/v1", an Anthropic client uses it as it is.
@@ -116,9 +141,9 @@ func (r StallToSteady) Check(t testing.TB) {
 }
 
 // TapKeepalivesConfig is the configuration of the tapped-keepalives
-// scenario: one attempt on the "stall" profile, whose 300 ms silence after
-// chunk 5 carries a keepalive every 10 ms, and a 100 ms stall timeout.
-var TapKeepalivesConfig = hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 100 * time.Millisecond}
+// scenario: one attempt on the "stall" profile, whose 3 s silence after
+// chunk 5 carries a keepalive every 10 ms, and a 500 ms stall timeout.
+var TapKeepalivesConfig = hedgeprobe.Config{MaxAttempts: 1, StallTimeout: 500 * time.Millisecond}
 
 // TapKeepalives is what a tapped-keepalives call produced.
 type TapKeepalives struct {

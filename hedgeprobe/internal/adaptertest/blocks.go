@@ -382,7 +382,10 @@ func (a Adapter[T]) CheckResumeAfterFollowing(t *testing.T, route func(t *testin
 		want     []string
 	}{
 		{"resumed twice, the second continuing the first's own text block",
-			func(c *hedgeprobe.Config) { c.MaxAttempts = 3 },
+			// The first continuation's events must come before a second
+			// resume is due, or the second would continue the first
+			// answer's text instead: 500 ms, not ResumeConfig's 80.
+			func(c *hedgeprobe.Config) { c.MaxAttempts, c.ResumeAfter = 3, 500*time.Millisecond },
 			[][]string{
 				answer,
 				slices.Concat([]string{start("b")}, thinking(0, FollowThinking), text(1, " a")),

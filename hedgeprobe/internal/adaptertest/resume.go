@@ -14,16 +14,16 @@ import (
 
 // Resume scenarios (docs/design.md §2 rule 10): a committed stream falls
 // silent and is continued on another route from the text delivered. At
-// Scale the "stall" profile's silence after chunk 5 lasts 300 ms;
+// Scale the "stall" profile's silence after chunk 5 lasts 3 s (Start);
 // "stall-twice" continued from chunk 5 falls silent again after chunk 10;
 // "stall-before-end" falls silent after its last chunk, so a continuation
 // has no content, only its opening and closing events; "no-prefill"
 // refuses every continuation with a 400. Every check is on
 // the caller's text and on Stream.Stats (triggers and outcomes), never on
 // wall-clock durations. The margins are wide on purpose: a resume has at
-// least 100 ms to deliver its first chunk before anything else can happen
-// (another resume, the stalled stream's recovery), so a loaded machine
-// does not change the attempts.
+// least 400 ms to deliver its first chunk, or a refusal to come, before
+// another resume is due, and seconds before the stalled stream's recovery,
+// so a loaded machine does not change the attempts.
 
 // ScriptText is the text of every 40-chunk fakellm profile: what the
 // caller must read, byte for byte, however many times the stream was
@@ -95,12 +95,12 @@ var ResumeCases = []ResumeCase{
 		},
 	},
 	{
-		// Resumes at 100 ms of silence: the first continuation has 100 ms
+		// Resumes at 500 ms of silence: the first continuation has 500 ms
 		// to start before a second would be due, and the second starts
-		// 100 ms into its predecessor's 300 ms silence.
+		// 500 ms into its predecessor's 3 s silence.
 		Name:   "a continuation that stalls too is resumed again",
 		Routes: []RouteSpec{{"stall", true}, {"stall-twice", true}, {"steady", true}},
-		Config: hedgeprobe.Config{ResumeAfter: 100 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
+		Config: hedgeprobe.Config{ResumeAfter: 500 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
 		Attempts: []WantAttempt{
 			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
 			{hedgeprobe.TriggerResume, "stall-twice", hedgeprobe.AttemptCanceled},
@@ -108,11 +108,11 @@ var ResumeCases = []ResumeCase{
 		},
 	},
 	{
-		// The refusal comes at 80 ms, the next resume at 160 ms, 140 ms
-		// before the stalled stream recovers.
+		// The refusal must come within 400 ms, before the next resume is
+		// due (at 800 ms), 2.2 s before the stalled stream recovers.
 		Name:   "a refused continuation falls back to the next resumable route",
 		Routes: []RouteSpec{{"stall", true}, {"no-prefill", true}, {"steady", true}},
-		Config: hedgeprobe.Config{ResumeAfter: 80 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
+		Config: hedgeprobe.Config{ResumeAfter: 400 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 3},
 		Attempts: []WantAttempt{
 			{hedgeprobe.TriggerPrimary, "stall", hedgeprobe.AttemptCanceled},
 			{hedgeprobe.TriggerResume, "no-prefill", hedgeprobe.AttemptFailed},
@@ -121,13 +121,13 @@ var ResumeCases = []ResumeCase{
 	},
 	{
 		// The stalled route cannot continue and the only one that can
-		// refuses: nothing rescues the call but the watchdog, 150 ms into
-		// the 300 ms silence.
+		// refuses: nothing rescues the call but the watchdog, 1 s into
+		// the 3 s silence, 750 ms after the resume the refusal answers.
 		Name:   "a refused continuation falls back to the watchdog",
 		Routes: []RouteSpec{{"stall", false}, {"no-prefill", true}},
 		Config: hedgeprobe.Config{
-			ResumeAfter:  50 * time.Millisecond,
-			StallTimeout: 150 * time.Millisecond,
+			ResumeAfter:  250 * time.Millisecond,
+			StallTimeout: time.Second,
 			HedgeAfter:   10 * time.Second,
 			MaxAttempts:  3,
 		},

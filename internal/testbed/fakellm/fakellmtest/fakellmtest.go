@@ -20,6 +20,13 @@ func Start(t testing.TB, scale float64) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return StartConfig(t, cfg, scale)
+}
+
+// StartConfig is Start with profiles of the test's own, such as the
+// built-in ones with some durations changed.
+func StartConfig(t testing.TB, cfg *fakellm.Config, scale float64) *httptest.Server {
+	t.Helper()
 	srv, err := fakellm.New(fakellm.Options{Config: cfg, Scale: scale, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
