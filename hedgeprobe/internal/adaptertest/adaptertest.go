@@ -41,7 +41,8 @@ const Scale = 0.01
 // -race is not rare. It costs no time: no test waits a silence out.
 const SilenceFactor = 10
 
-// Upstream is fakellm serving the testdata profiles for one test.
+// Upstream is fakellm serving the built-in profiles, their silences
+// lengthened, for one test.
 type Upstream struct {
 	server *httptest.Server
 }

@@ -122,11 +122,12 @@ var ResumeCases = []ResumeCase{
 	{
 		// The stalled route cannot continue and the only one that can
 		// refuses: nothing rescues the call but the watchdog, 1 s into
-		// the 3 s silence, 750 ms after the resume the refusal answers.
+		// the 3 s silence. The refusal must come within 400 ms: a resume
+		// due at 800 ms would otherwise ask the refusing route again.
 		Name:   "a refused continuation falls back to the watchdog",
 		Routes: []RouteSpec{{"stall", false}, {"no-prefill", true}},
 		Config: hedgeprobe.Config{
-			ResumeAfter:  250 * time.Millisecond,
+			ResumeAfter:  400 * time.Millisecond,
 			StallTimeout: time.Second,
 			HedgeAfter:   10 * time.Second,
 			MaxAttempts:  3,
