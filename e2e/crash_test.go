@@ -72,8 +72,9 @@ func TestCrashShippedConfig(t *testing.T) {
 	if stored == 0 {
 		t.Fatalf("Prometheus holds no call: nothing was scraped before the kill, so the test measured nothing")
 	}
-	// 1 s of slack (as in TestReplicas' crashLoss): the pacing of the load and a
-	// scrape that comes late on a loaded machine (one scrape interval).
+	// 1 s of slack (as in TestReplicas' crashLoss): the pacing of the
+	// load and a scrape that comes late on a loaded machine (one scrape
+	// interval).
 	// The bound's three terms add up to 4 s, and a kill late in all three
 	// at once comes close to it (3.7 s in some runs); a bound that does
 	// not hold loses far more (all 6.5 s of the load).

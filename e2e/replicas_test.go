@@ -212,9 +212,9 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 		t.Fatalf("Prometheus holds more calls (%.0f) than the replica acknowledged (%d)", stored, acked)
 	}
 	// One interval, plus one request's worth for the push in flight; 1 s
-	// of slack, as in TestCrashShippedConfig, for a push or a remote write that a
-	// loaded machine delays. A bound that does not hold loses far more:
-	// all 6.5 s of the load.
+	// of slack, as in TestCrashShippedConfig, for a push or a remote
+	// write that a loaded machine delays. A bound that does not hold
+	// loses far more: all 6.5 s of the load.
 	if bound := replicaInterval.Seconds() + 1.0/rate; lostSeconds > bound+1 {
 		t.Errorf("lost %.2f s of traffic, bound %.2f s (one interval and one request)", lostSeconds, bound)
 	}
