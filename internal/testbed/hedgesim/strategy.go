@@ -149,6 +149,12 @@ func Strategies() ([]Strategy, error) {
 		// same defaults with a generous one.
 		{"zero-value Config, budget 0.6", "hedgeprobe.Config{HedgeBudget: 0.6, HedgeBurst: 10}: the defaults with a generous budget, no retry",
 			hedgeprobe.Config{HedgeBudget: 0.6, HedgeBurst: hedgeBurst}, false},
+		// What the defaults would give at a primary and one rescue per
+		// call and a tenth of a hedge per call, the caps the defaults
+		// were first sized at (docs/design.md §2 rules 1 and 3 say why
+		// they are 3 and 0.3 now).
+		{"zero-value Config, MaxAttempts 2, budget 0.1", "hedgeprobe.Config{MaxAttempts: 2, HedgeBudget: 0.1}: the defaults with one rescue per call and a budget of 0.1, no retry",
+			hedgeprobe.Config{MaxAttempts: 2, HedgeBudget: 0.1}, false},
 		// The budget is the knob that trades tail for load: the same
 		// buffered prober at the library default and at a generous budget.
 		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with HedgeBudget 0.1 and HedgeBurst 5 (the first release's defaults)",
