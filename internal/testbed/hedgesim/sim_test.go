@@ -380,8 +380,8 @@ func targetSeeds() []uint64 {
 // coarse grain (25 chunks, silences after chunk 1–3), on 2,000 calls of
 // each seed of targetSeeds: Streaming + resume within 1.5× the oracle's
 // p99 at no more than 0.25 extra attempts per call; the zero-value Config
-// within 15 % of the best hedgeprobe row and, at p99, never worse than no
-// hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls the
+// within 15 % of the best hedgeprobe row, below the rows with 2 attempts
+// or a budget of 0.1 and, at p99, never worse than no hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls the
 // third-slowest call — within 10 % of no hedge's: there the zero-value
 // Config's slowest calls are those no resume rescued (every attempt
 // stalled, or the budget was dry), each waiting out a silence drawn like no
@@ -410,6 +410,15 @@ func TestResumeTargets(t *testing.T) {
 			zero := row(t, seed, "zero-value Config").Summary
 			if float64(zero.Done[1]) > 1.15*float64(best) {
 				t.Errorf("zero-value Config p99 %v, more than 15 %% above the best tuned row's %v", zero.Done[1], best)
+			}
+			// The defaults' attempt cap and budget (3 and 0.3) against the
+			// 2 and 0.1 they were first sized at, together and each alone.
+			for _, name := range []string{"zero-value Config, MaxAttempts 2, budget 0.1", "zero-value Config, MaxAttempts 2", "zero-value Config, budget 0.1"} {
+				if lower := row(t, seed, name).Summary.Done[1]; zero.Done[1] >= lower {
+					t.Errorf("zero-value Config p99 %v, not below %s's %v", zero.Done[1], name, lower)
+				} else {
+					t.Logf("%s: p99 %v", name, lower)
+				}
 			}
 			stress := DefaultScenario(2000)
 			stress.Seed = s

@@ -155,6 +155,10 @@ func Strategies() ([]Strategy, error) {
 		// they are 3 and 0.3 now).
 		{"zero-value Config, MaxAttempts 2, budget 0.1", "hedgeprobe.Config{MaxAttempts: 2, HedgeBudget: 0.1}: the defaults with one rescue per call and a budget of 0.1, no retry",
 			hedgeprobe.Config{MaxAttempts: 2, HedgeBudget: 0.1}, false},
+		{"zero-value Config, MaxAttempts 2", "hedgeprobe.Config{MaxAttempts: 2}: the defaults with one rescue per call, no retry",
+			hedgeprobe.Config{MaxAttempts: 2}, false},
+		{"zero-value Config, budget 0.1", "hedgeprobe.Config{HedgeBudget: 0.1}: the defaults with a budget of 0.1, no retry",
+			hedgeprobe.Config{HedgeBudget: 0.1}, false},
 		// The budget is the knob that trades tail for load: the same
 		// buffered prober at the library default and at a generous budget.
 		{"hedgeprobe buffered, budget 0.1", "as hedgeprobe buffered with HedgeBudget 0.1 and HedgeBurst 5 (the first release's defaults)",
