@@ -170,9 +170,11 @@ type Config struct {
 	MaxAttempts int
 	// HedgeBudget is the number of hedge tokens each call adds to the
 	// Prober's bucket; every hedge and every resume takes one token.
-	// Default 0.3: it must cover the calls that need a rescue (about 5 %
-	// TTFT hedges at the p95 delay, plus the share of streams that fall
-	// silent — 10 % in the seed's workload), and it keeps extra attempts
+	// Default 0.3: it must cover the calls that need a rescue (8–9 %
+	// TTFT hedges at the adaptive p95 delay in the simulation of the
+	// seed's workload — more than 5 %, since a p95 of few samples lies
+	// below the true one — plus the share of streams that fall silent,
+	// 10 % there), and it keeps extra attempts
 	// below a third of calls, so an outage cannot double the load. As
 	// everywhere in Config, 0 means the default; MaxAttempts 1 turns
 	// hedging off.
