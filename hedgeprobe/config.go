@@ -174,10 +174,9 @@ type Config struct {
 	// TTFT hedges at the adaptive p95 delay in the simulation of the
 	// seed's workload — more than 5 %, since a p95 of few samples lies
 	// below the true one — plus the share of streams that fall silent,
-	// 10 % there), and it keeps extra attempts
-	// below a third of calls, so an outage cannot double the load. As
-	// everywhere in Config, 0 means the default; MaxAttempts 1 turns
-	// hedging off.
+	// 10 % there), and it keeps extra attempts below a third of calls, so
+	// an outage cannot double the load. As everywhere in Config, 0 means
+	// the default; MaxAttempts 1 turns hedging off.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.

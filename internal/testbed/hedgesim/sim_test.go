@@ -381,8 +381,9 @@ func targetSeeds() []uint64 {
 // each seed of targetSeeds: Streaming + resume within 1.5× the oracle's
 // p99 at no more than 0.25 extra attempts per call; the zero-value Config
 // within 15 % of the best hedgeprobe row, below the rows with 2 attempts
-// or a budget of 0.1 and, at p99, never worse than no hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls the
-// third-slowest call — within 10 % of no hedge's: there the zero-value
+// or a budget of 0.1 (seed scenario) and, at p99, never worse than no
+// hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls
+// the third-slowest call — within 10 % of no hedge's: there the zero-value
 // Config's slowest calls are those no resume rescued (every attempt
 // stalled, or the budget was dry), each waiting out a silence drawn like no
 // hedge's after the resumes before it, and 3 of 16 seeds put it behind no
