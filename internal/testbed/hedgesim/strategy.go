@@ -121,10 +121,14 @@ func Strategies() ([]Strategy, error) {
 		cfg        hedgeprobe.Config
 		retry      bool
 	}{
-		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog, + one retry",
-			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off}, true},
-		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, then one retry on the other route", watchdogTimeout),
-			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off}, true},
+		// The two baselines have no route ejection: neither bhope/hedge
+		// nor LangChain has one. A Retry-After still keeps the TTFT-only
+		// row's hedges off a route until then (hedgeprobe's pushback has
+		// no switch).
+		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog, no route ejection, + one retry",
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
+		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, no route ejection, then one retry on the other route", watchdogTimeout),
+			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
 		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry, no resume", stallAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, HoldChunks: 10,
 				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
