@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // validate runs the collector's own `validate` on configs, merged in
@@ -118,5 +120,41 @@ func TestDocConfigsValidate(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("%s: listed in docConfigs but no such yaml block", id)
 		}
+	}
+}
+
+// TestUnsetInstanceIDRefused starts the built collector with docs/scale.md's
+// stable instance id over deploy/gateway.yaml and POD_NAME unset: the
+// collector turns the unset variable into the id "<nil>", which every
+// replica would share, so their pushed series would merge. It must not
+// start, and must say why. (validate cannot see it: the id only reaches
+// the connector when the collector builds its pipelines.)
+func TestUnsetInstanceIDRefused(t *testing.T) {
+	root := repoRoot(t)
+	collectorBin, _ := stackBinaries(t, root)
+	id := filepath.Join(t.TempDir(), "instance.yaml")
+	snippet := "service:\n  telemetry:\n    resource:\n      attributes:\n        - name: service.instance.id\n          value: ${env:POD_NAME}\n"
+	if err := os.WriteFile(id, []byte(snippet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, collectorBin, "--config", filepath.Join(root, "deploy", "gateway.yaml"), "--config", id)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "POD_NAME=") {
+			env = append(env, kv)
+		}
+	}
+	// Should it start after all, it binds nothing a parallel test uses.
+	cmd.Env = append(env, "STREAMWATCH_OTLP_GRPC=127.0.0.1:0", "STREAMWATCH_OTLP_HTTP=127.0.0.1:0",
+		"STREAMWATCH_HEALTH=127.0.0.1:0", "STREAMWATCH_TELEMETRY_PORT=0",
+		"STREAMWATCH_REMOTE_WRITE=http://127.0.0.1:1/api/v1/write")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the collector started and ran for 30 s with service.instance.id unset\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), `service.instance.id is "<nil>"`) {
+		t.Errorf("want a failed start naming the id \"<nil>\"; err %v\n%s", err, out)
 	}
 }

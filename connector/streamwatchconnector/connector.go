@@ -2,6 +2,8 @@ package streamwatchconnector
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +71,15 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 	}
 	if v, ok := set.TelemetrySettings.Resource.Attributes().Get(string(semconv.ServiceInstanceID)); ok {
 		c.instance = v.AsString()
+		// The id tells replicas' series apart (docs/scale.md, "Replicas").
+		// A blank one, or the "<nil>" the collector makes of
+		// ${env:POD_NAME} with POD_NAME unset, is the same on every
+		// replica: their cumulative series would overwrite each other
+		// wherever they meet, so refuse to start rather than corrupt them.
+		if id := strings.TrimSpace(c.instance); id == "" || id == "<nil>" {
+			return nil, fmt.Errorf("the collector's service.instance.id is %q, the same on every replica, so replicas' metrics would merge: "+
+				"set it to a value unique per replica (is the environment variable it reads unset?) or leave it out, and the collector draws a random one", c.instance)
+		}
 	}
 	c.cfg.Dimensions = append([]string(nil), cfg.Dimensions...)
 	c.rec = measure.New(measure.Options{

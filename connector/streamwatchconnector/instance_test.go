@@ -53,6 +53,23 @@ func TestReplicaIdentity(t *testing.T) {
 	}
 }
 
+// TestBlankReplicaIdentity: an id that every replica would share — blank,
+// or the "<nil>" the collector makes of an unset ${env:POD_NAME} — is
+// refused with an error that says why; a real one is taken.
+func TestBlankReplicaIdentity(t *testing.T) {
+	f := NewFactory()
+	for _, id := range []string{"", "  ", "<nil>"} {
+		set := connectortest.NewNopSettings(f.Type())
+		set.TelemetrySettings.Resource.Attributes().PutStr(string(semconv.ServiceInstanceID), id)
+		_, err := f.CreateTracesToMetrics(context.Background(), set, createDefaultConfig(), &consumertest.MetricsSink{})
+		require.ErrorContains(t, err, "replicas' metrics would merge", "id %q", id)
+	}
+	set := connectortest.NewNopSettings(f.Type())
+	set.TelemetrySettings.Resource.Attributes().PutStr(string(semconv.ServiceInstanceID), "gateway-0")
+	_, err := f.CreateTracesToMetrics(context.Background(), set, createDefaultConfig(), &consumertest.MetricsSink{})
+	require.NoError(t, err)
+}
+
 // TestNoReplicaIdentity: a collector without a service.instance.id (a
 // test host) adds nothing.
 func TestNoReplicaIdentity(t *testing.T) {
