@@ -181,40 +181,82 @@ func gracefulStop(ctx context.Context, t *testing.T, prom *stack.Prometheus, rep
 
 // crashLoss sends to replica 1 alone at a steady rate, kills it with
 // SIGKILL right after its last acknowledged request, and measures how much
-// of what it acknowledged never reached Prometheus.
+// of what it acknowledged never reached Prometheus. The kill is timed to
+// the worst moment: just before the replica's next push is due, so the
+// loss is nearly a whole interval and a bound that does not hold (a
+// longer interval, a buffer in front of the connector) shows.
 func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replicas []*stack.Collector, names []string, reqs []loadgen.Request, before loadgen.Result) {
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
+	stored := fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[1])
 	victim := replicas[1]
 	const rate = 10 // requests a second, 1,000 calls a second
-	res, err := loadgen.Send(ctx, loadgen.Options{
-		Targets:  []string{victim.OTLPGRPC},
-		Requests: reqs,
-		Senders:  1,
-		Rate:     rate,
-		Duration: 3*replicaInterval + 500*time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
+	sendCtx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	type sent struct {
+		res loadgen.Result
+		err error
+	}
+	done := make(chan sent, 1)
+	go func() {
+		res, err := loadgen.Send(sendCtx, loadgen.Options{
+			Targets:  []string{victim.OTLPGRPC},
+			Requests: reqs,
+			Senders:  1,
+			Rate:     rate,
+			Duration: time.Minute,
+		})
+		done <- sent{res, err}
+	}()
+
+	// The replica's pushes land in Prometheus as changes of its count:
+	// two of them under load give the phase and the period of its flush
+	// ticker — measured, not assumed, so that a replica that pushes less
+	// often than the bound assumes is killed late in its own interval.
+	last := scalarOr0(ctx, t, prom, stored)
+	var pushes []time.Time
+	deadline := time.Now().Add(10 * replicaInterval)
+	for len(pushes) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pushes of %s's count seen in %v under load", len(pushes), names[1], 10*replicaInterval)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if v := scalarOr0(ctx, t, prom, stored); v != last {
+			last = v
+			pushes = append(pushes, time.Now())
+		}
+	}
+	const lead = 300 * time.Millisecond
+	period := pushes[1].Sub(pushes[0])
+	time.Sleep(time.Until(pushes[1].Add(period - lead)))
+	stopSending()
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
 	}
 	victim.Kill()
+	killed := time.Now()
+	res := s.res
 	acked := before.PerTarget[1].Calls + res.Sent.Calls
 	callsPerSecond := float64(res.Sent.Calls) / res.Elapsed.Seconds()
+	t.Logf("killed %s %v after the push seen last (pushes seen %v apart; interval %s)",
+		names[1], killed.Sub(pushes[1]).Round(time.Millisecond), period.Round(time.Millisecond), replicaInterval)
 
 	// Whatever the replica pushed before it died is in Prometheus within
 	// a moment; give in-flight writes a second to land.
 	time.Sleep(time.Second)
-	stored := scalarOr0(ctx, t, prom, fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[1]))
-	lost := float64(acked) - stored
+	held := scalarOr0(ctx, t, prom, stored)
+	lost := float64(acked) - held
 	lostSeconds := lost / callsPerSecond
 	t.Logf("killed %s: it acknowledged %d calls, Prometheus holds %.0f: lost %.0f calls = %.2f s of its traffic (%.0f calls/s; interval %s)",
-		names[1], acked, stored, lost, lostSeconds, callsPerSecond, replicaInterval)
+		names[1], acked, held, lost, lostSeconds, callsPerSecond, replicaInterval)
 	if lost < 0 {
-		t.Fatalf("Prometheus holds more calls (%.0f) than the replica acknowledged (%d)", stored, acked)
+		t.Fatalf("Prometheus holds more calls (%.0f) than the replica acknowledged (%d)", held, acked)
 	}
 	// One interval, plus one request's worth for the push in flight; 1 s
-	// of slack, as in TestCrashShippedConfig, for a push or a remote
-	// write that a loaded machine delays. A bound that does not hold
-	// loses far more: all 6.5 s of the load.
+	// of slack for a push or a remote write that a loaded machine delays.
+	// Killed just before a push, the replica loses nearly an interval
+	// (~1.7 s at 2 s); with the interval twice what the bound assumes it
+	// would lose ~3.7 s and fail.
 	if bound := replicaInterval.Seconds() + 1.0/rate; lostSeconds > bound+1 {
 		t.Errorf("lost %.2f s of traffic, bound %.2f s (one interval and one request)", lostSeconds, bound)
 	}
