@@ -151,9 +151,12 @@ func Panels() []Panel {
 				{fmt.Sprintf("sum(%s) / sum(%s)", rate(streams, sel(stalled+`="yes"`)), rate(streams, sel())), "share of streams stalled"},
 			}},
 		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true,
-			Description: "One observation per upstream stall segment, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
+			Description: "Upstream stall segments per time cell (one minute, or the graph's step when longer), by duration, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (le) (increase(%s_bucket%s[$__rate_interval]))", stallDuration, sel()), "{{le}}"},
+				// One cell per step, each counting its own window: over
+				// $__rate_interval, longer than the step, the windows
+				// overlap and one stall fills several cells.
+				{fmt.Sprintf("sum by (le) (increase(%s_bucket%s[$__interval]))", stallDuration, sel()), "{{le}}"},
 			}},
 		{Row: "Stalls", Title: "Stall time per call: upstreams versus callers", Unit: "s",
 			Description: "Upstream: the silence of every attempt (streamwatch.stall.duration). Callers: the silence callers actually waited through (streamwatch.call.stall.duration, from the caller's view). Upstream segments are silences that ended with a chunk; a silence cut short because a hedge or resume won ends with its attempt and is no segment, so the callers' figure counts the silence they waited before a rescue, and resumed calls raise it. Follows the model variable only.",
@@ -188,7 +191,7 @@ func Panels() []Panel {
 			Queries: []Query{
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
-		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "short",
+		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "cps",
 			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers. A stalled attempt a resume took over from delivered its chunks and wastes none.",
 			Queries: []Query{
 				{fmt.Sprintf("sum(%s)", rate(wasted, sel())), "chunks/s"},
@@ -197,17 +200,17 @@ func Panels() []Panel {
 			Queries: []Query{
 				{quantile("0.95", ttftAttempt, route), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Hedges sent to each route", Unit: "short",
+		{Row: "Routes", Title: "Hedges sent to each route", Unit: "cps",
 			Description: "Hedges launched per second, by the route they went to and their trigger.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (%s)", route, trigger, rate(hedges, sel())), "{{" + route + "}} {{" + trigger + "}}"},
 			}},
-		{Row: "Routes", Title: "Stall segments by route (streams that outlived the silence)", Unit: "short",
+		{Row: "Routes", Title: "Stall segments by route (streams that outlived the silence)", Unit: "cps",
 			Description: "Stall segments per second on each route's attempts. Only silences followed by another chunk count: a route whose every stall was cut short by a hedge or a watchdog reads 0 here — look at stall hedges and stall timeouts for those.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Route ejections by reason", Unit: "short",
+		{Row: "Routes", Title: "Route ejections by reason", Unit: "cps",
 			Description: "Routes ejected per second (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback). Follows the route variable only: a route is ejected for every model.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (%s)", route, reason, rate(ejections, selRoute())), "{{" + route + "}} {{" + reason + "}}"},
@@ -294,11 +297,18 @@ func panel(p Panel) cog.Builder[dashboard.Panel] {
 		// the y axis, where the buckets are, not on the cells, which count.
 		return heatmap.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
 			Calculate(false).YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.Unit)).Unit("short").
+			// Several scrapes in each cell's window (deploy/prometheus.yml
+			// scrapes every 5 s; a 15 s scrape still gives four), or
+			// increase has too little to see.
+			Interval(heatmapStep).
 			Height(8).Span(12).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
 	}
 	return timeseries.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
 		Unit(p.Unit).Min(0).Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatTimeSeries))
 }
+
+// heatmapStep is the heatmap's least step, and so its window.
+const heatmapStep = "1m"
 
 // JSON renders the dashboard as Grafana provisions it.
 func JSON() ([]byte, error) {

@@ -136,6 +136,16 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 		if strings.Contains(strings.ToLower(p.Title), "share") && p.Unit != "percentunit" {
 			t.Errorf("panel %q is a share on unit %q", p.Title, p.Unit)
 		}
+		// A panel of counts per second says so in its unit, so a rate of
+		// 0.02 ejections a second does not read as a count.
+		if strings.Contains(p.Description, "per second") && p.Unit != "cps" && p.Unit != "reqps" {
+			t.Errorf("panel %q shows a rate on unit %q", p.Title, p.Unit)
+		}
+		for _, q := range p.Queries {
+			if p.Heatmap && !strings.Contains(q.Expr, "[$__interval]") {
+				t.Errorf("heatmap %q: %s: a window longer than the step counts an observation in several cells", p.Title, q.Expr)
+			}
+		}
 	}
 	raw, err := JSON()
 	if err != nil {
@@ -143,8 +153,9 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 	}
 	var d struct {
 		Panels []struct {
-			Type    string `json:"type"`
-			Options struct {
+			Type     string `json:"type"`
+			Interval string `json:"interval"`
+			Options  struct {
 				YAxis struct {
 					Unit string `json:"unit"`
 				} `json:"yAxis"`
@@ -169,6 +180,9 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 		heatmaps++
 		if p.Options.YAxis.Unit != "s" || p.Options.Calculate == nil || *p.Options.Calculate {
 			t.Errorf("heatmap y axis unit %q, calculate %v; want s and false", p.Options.YAxis.Unit, p.Options.Calculate)
+		}
+		if p.Interval != heatmapStep {
+			t.Errorf("heatmap min interval %q, want %s", p.Interval, heatmapStep)
 		}
 	}
 	if heatmaps != 1 {
