@@ -105,6 +105,17 @@ func stackBinaries(t *testing.T, root string) (collectorBin, promBin string) {
 	return collectorBin, promBin
 }
 
+// stopWhenDone stops p when the test ends and, if the test failed, logs the
+// last lines of p's log under name.
+func stopWhenDone(t *testing.T, name string, p *stack.Process, lines int) {
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, tail(p.Log(), lines))
+		}
+	})
+}
+
 // startScraped starts otelcol-streamwatch with configs and env on free
 // localhost ports, and a Prometheus scraping it every second. Both stop
 // when the test ends; when it failed, the tails of their logs are logged.
@@ -114,22 +125,12 @@ func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		col.Stop()
-		if t.Failed() {
-			t.Logf("collector log:\n%s", tail(col.Log(), 60))
-		}
-	})
+	stopWhenDone(t, "collector", col.Process, 60)
 	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		prom.Stop()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
-		}
-	})
+	stopWhenDone(t, "prometheus", prom.Process, 30)
 	return col, prom
 }
 
@@ -160,17 +161,6 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 	}
 
-	cfg, err := fakellm.DefaultProfiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	llm := httptest.NewServer(llmHandler)
-	defer llm.Close()
-
 	traces := &sink{}
 	sinkSrv := httptest.NewServer(traces)
 	defer sinkSrv.Close()
@@ -181,20 +171,8 @@ func TestCollectorEndToEnd(t *testing.T) {
 		"STREAMWATCH_METRICS_INTERVAL=1s", "STREAMWATCH_E2E_SINK="+strings.TrimPrefix(sinkSrv.URL, "http://"),
 		"STREAMWATCH_INSTANCE="+e2eInstance)
 
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", e2eService))))
 	start := time.Now()
-	results, err := workload.Run(ctx, workload.Options{BaseURL: llm.URL + "/v1", TracerProvider: tp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tp.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	results := runWorkload(ctx, t, col, 1)
 	t.Logf("workload ran in %s", time.Since(start).Round(time.Millisecond))
 	total := workload.Totals(results)
 	for _, r := range results {
@@ -301,19 +279,17 @@ func TestCollectorEndToEnd(t *testing.T) {
 	})
 }
 
-// checkExprsShowTraffic runs the workload a second time and asks
-// Prometheus every expression of the dashboard as Grafana would, each
-// needing at least one finite, non-zero value. The first run alone cannot
-// show: every series is born with it, at its first sample, and rate() and
-// increase() count only what a series gains after its first sample
-// (docs/telemetry.md, "Dashboard") — after one run every rate is 0 and
-// every ratio of rates NaN.
-func checkExprsShowTraffic(ctx context.Context, t *testing.T, prom *stack.Prometheus, col *stack.Collector) {
+// runWorkload runs the demo workload through hedgeprobe against fakellm's
+// built-in profiles (their random draws seeded with seed), served on a
+// local port for the run, and sends the spans to col over OTLP/HTTP. It
+// returns once every span is sent.
+func runWorkload(ctx context.Context, t *testing.T, col *stack.Collector, seed uint64) []workload.Result {
+	t.Helper()
 	cfg, err := fakellm.DefaultProfiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: 2})
+	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,12 +301,25 @@ func checkExprsShowTraffic(ctx context.Context, t *testing.T, prom *stack.Promet
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", e2eService))))
-	if _, err := workload.Run(ctx, workload.Options{BaseURL: llm.URL + "/v1", TracerProvider: tp}); err != nil {
+	results, err := workload.Run(ctx, workload.Options{BaseURL: llm.URL + "/v1", TracerProvider: tp})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tp.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return results
+}
+
+// checkExprsShowTraffic runs the workload a second time and asks
+// Prometheus every expression of the dashboard as Grafana would, each
+// needing at least one finite, non-zero value. The first run alone cannot
+// show: every series is born with it, at its first sample, and rate() and
+// increase() count only what a series gains after its first sample
+// (docs/telemetry.md, "Dashboard") — after one run every rate is 0 and
+// every ratio of rates NaN.
+func checkExprsShowTraffic(ctx context.Context, t *testing.T, prom *stack.Prometheus, col *stack.Collector) {
+	runWorkload(ctx, t, col, 2)
 	// The windows cover both runs; the connector pushes every second and
 	// Prometheus scrapes every second, so give each expression some
 	// scrapes to see the second run.

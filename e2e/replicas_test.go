@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
 	"github.com/streamwatch/streamwatch/internal/testbed/loadgen"
 	"github.com/streamwatch/streamwatch/internal/testbed/stack"
 	"github.com/streamwatch/streamwatch/semconv"
@@ -29,46 +32,10 @@ const replicaInterval = 2 * time.Second
 // of docs/scale.md: at most one connector interval of its traffic; and the
 // other is stopped with SIGTERM, which must lose nothing.
 func TestReplicas(t *testing.T) {
-	root := repoRoot(t)
-	collectorBin, promBin := stackBinaries(t, root)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-
-	prom, err := stack.StartPrometheusReceiver(ctx, dir, promBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		prom.Stop()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", tail(prom.Log(), 30))
-		}
-	}()
-
 	names := []string{"gateway-a", "gateway-b"}
-	replicas := make([]*stack.Collector, len(names))
-	for i, name := range names {
-		rdir := filepath.Join(dir, name)
-		if err := os.Mkdir(rdir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		col, err := stack.StartCollector(ctx, rdir, collectorBin,
-			[]string{filepath.Join(root, "deploy", "gateway.yaml"), filepath.Join(root, "e2e", "testdata", "instance.yaml")},
-			"STREAMWATCH_INSTANCE="+name,
-			"STREAMWATCH_REMOTE_WRITE="+prom.RemoteWriteURL(),
-			"STREAMWATCH_METRICS_INTERVAL="+replicaInterval.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		replicas[i] = col
-		defer func() {
-			col.Stop()
-			if t.Failed() {
-				t.Logf("%s log:\n%s", name, tail(col.Log(), 40))
-			}
-		}()
-	}
+	prom, replicas := startReplicas(ctx, t, names)
 
 	shape := loadgen.DefaultShape()
 	reqs, err := shape.Requests(16, 1, time.Now())
@@ -148,6 +115,146 @@ func TestReplicas(t *testing.T) {
 	t.Run("a replica stopped gracefully loses nothing", func(t *testing.T) {
 		gracefulStop(ctx, t, prom, replicas[0], names[0], reqs, res.PerTarget[0].Calls)
 	})
+}
+
+// TestReplicasSplitCalls sends every call's call span to one replica and
+// its attempt spans to the other — what a balancer that spreads spans, not
+// traces, does — and checks that the two replicas' series still add up to
+// what was sent: any replica can take any span (deploy/gateway.yaml), as
+// the connector counts each span on its own.
+func TestReplicasSplitCalls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	names := []string{"gateway-calls", "gateway-attempts"}
+	prom, replicas := startReplicas(ctx, t, names)
+
+	whole, err := loadgen.DefaultShape().Requests(8, 1, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := splitCalls(t, whole)
+	// One sender and the targets in turn: request 2k (call spans) goes to
+	// replica 0, request 2k+1 (the same calls' attempts) to replica 1.
+	res, err := loadgen.Send(ctx, loadgen.Options{
+		Targets:     []string{replicas[0].OTLPGRPC, replicas[1].OTLPGRPC},
+		Requests:    reqs,
+		Senders:     1,
+		MaxRequests: int64(len(reqs)),
+		Duration:    time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Refused > 0 || res.Sent.Requests != int64(len(whole)) {
+		t.Fatalf("sent %d requests (%d refused); want all %d split pairs taken", res.Sent.Requests, res.Refused, len(whole))
+	}
+
+	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
+	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitStall, true)
+	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
+	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
+	waitFor(ctx, t, prom, "sum("+stalls+")", float64(res.Sent.Stalls))
+	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
+	for expr, want := range map[string]int64{
+		"sum(" + hedges + ")": res.Sent.Hedges,
+		"sum(" + gaps + ")":   res.Sent.WinnerGaps,
+		// The split did happen: the calls are counted where the call
+		// spans went, the attempts' figures where the attempts went.
+		fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[0]):  res.Sent.Calls,
+		fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[1]):  0,
+		fmt.Sprintf(`sum(%s{instance=%q})`, stalls, names[0]): 0,
+		fmt.Sprintf(`sum(%s{instance=%q})`, stalls, names[1]): res.Sent.Stalls,
+	} {
+		if got := scalarOr0(ctx, t, prom, expr); got != float64(want) {
+			t.Errorf("%s = %v, want %d", expr, got, want)
+		}
+	}
+	t.Logf("%d calls split across two replicas: %d calls, %d stalls, %d hedges, %d winner gaps, as sent",
+		res.Sent.Calls, res.Sent.Calls, res.Sent.Stalls, res.Sent.Hedges, res.Sent.WinnerGaps)
+}
+
+// splitCalls turns each request into two: its call spans (kind INTERNAL)
+// and its attempt spans (kind CLIENT), each under a copy of its resource
+// and scope. A pair's counts go with its first half.
+func splitCalls(t *testing.T, reqs []loadgen.Request) []loadgen.Request {
+	t.Helper()
+	var out []loadgen.Request
+	for _, r := range reqs {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(r.Body); err != nil {
+			t.Fatal(err)
+		}
+		halves := [2]ptrace.Traces{ptrace.NewTraces(), ptrace.NewTraces()}
+		rss := req.Traces().ResourceSpans()
+		for i := range rss.Len() {
+			rs := rss.At(i)
+			for j := range rs.ScopeSpans().Len() {
+				ss := rs.ScopeSpans().At(j)
+				var dst [2]ptrace.SpanSlice
+				for h := range halves {
+					nrs := halves[h].ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(nrs.Resource())
+					nss := nrs.ScopeSpans().AppendEmpty()
+					ss.Scope().CopyTo(nss.Scope())
+					dst[h] = nss.Spans()
+				}
+				for k := range ss.Spans().Len() {
+					sp := ss.Spans().At(k)
+					h := 0
+					if sp.Kind() == ptrace.SpanKindClient {
+						h = 1
+					}
+					sp.CopyTo(dst[h].AppendEmpty())
+				}
+			}
+		}
+		for h, td := range halves {
+			body, err := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+			if err != nil {
+				t.Fatal(err)
+			}
+			half := loadgen.Request{Body: body}
+			if h == 0 {
+				half.Counts = r.Counts
+			}
+			out = append(out, half)
+		}
+	}
+	return out
+}
+
+// startReplicas starts a Prometheus with its remote-write receiver and one
+// replica of deploy/gateway.yaml per name, with that name as its
+// service.instance.id, pushing into it every replicaInterval. All stop
+// when the test ends; when it failed, the tails of their logs are logged.
+func startReplicas(ctx context.Context, t *testing.T, names []string) (*stack.Prometheus, []*stack.Collector) {
+	t.Helper()
+	root := repoRoot(t)
+	collectorBin, promBin := stackBinaries(t, root)
+	dir := t.TempDir()
+	prom, err := stack.StartPrometheusReceiver(ctx, dir, promBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWhenDone(t, "prometheus", prom.Process, 30)
+	replicas := make([]*stack.Collector, len(names))
+	for i, name := range names {
+		rdir := filepath.Join(dir, name)
+		if err := os.Mkdir(rdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		col, err := stack.StartCollector(ctx, rdir, collectorBin,
+			[]string{filepath.Join(root, "deploy", "gateway.yaml"), filepath.Join(root, "e2e", "testdata", "instance.yaml")},
+			"STREAMWATCH_INSTANCE="+name,
+			"STREAMWATCH_REMOTE_WRITE="+prom.RemoteWriteURL(),
+			"STREAMWATCH_METRICS_INTERVAL="+replicaInterval.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas[i] = col
+		stopWhenDone(t, name, col.Process, 40)
+	}
+	return prom, replicas
 }
 
 // gracefulStop sends replica a few requests and stops it with SIGTERM at
