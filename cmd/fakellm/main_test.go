@@ -44,7 +44,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	}
 	base := strings.TrimSpace(strings.TrimPrefix(line, prefix))
 
-	req, _ := http.NewRequest(http.MethodPost, "http://"+base+"/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+	req, _ := http.NewRequest(http.MethodPost, "http://"+base+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
 	req.Header.Set("X-Fakellm-Profile", "stall")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

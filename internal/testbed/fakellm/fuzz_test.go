@@ -41,11 +41,11 @@ func FuzzServe(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(false, "steady", []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`))
+	f.Add(false, "steady", []byte(`{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}`))
 	f.Add(true, "steady", []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":"lorem ip"}]}`))
 	f.Add(false, "steady-final-message", []byte(`{"stream":true,"continue_final_message":true,"add_generation_prompt":false,"messages":[{"role":"assistant","content":[{"type":"text","text":"lorem "}]}]}`))
 	f.Add(false, "no-prefill", []byte(`{"messages":[{"role":"assistant","content":"x"}]}`))
-	f.Add(true, "error-mid", []byte(`{"stream":true}`))
+	f.Add(true, "error-mid", []byte(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
 	f.Add(false, "nope", []byte(`{`))
 	f.Add(false, "stall", []byte(`[]`))
 	f.Fuzz(func(t *testing.T, anthropic bool, profile string, body []byte) {

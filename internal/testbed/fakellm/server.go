@@ -106,7 +106,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req request
 	if err := decodeObject(io.LimitReader(r.Body, 8<<20), &req); err != nil {
 		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
-		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: body is not one JSON object: "+err.Error())
+		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
 		return
 	}
 	rec.stream, rec.model = req.Stream, req.Model
@@ -133,6 +133,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Status != 0 {
 		run.fail()
+		return
+	}
+	// After a profile's own status, which plays an upstream that answers
+	// so whatever it is sent.
+	if err := req.check(); err != nil {
+		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
+		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
 		return
 	}
 	asks, err := asksContinuation(&req, d, p)
@@ -206,6 +213,22 @@ type request struct {
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 }
 
+// check refuses what OpenAI's and Anthropic's APIs refuse before they
+// generate anything: no messages, or a message without a role (null
+// included). A client that loses its messages — a continuation built
+// wrong — then fails against fakellm as it would against them.
+func (r *request) check() error {
+	if len(r.Messages) == 0 {
+		return errors.New(`"messages" is missing or empty`)
+	}
+	for i, m := range r.Messages {
+		if m.Role == "" {
+			return fmt.Errorf("messages[%d] has no role", i)
+		}
+	}
+	return nil
+}
+
 func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -216,16 +239,20 @@ func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg str
 // more, as an API server would: null, an array, or a second value after
 // the object is an error, not a request with every field unset.
 func decodeObject(body io.Reader, v any) error {
+	const notObject = "body is not one JSON object: "
 	dec := json.NewDecoder(body)
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return err
+		return errors.New(notObject + err.Error())
 	}
 	if raw[0] != '{' {
-		return fmt.Errorf("it is %s", raw[:min(len(raw), 20)])
+		return fmt.Errorf(notObject+"it is %s", raw[:min(len(raw), 20)])
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("more follows the object")
+		return errors.New(notObject + "more follows the object")
 	}
-	return json.Unmarshal(raw, v)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("a field of the request has the wrong type: %w", err)
+	}
+	return nil
 }

@@ -127,7 +127,7 @@ func TestProfilesOverHTTP(t *testing.T) {
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			t.Run("openai", func(t *testing.T) {
-				resp := post(t, ts.URL+"/v1/chat/completions", tc.profile, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`)
+				resp := post(t, ts.URL+"/v1/chat/completions", tc.profile, `{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}`)
 				got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, chatText)
 				check(t, got, tc.want.content, tc.want.keepalive, tc.want.tokens, tc.want.err)
 				if tc.want.content == 40 && !strings.HasPrefix(got.text.String(), "lorem ipsum dolor") {
@@ -135,7 +135,7 @@ func TestProfilesOverHTTP(t *testing.T) {
 				}
 			})
 			t.Run("anthropic", func(t *testing.T) {
-				resp := post(t, ts.URL+"/v1/messages", tc.profile, `{"model":"m","stream":true,"max_tokens":10}`)
+				resp := post(t, ts.URL+"/v1/messages", tc.profile, `{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"max_tokens":10}`)
 				got := drain(sse.NewAnthropicStream(resp, sse.StreamOptions{}), sse.ClassifyAnthropic, sse.AnthropicTokens, anthropicText)
 				check(t, got, tc.want.content, tc.want.keepalive, tc.want.tokens, tc.want.err)
 			})
@@ -164,12 +164,12 @@ func check(t *testing.T, got tally, content int, keepalive bool, tokens int64, e
 
 func TestRetryAfterScaled(t *testing.T) {
 	ts := startServer(t, 0.01)
-	resp := post(t, ts.URL+"/v1/chat/completions", "ratelimit", `{"stream":true}`)
+	resp := post(t, ts.URL+"/v1/chat/completions", "ratelimit", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	_ = resp.Body.Close()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("Retry-After-Ms") != "20" {
 		t.Fatalf("status %d, Retry-After %q, retry-after-ms %q", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Retry-After-Ms"))
 	}
-	resp = post(t, ts.URL+"/v1/chat/completions", "ratelimit", `{"stream":true}`)
+	resp = post(t, ts.URL+"/v1/chat/completions", "ratelimit", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, chatText)
 	var ue *sse.UpstreamError
 	if !errors.As(got.err, &ue) || ue.RetryAfter() != 20e6 || !ue.Transient() || ue.Type != "rate_limit_exceeded" {
@@ -179,7 +179,7 @@ func TestRetryAfterScaled(t *testing.T) {
 
 func TestNonStreaming(t *testing.T) {
 	ts := startServer(t, 0.001)
-	resp := post(t, ts.URL+"/v1/chat/completions", "steady", `{"model":"m"}`)
+	resp := post(t, ts.URL+"/v1/chat/completions", "steady", `{"messages":[{"role":"user","content":"hi"}],"model":"m"}`)
 	defer resp.Body.Close()
 	var cc struct {
 		Object  string
@@ -196,7 +196,7 @@ func TestNonStreaming(t *testing.T) {
 	if cc.Object != "chat.completion" || len(cc.Choices) != 1 || len(strings.Fields(cc.Choices[0].Message.Content)) != 40 || cc.Usage.CompletionTokens != 80 {
 		t.Fatalf("completion = %+v", cc)
 	}
-	resp2 := post(t, ts.URL+"/v1/messages", "steady", `{"model":"m","max_tokens":5}`)
+	resp2 := post(t, ts.URL+"/v1/messages", "steady", `{"messages":[{"role":"user","content":"hi"}],"model":"m","max_tokens":5}`)
 	defer resp2.Body.Close()
 	var msg struct {
 		Type    string
@@ -228,6 +228,13 @@ func TestBadRequests(t *testing.T) {
 		{"trailing garbage", "/v1/chat/completions", "", `{"stream":false} x`, 400, "body is not one JSON object: more follows the object"},
 		{"two objects", "/v1/messages", "", `{"stream":false}{"x":1}`, 400, "body is not one JSON object: more follows the object"},
 		{"trailing space is fine", "/v1/chat/completions", "ratelimit", "{}\n ", 429, ""},
+		// What the real APIs refuse before generating, and a field of the
+		// wrong type named as such.
+		{"no messages", "/v1/chat/completions", "steady", `{"model":"m","stream":true}`, 400, `\"messages\" is missing or empty`},
+		{"empty messages", "/v1/messages", "steady", `{"stream":true,"messages":[]}`, 400, `\"messages\" is missing or empty`},
+		{"null message", "/v1/chat/completions", "steady", `{"messages":[{"role":"user","content":"hi"},null]}`, 400, "messages[1] has no role"},
+		{"message without a role", "/p/stall/v1/messages", "", `{"messages":[{"content":"hi"}]}`, 400, "messages[0] has no role"},
+		{"messages of the wrong type", "/v1/chat/completions", "steady", `{"messages":"hi"}`, 400, "a field of the request has the wrong type"},
 		{"unknown path", "/v2/x", "", `{}`, 404, "fakellm serves"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -242,7 +249,7 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 	// The path prefix picks the profile too.
-	resp := post(t, ts.URL+"/p/ratelimit/v1/chat/completions", "steady", `{"stream":true}`)
+	resp := post(t, ts.URL+"/p/ratelimit/v1/chat/completions", "steady", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 	_ = resp.Body.Close()
 	if resp.StatusCode != 429 {
 		t.Fatalf("/p/ratelimit: status %d", resp.StatusCode)

@@ -134,30 +134,30 @@ func TestTimingExact(t *testing.T) {
 		want                      []string
 	}{
 		{"openai stall with comment keepalives", "/v1/chat/completions", "stall",
-			`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
+			`{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
 				"0s role", "300ms content", "325ms content", "350ms content", "375ms content", "400ms content",
 				"1.4s comment", "2.4s comment", "3.4s comment",
 				"3.925s content", "3.95s content", "3.95s finish", "3.95s usage", "3.95s done"}},
-		{"anthropic stall with pings", "/v1/messages", "stall", `{"model":"m","stream":true}`, 1, []string{
+		{"anthropic stall with pings", "/v1/messages", "stall", `{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}`, 1, []string{
 			"0s message_start", "0s content_block_start",
 			"300ms content", "325ms content", "350ms content", "375ms content", "400ms content",
 			"1.4s ping", "2.4s ping", "3.4s ping",
 			"3.925s content", "3.95s content",
 			"3.95s content_block_stop", "3.95s message_delta", "3.95s message_stop"}},
-		{"scale 0.01", "/v1/chat/completions", "stall", `{"stream":true}`, 0.01, []string{
+		{"scale 0.01", "/v1/chat/completions", "stall", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, 0.01, []string{
 			"0s role", "3ms content", "3.25ms content", "3.5ms content", "3.75ms content", "4ms content",
 			"14ms comment", "24ms comment", "34ms comment",
 			"39.25ms content", "39.5ms content", "39.5ms finish", "39.5ms done"}},
 		{"ttft keepalives, usage off", "/v1/chat/completions", "slow-first",
-			`{"stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
+			`{"messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`, 1, []string{
 				"0s role", "1s comment", "2s comment", "2.5s content", "2.51s content", "2.51s finish", "2.51s done"}},
 		// A silence of whole keepalive periods: the keepalive that would
 		// fall on its end is not sent (it raced the end: 2 or 3).
-		{"keepalives strictly inside a silence", "/v1/chat/completions", "even", `{"stream":true}`, 1, []string{
+		{"keepalives strictly inside a silence", "/v1/chat/completions", "even", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, 1, []string{
 			"0s role", "100ms content", "1.1s comment", "2.1s comment", "3.11s content", "3.11s finish", "3.11s done"}},
-		{"no keepalive in a silence of one period", "/v1/chat/completions", "one-period", `{"stream":true}`, 1, []string{
+		{"no keepalive in a silence of one period", "/v1/chat/completions", "one-period", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, 1, []string{
 			"0s role", "100ms content", "1.11s content", "1.11s finish", "1.11s done"}},
-		{"disconnect cuts the body", "/v1/chat/completions", "drop", `{"stream":true}`, 1, []string{
+		{"disconnect cuts the body", "/v1/chat/completions", "drop", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, 1, []string{
 			"0s role", "100ms content", "110ms content", "110ms abort"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,12 +216,12 @@ func TestNonStreamingEndsWithItsStream(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				streamed := serve(t, s, tc.path, tc.profile, `{"model":"m","stream":true}`)
+				streamed := serve(t, s, tc.path, tc.profile, `{"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true}`)
 				if took := time.Since(start); took != tc.want {
 					t.Errorf("the stream ended after %v, want %v: %q", took, tc.want, streamed.sends)
 				}
 				start = time.Now()
-				w := serve(t, s, tc.path, tc.profile, `{"model":"m"}`)
+				w := serve(t, s, tc.path, tc.profile, `{"messages":[{"role":"user","content":"hi"}],"model":"m"}`)
 				if took := time.Since(start); took != tc.want {
 					t.Errorf("answered after %v, the stream ends at %v", took, tc.want)
 				}
@@ -258,7 +258,7 @@ func TestNonStreamingLongWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := contextWithCancel(t)
-		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"model":"m"}`))
 		w := &flushRecorder{h: http.Header{}, start: time.Now()}
 		done := make(chan struct{})
 		go func() { s.ServeHTTP(w, req); close(done) }()
@@ -285,7 +285,7 @@ func TestCancelStopsHandler(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		s, _ := New(Options{Config: cfg})
-		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
 		ctx, cancel := contextWithCancel(t)
 		req = req.WithContext(ctx)
 		w := &flushRecorder{h: http.Header{}, start: time.Now()}
@@ -327,9 +327,9 @@ profiles:
 		synctest.Test(t, func(t *testing.T) {
 			s, _ := New(Options{Config: cfg, Seed: seed})
 			for range warmup {
-				serve(t, s, "/v1/chat/completions", "r", `{"stream":true}`)
+				serve(t, s, "/v1/chat/completions", "r", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 			}
-			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"stream":true}`))
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`))
 			if header != "" {
 				req.Header.Set(SeedHeader, header)
 			}
