@@ -154,7 +154,8 @@ func TestUnsetInstanceIDRefused(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("the collector started and ran for 30 s with service.instance.id unset\n%s", out)
 	}
-	if err == nil || !strings.Contains(string(out), `service.instance.id is "<nil>"`) {
-		t.Errorf("want a failed start naming the id \"<nil>\"; err %v\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "streamwatch connector: the collector's service.instance.id is") ||
+		!strings.Contains(string(out), "replicas' metrics would merge") {
+		t.Errorf("want a failed start naming the shared id; err %v\n%s", err, out)
 	}
 }

@@ -77,7 +77,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		// replica: their cumulative series would overwrite each other
 		// wherever they meet, so refuse to start rather than corrupt them.
 		if id := strings.TrimSpace(c.instance); id == "" || id == "<nil>" {
-			return nil, fmt.Errorf("the collector's service.instance.id is %q, the same on every replica, so replicas' metrics would merge: "+
+			return nil, fmt.Errorf("streamwatch connector: the collector's service.instance.id is %q, the same on every replica, so replicas' metrics would merge: "+
 				"set it to a value unique per replica (is the environment variable it reads unset?) or leave it out, and the collector draws a random one", c.instance)
 		}
 	}

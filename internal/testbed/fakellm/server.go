@@ -205,7 +205,8 @@ type request struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	// Messages are read for a continuation: a trailing assistant message.
+	// Messages are checked (request.check) and read for a continuation:
+	// a trailing assistant message.
 	Messages []message `json:"messages"`
 	// ContinueFinalMessage and AddGenerationPrompt are vLLM's and
 	// SGLang's switch to continue the trailing assistant message.
