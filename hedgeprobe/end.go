@@ -109,7 +109,12 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		// A refusal is the route's answer to continuations in general; a
 		// request the adapter could not build is this call's alone.
 		why := ResumeBuild
-		if !errors.Is(err, ErrCannotContinue) {
+		if errors.Is(err, ErrCannotContinue) {
+			if s.race.cannotBuild == nil {
+				s.race.cannotBuild = make(map[*Route[T]]bool)
+			}
+			s.race.cannotBuild[a.route] = true
+		} else {
 			why = ResumeRefused
 			s.p.refusals.add(a.route.Name, now, now.Add(s.p.cfg.ResumeRefusedFor))
 		}

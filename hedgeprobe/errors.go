@@ -47,8 +47,9 @@ var (
 	// resume attempt whose continuation request it cannot build (the
 	// conversation has a shape the adapter cannot extend, say): the resume
 	// attempt ends there and is reported skipped with the reason "build"
-	// (ResumeBuild), the route is not taken to have refused, and the call
-	// goes on.
+	// (ResumeBuild), the route is not taken to have refused (other calls
+	// still ask it), it is not asked to continue this call again, and the
+	// call goes on.
 	ErrCannotContinue = errors.New("hedgeprobe: cannot build a continuation")
 )
 

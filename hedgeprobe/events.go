@@ -96,7 +96,8 @@ const (
 	// (its Open returned an error wrapping ErrCannotContinue). As with
 	// ResumeRefused the attempt was launched and OnAttemptDone reports it
 	// failed, with that error (a hook feeding a circuit breaker can leave
-	// it out with errors.Is); the route is not taken to refuse.
+	// it out with errors.Is); the route is not taken to refuse, but this
+	// call does not ask it for a continuation again.
 	ResumeBuild ResumeSkip = "build"
 )
 

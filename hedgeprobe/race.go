@@ -28,6 +28,10 @@ type race[T any] struct {
 	lastErr     error
 	throttled   int
 	admitted    admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
+	// cannotBuild holds the routes whose Open could not build this call's
+	// continuation (ErrCannotContinue): the conversation stays what it
+	// is, so asking again would only spend an attempt and a token.
+	cannotBuild map[*Route[T]]bool
 }
 
 // step waits for one event or the next deadline of the trigger table and

@@ -183,7 +183,8 @@ func anyContinues[T any](routes []Route[T]) bool {
 }
 
 // resumeRoute returns the route for a resume of attempt a: the next route
-// that Continues, has not refused a continuation lately and health admits,
+// that Continues, has not refused a continuation lately, could build this
+// call's continuation when asked before, and health admits,
 // after the route of a's latest resume (one that stayed silent or failed
 // is not asked again while a third route can be), else after a's own; a's
 // own route comes last, after the latest resume's (a's silence is the
@@ -215,7 +216,7 @@ func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 			continue
 		}
 		r := &s.routes[j]
-		if !r.Continues || s.p.refusals.refused(r.Name, now) {
+		if !r.Continues || s.race.cannotBuild[r] || s.p.refusals.refused(r.Name, now) {
 			continue
 		}
 		if s.admit(r.Name, now, false) {

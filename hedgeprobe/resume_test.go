@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -792,6 +793,47 @@ func TestResumeCannotBuild(t *testing.T) {
 		}
 		if reason != string(ResumeBuild) {
 			t.Fatalf("call span reason %q, want %q", reason, ResumeBuild)
+		}
+	})
+}
+
+// A route that could not build a call's continuation is not asked again
+// by that call: the next resume goes to the stalled stream's own route,
+// which continues it, instead of spending the call's last attempt on the
+// same build failure. Another call still asks the route.
+func TestResumeCannotBuildNotAskedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "Hel"), hang()}, []step{content(100*time.Millisecond, "lo")})
+		b := continuing("b")
+		b.openErr = fmt.Errorf("unknown message shape: %w", ErrCannotContinue)
+		cfg := resumeCfg()
+		cfg.StallTimeout = time.Minute
+		p, _ := recorded(t, cfg, withText())
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		if joined(g) != "Hello" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		var routes []string
+		for _, at := range s.Stats().Attempts {
+			routes = append(routes, at.Route+":"+string(at.Trigger))
+		}
+		if want := []string{"a:primary", "b:resume", "a:resume"}; !slices.Equal(routes, want) {
+			t.Fatalf("attempts %v, want %v", routes, want)
+		}
+		if n := len(b.attempts()); n != 1 {
+			t.Fatalf("b was asked %d times, want 1", n)
+		}
+		// The second resume came one ResumeAfter after the first: 1 s + 2 s + 2 s.
+		if at := s.Stats().Attempts[2].LaunchOffset; at != 5*time.Second {
+			t.Fatalf("second resume launched at %v, want 5s", at)
+		}
+		b.openErr = nil // another call: b is asked (and continues) again
+		a2 := continuing("a", []step{content(time.Second, "Hel"), hang()})
+		b.scripts = [][]step{{content(100*time.Millisecond, "p")}}
+		if g := drain(p.Stream(t.Context(), a2.route(), b.route()), time.Now()); joined(g) != "Help" {
+			t.Fatalf("second call read %q", joined(g))
 		}
 	})
 }
