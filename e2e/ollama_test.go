@@ -763,6 +763,7 @@ func testOllamaMetrics(ctx context.Context, t *testing.T, s *ollamaSuite, prom *
 	}
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(total))
+	settle(ctx, t, prom, time.Second)
 	for outcome, n := range s.calls {
 		if got := scalar(ctx, t, prom, `sum(`+calls+`{streamwatch_outcome="`+string(outcome)+`"})`); got != float64(n) {
 			t.Errorf("calls{outcome=%s} = %v, the probe saw %d", outcome, got, n)

@@ -66,6 +66,7 @@ func TestReplicas(t *testing.T) {
 	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
 	outcome := semconv.PromLabel(string(semconv.Outcome))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
+	settle(ctx, t, prom, replicaInterval)
 
 	t.Run("each replica's series hold what it was sent", func(t *testing.T) {
 		for i, name := range names {
@@ -155,6 +156,7 @@ func TestReplicasSplitCalls(t *testing.T) {
 	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
 	waitFor(ctx, t, prom, "sum("+stalls+")", float64(res.Sent.Stalls))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))
+	settle(ctx, t, prom, replicaInterval)
 	for expr, want := range map[string]int64{
 		"sum(" + hedges + ")": res.Sent.Hedges,
 		"sum(" + gaps + ")":   res.Sent.WinnerGaps,

@@ -27,6 +27,10 @@ import (
 	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 )
 
+// metricsInterval is the demo collector's flush interval: short, so the
+// figures come soon after the workload.
+const metricsInterval = 2 * time.Second
+
 func main() {
 	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
@@ -69,7 +73,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	fmt.Printf("==> fakellm on http://%s\n", llmAddr)
 
 	cfgAbs, _ := filepath.Abs(config)
-	col, err := stack.StartCollector(ctx, dir, collectorBin, []string{cfgAbs}, "STREAMWATCH_METRICS_INTERVAL=2s")
+	col, err := stack.StartCollector(ctx, dir, collectorBin, []string{cfgAbs}, "STREAMWATCH_METRICS_INTERVAL="+metricsInterval.String())
 	if err != nil {
 		return err
 	}
@@ -102,7 +106,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	}
 	fmt.Printf("\n==> workload done in %.1fs; waiting for the collector's metrics\n", time.Since(start).Seconds())
 
-	m, err := waitMetrics(ctx, "http://"+col.Prometheus+"/metrics", total, 60*time.Second)
+	m, err := waitMetrics(ctx, "http://"+col.Prometheus+"/metrics", total, metricsInterval, 60*time.Second)
 	if err != nil {
 		return err
 	}

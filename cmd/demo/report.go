@@ -37,16 +37,29 @@ var (
 	callStalls    = semconv.PromName(semconv.MetricCallStalls, semconv.UnitStall, true)
 )
 
-// waitMetrics scrapes url until the calls counter has seen every call.
-func waitMetrics(ctx context.Context, url string, calls int, timeout time.Duration) (families, error) {
+// waitMetrics scrapes url until the calls counter has seen every call,
+// then once more after the connector's next flush (it flushes every
+// interval): every span was in before the flush that showed the last call,
+// but a series born in the interval before that flush was sent at zero by
+// it (its leading zero, docs/telemetry.md) and holds its counts from the
+// next.
+func waitMetrics(ctx context.Context, url string, calls int, interval, timeout time.Duration) (families, error) {
 	deadline := time.Now().Add(timeout)
 	var last families
 	for {
+		scrapedAt := time.Now()
 		m, err := scrape(ctx, url)
 		if err == nil {
 			last = m
 			if got, _ := sumCounter(m, callsName, nil); got >= float64(calls) {
-				return m, nil
+				// The flush that showed them came before scrapedAt, so
+				// the next one comes before scrapedAt + interval.
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Until(scrapedAt.Add(interval + 250*time.Millisecond))):
+				}
+				return scrape(ctx, url)
 			}
 		}
 		if time.Now().After(deadline) {

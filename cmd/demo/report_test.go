@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,7 +150,7 @@ func TestWaitMetricsHTTPError(t *testing.T) {
 		w.Write([]byte(scrapeCalls)) // an error page is no scrape, whatever it holds
 	}))
 	defer srv.Close()
-	_, err := waitMetrics(context.Background(), srv.URL, 1, 100*time.Millisecond)
+	_, err := waitMetrics(context.Background(), srv.URL, 1, time.Millisecond, 100*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "503 Service Unavailable") {
 		t.Fatalf("waitMetrics = %v, want the 503", err)
 	}
@@ -162,11 +163,35 @@ func TestWaitMetricsShort(t *testing.T) {
 		w.Write([]byte(scrapeCalls))
 	}))
 	defer srv.Close()
-	if _, err := waitMetrics(context.Background(), srv.URL, 3, time.Minute); err != nil {
+	if _, err := waitMetrics(context.Background(), srv.URL, 3, time.Millisecond, time.Minute); err != nil {
 		t.Fatalf("3 of 3 calls: %v", err)
 	}
-	_, err := waitMetrics(context.Background(), srv.URL, 5, 100*time.Millisecond)
+	_, err := waitMetrics(context.Background(), srv.URL, 5, time.Millisecond, 100*time.Millisecond)
 	if err == nil || err.Error() != "the collector reported 3 of 5 calls after 100ms" {
 		t.Fatalf("waitMetrics = %v", err)
+	}
+}
+
+// Once every call is in, waitMetrics returns the scrape after the
+// connector's next flush, not the one that showed the last call: a series
+// born just before that flush was sent at zero by it. Here the first
+// complete scrape shows a new hedges series at its leading zero, the next
+// its count.
+func TestWaitMetricsNextFlush(t *testing.T) {
+	var scrapes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hedges := "0"
+		if scrapes.Add(1) > 1 {
+			hedges = "1"
+		}
+		w.Write([]byte(scrapeCalls + "# TYPE streamwatch_hedges_total counter\nstreamwatch_hedges_total{streamwatch_attempt_trigger=\"ttft\"} " + hedges + "\n"))
+	}))
+	defer srv.Close()
+	m, err := waitMetrics(context.Background(), srv.URL, 3, time.Millisecond, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sumCounter(m, hedgesName, nil); got != 1 || scrapes.Load() != 2 {
+		t.Fatalf("hedges %v after %d scrapes, want 1 after 2", got, scrapes.Load())
 	}
 }

@@ -190,7 +190,7 @@ func TestBadInput(t *testing.T) {
 			c, err := newConnector(set, createDefaultConfig().(*Config), sink)
 			require.NoError(t, err)
 			require.NotPanics(t, func() { require.NoError(t, c.ConsumeTraces(context.Background(), td)) })
-			require.NoError(t, c.flush(context.Background()))
+			snapshot(t, c)
 
 			got := stagetest.Counters(t, tel)
 			if tt.want == "" {
@@ -301,7 +301,7 @@ func TestLabelsNotUTF8(t *testing.T) {
 	c, err := newConnector(set, cfg, sink)
 	require.NoError(t, err)
 	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 
 	got := stagetest.Counters(t, tel)
 	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.GenAIProviderName), string(semconv.Route)} {

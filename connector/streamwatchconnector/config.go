@@ -31,6 +31,20 @@ type Config struct {
 	// 1000. Must be at least 1.
 	MaxSeries int `mapstructure:"max_series"`
 
+	// LeadingZero sends every new series first at zero (a histogram with
+	// no observations and no exemplars), and what it counts from the next
+	// flush on. Prometheus's rate() and increase() count only what a series
+	// gains after its first sample, so a series that first appears holding
+	// its counts would be in no rate panel or alert: a route's first
+	// ejection, the first stall timeout of a model, a new model's first
+	// calls, all of a collector's first interval after a (re)start. The
+	// cost: a new series' counts arrive one interval later, and a crash in
+	// that interval loses them. It works where the backend sees every
+	// flush: pushed (remote write, OTLP) it does; scraped, a scrape must
+	// come at least once per interval. The last flush of a stopping
+	// collector sends every count. Default true.
+	LeadingZero bool `mapstructure:"leading_zero"`
+
 	// Exemplars configures the exemplars attached to histogram data points.
 	Exemplars ExemplarsConfig `mapstructure:"exemplars"`
 

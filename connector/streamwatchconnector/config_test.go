@@ -32,6 +32,7 @@ func TestLoadConfig(t *testing.T) {
 			Exemplars:      ExemplarsConfig{MaxPerDataPoint: 0},
 			StallThreshold: 500 * time.Millisecond,
 			Dimensions:     []string{"deployment.environment.name", "streamwatch.delivery"},
+			LeadingZero:    false,
 		}},
 	}
 	for _, tt := range tests {
@@ -56,6 +57,7 @@ func TestDefaultConfig(t *testing.T) {
 	assert.Equal(t, 5, c.Exemplars.MaxPerDataPoint)
 	assert.Equal(t, 2*time.Second, c.StallThreshold)
 	assert.Empty(t, c.Dimensions)
+	assert.True(t, c.LeadingZero)
 }
 
 // TestConfigInvalid: every bad case names its YAML key and echoes the value.

@@ -86,6 +86,7 @@ func newConnector(set connector.Settings, cfg *Config, next consumer.Metrics) (*
 		Options: aggregate.Options{
 			MaxSeries:    cfg.MaxSeries,
 			MaxExemplars: cfg.Exemplars.MaxPerDataPoint,
+			LeadingZero:  cfg.LeadingZero,
 		},
 		StallThresholdUs: cfg.StallThreshold.Microseconds(),
 		Dimensions:       c.cfg.Dimensions,
@@ -136,7 +137,7 @@ func (c *streamwatch) Shutdown(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	err := c.flush(ctx)
+	err := c.flush(ctx, true)
 	<-c.flushing
 	c.finished = true
 	// The loop sends nothing once stop is closed, so it returns at once.
@@ -168,7 +169,7 @@ func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		default:
 		}
-		err := c.flush(context.Background())
+		err := c.flush(context.Background(), false)
 		<-c.flushing
 		if err != nil {
 			c.logger.Warn("sending streamwatch metrics failed", zap.Error(err))
@@ -185,10 +186,11 @@ func (c *streamwatch) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 	return nil
 }
 
-// flush sends a cumulative snapshot of every series downstream. The
-// snapshot is built under the lock and sent outside it, so a slow exporter
-// never blocks ConsumeTraces.
-func (c *streamwatch) flush(ctx context.Context) error {
+// flush sends a cumulative snapshot of every series downstream; last is
+// Shutdown's, after which none follows, so it sends every count (a new
+// series without its leading zero). The snapshot is built under the lock
+// and sent outside it, so a slow exporter never blocks ConsumeTraces.
+func (c *streamwatch) flush(ctx context.Context, last bool) error {
 	now := pcommon.NewTimestampFromTime(time.Now())
 	c.mu.Lock()
 	if c.rec.Empty() {
@@ -196,7 +198,7 @@ func (c *streamwatch) flush(ctx context.Context) error {
 		return nil
 	}
 	md := pmetric.NewMetrics()
-	c.rec.Emit(md, metadata.ScopeName, c.version, now)
+	c.rec.Emit(md, metadata.ScopeName, c.version, now, last)
 	c.rec.TakeOverflowed(c.tel.overflowed)
 	c.mu.Unlock()
 	if c.instance != "" {

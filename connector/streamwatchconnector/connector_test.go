@@ -3,6 +3,7 @@ package streamwatchconnector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
@@ -15,10 +16,12 @@ import (
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/metadata"
+	"github.com/streamwatch/streamwatch/semconv"
 )
 
 func hedgedInput(t testing.TB) ptrace.Traces {
@@ -34,6 +37,134 @@ func create(t testing.TB, cfg *Config, next consumer.Metrics) *streamwatch {
 	c, err := f.CreateTracesToMetrics(context.Background(), connectortest.NewNopSettings(f.Type()), cfg, next)
 	require.NoError(t, err)
 	return c.(*streamwatch)
+}
+
+// snapshot sends a snapshot of everything consumed so far, as a stopping
+// connector's last flush does. The flush loop sends a new series first at
+// zero (TestLeadingZero); the tests that call this check what the series
+// hold.
+func snapshot(t testing.TB, c *streamwatch) {
+	t.Helper()
+	require.NoError(t, c.flush(context.Background(), true))
+}
+
+// seriesID names a data point: its resource's attributes, its metric and
+// its attributes.
+func seriesID(resource pcommon.Map, metric string, attrs pcommon.Map) string {
+	return fmt.Sprintf("%v|%s|%v", resource.AsRaw(), metric, attrs.AsRaw())
+}
+
+// leadingZeros checks that zero, a flush loop's first snapshot, holds
+// every series of full (the next snapshot, with nothing consumed between)
+// and nothing else, each at zero with no exemplars and the start time it
+// has in full, and that full counted something.
+func leadingZeros(t testing.TB, zero, full pmetric.Metrics) {
+	t.Helper()
+	type point struct {
+		start pcommon.Timestamp
+		value float64 // a sum's value, a histogram's count + sum + buckets + exemplars
+	}
+	points := func(md pmetric.Metrics) map[string]point {
+		out := map[string]point{}
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			res := rms.At(i).Resource().Attributes()
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < ms.Len(); j++ {
+				m := ms.At(j)
+				switch m.Type() {
+				case pmetric.MetricTypeSum:
+					for k := 0; k < m.Sum().DataPoints().Len(); k++ {
+						dp := m.Sum().DataPoints().At(k)
+						out[seriesID(res, m.Name(), dp.Attributes())] = point{dp.StartTimestamp(), float64(dp.IntValue())}
+					}
+				case pmetric.MetricTypeHistogram:
+					for k := 0; k < m.Histogram().DataPoints().Len(); k++ {
+						dp := m.Histogram().DataPoints().At(k)
+						v := float64(dp.Count()) + dp.Sum() + float64(dp.Exemplars().Len())
+						for _, b := range dp.BucketCounts().All() {
+							v += float64(b)
+						}
+						require.Equal(t, dp.ExplicitBounds().Len()+1, dp.BucketCounts().Len(), "%s: buckets", m.Name())
+						out[seriesID(res, m.Name(), dp.Attributes())] = point{dp.StartTimestamp(), v}
+					}
+				default:
+					t.Fatalf("%s: unexpected type %s", m.Name(), m.Type())
+				}
+			}
+		}
+		return out
+	}
+	z, f := points(zero), points(full)
+	require.NotEmpty(t, f)
+	require.Len(t, z, len(f), "the same series")
+	var counted float64
+	for id, p := range f {
+		zp, ok := z[id]
+		require.True(t, ok, "series %s has no leading zero", id)
+		assert.Zero(t, zp.value, "%s: leading point", id)
+		assert.Equal(t, p.start, zp.start, "%s: start time", id)
+		counted += p.value
+	}
+	assert.Positive(t, counted, "the next snapshot holds the counts")
+}
+
+// TestLeadingZero: the flush loop sends a new series first at zero and
+// its counts from the next flush on, so that a backend computing
+// increases between samples counts them; a series born later gets its own
+// leading zero while the older ones carry on; with leading_zero off, and
+// in a stopping connector's last flush, the first snapshot holds every
+// count.
+func TestLeadingZero(t *testing.T) {
+	sink := &consumertest.MetricsSink{}
+	c := create(t, createDefaultConfig().(*Config), sink)
+	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+	require.NoError(t, c.flush(context.Background(), false))
+	require.NoError(t, c.flush(context.Background(), false))
+	leadingZeros(t, sink.AllMetrics()[0], sink.AllMetrics()[1])
+	assert.Equal(t, int64(1), metricCount(sink.AllMetrics()[1], semconv.MetricCalls))
+
+	// The same calls under another model: new series, beside the old.
+	other := hedgedInput(t)
+	spans := other.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := 0; i < spans.Len(); i++ {
+		spans.At(i).Attributes().PutStr(string(semconv.GenAIRequestModel), "another-model")
+	}
+	require.NoError(t, c.ConsumeTraces(context.Background(), other))
+	require.NoError(t, c.flush(context.Background(), false))
+	require.NoError(t, c.flush(context.Background(), false))
+	calls := func(md pmetric.Metrics) map[string]int64 {
+		out := map[string]int64{}
+		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			if ms.At(j).Name() != semconv.MetricCalls {
+				continue
+			}
+			for k := 0; k < ms.At(j).Sum().DataPoints().Len(); k++ {
+				dp := ms.At(j).Sum().DataPoints().At(k)
+				model, _ := dp.Attributes().Get(string(semconv.GenAIRequestModel))
+				out[model.Str()] = dp.IntValue()
+			}
+		}
+		return out
+	}
+	model := hedgedInput(t).ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().AsRaw()[string(semconv.GenAIRequestModel)].(string)
+	assert.Equal(t, map[string]int64{model: 1, "another-model": 0}, calls(sink.AllMetrics()[2]), "the new series' leading zero")
+	assert.Equal(t, map[string]int64{model: 1, "another-model": 1}, calls(sink.AllMetrics()[3]))
+
+	for _, tc := range []struct {
+		name    string
+		leading bool
+		last    bool
+	}{{"leading_zero off", false, false}, {"last flush", true, true}} {
+		sink := &consumertest.MetricsSink{}
+		cfg := createDefaultConfig().(*Config)
+		cfg.LeadingZero = tc.leading
+		c := create(t, cfg, sink)
+		require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+		require.NoError(t, c.flush(context.Background(), tc.last))
+		assert.Equal(t, int64(1), metricCount(sink.AllMetrics()[0], semconv.MetricCalls), tc.name)
+	}
 }
 
 // metricCount returns the count (histogram) or value (sum) of the first
@@ -109,6 +240,7 @@ func TestFlushInterval(t *testing.T) {
 		synctest.Wait()
 		require.Len(t, sink.AllMetrics(), 1)
 		md := sink.AllMetrics()[0]
+		assert.Equal(t, int64(0), metricCount(md, "streamwatch.calls"), "a new series' leading zero")
 		dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
 		assert.Equal(t, 2*cfg.Interval, dp.Timestamp().AsTime().Sub(start), "sent at the second tick")
 		assert.Equal(t, cfg.Interval, dp.StartTimestamp().AsTime().Sub(start), "series started when first recorded")
@@ -127,14 +259,16 @@ func TestFlushInterval(t *testing.T) {
 	})
 }
 
-// TestExemplarsClearedPerFlush: an exemplar appears in one snapshot only.
+// TestExemplarsClearedPerFlush: an exemplar appears in one snapshot only,
+// the first after its series' leading zero.
 func TestExemplarsClearedPerFlush(t *testing.T) {
 	sink := &consumertest.MetricsSink{}
 	c := create(t, createDefaultConfig().(*Config), sink)
 	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
-	require.NoError(t, c.flush(context.Background()))
-	require.NoError(t, c.flush(context.Background()))
-	require.Len(t, sink.AllMetrics(), 2)
+	for range 3 {
+		require.NoError(t, c.flush(context.Background(), false))
+	}
+	require.Len(t, sink.AllMetrics(), 3)
 	exemplars := func(md pmetric.Metrics) int {
 		n := 0
 		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -150,8 +284,9 @@ func TestExemplarsClearedPerFlush(t *testing.T) {
 	}
 	// One per observation, but one per winner for time_per_output_chunk,
 	// whose gaps are added at once.
-	assert.Equal(t, 10, exemplars(sink.AllMetrics()[0]))
-	assert.Equal(t, 0, exemplars(sink.AllMetrics()[1]))
+	assert.Equal(t, 0, exemplars(sink.AllMetrics()[0]), "the leading zeros")
+	assert.Equal(t, 10, exemplars(sink.AllMetrics()[1]))
+	assert.Equal(t, 0, exemplars(sink.AllMetrics()[2]))
 }
 
 // TestExemplarCap: five 2,000-chunk winners keep max_per_data_point
@@ -162,7 +297,7 @@ func TestExemplarCap(t *testing.T) {
 	cfg.Exemplars.MaxPerDataPoint = 3
 	c := create(t, cfg, sink)
 	require.NoError(t, c.ConsumeTraces(context.Background(), benchBatch(5, 2000)))
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 	ms := sink.AllMetrics()[0].ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	for i := 0; i < ms.Len(); i++ {
 		if ms.At(i).Name() == "gen_ai.client.operation.time_per_output_chunk" {
@@ -203,12 +338,12 @@ func TestConcurrentConsume(t *testing.T) {
 		}()
 	}
 	for range 10 {
-		require.NoError(t, c.flush(context.Background()))
+		require.NoError(t, c.flush(context.Background(), false))
 	}
 	for range 4 {
 		<-done
 	}
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 	last := sink.AllMetrics()[len(sink.AllMetrics())-1]
 	assert.Equal(t, int64(200), metricCount(last, "streamwatch.calls"))
 }
@@ -260,7 +395,7 @@ func TestShutdownDuringFlush(t *testing.T) {
 
 		close(release)
 		require.NoError(t, c.Shutdown(t.Context()))
-		assert.Equal(t, []int64{1, 2}, sent, "the loop's snapshot, then the last one")
+		assert.Equal(t, []int64{0, 2}, sent, "the loop's snapshot (the series' leading zero), then the last one")
 		require.NoError(t, c.Shutdown(t.Context()))
 		assert.Len(t, sent, 2, "sent once")
 	})

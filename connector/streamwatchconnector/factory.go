@@ -24,6 +24,7 @@ func createDefaultConfig() component.Config {
 		MaxSeries:      1000,
 		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
 		StallThreshold: stallthreshold.Default,
+		LeadingZero:    true,
 	}
 }
 

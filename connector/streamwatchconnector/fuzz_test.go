@@ -110,8 +110,10 @@ func FuzzConsume(f *testing.F) {
 		if err := c.ConsumeTraces(context.Background(), td); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.flush(context.Background()); err != nil {
-			t.Fatal(err)
+		for _, last := range []bool{false, true} { // the leading zeros, then every count
+			if err := c.flush(context.Background(), last); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, md := range sink.AllMetrics() {
 			assertSane(t, md)

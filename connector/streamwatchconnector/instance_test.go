@@ -29,7 +29,7 @@ func replicaMetrics(t *testing.T, instance string) pmetric.Metrics {
 	require.NoError(t, err)
 	sw := c.(*streamwatch)
 	require.NoError(t, sw.ConsumeTraces(context.Background(), hedgedInput(t)))
-	require.NoError(t, sw.flush(context.Background()))
+	snapshot(t, sw)
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0]
 }
@@ -99,7 +99,7 @@ func TestResourcePerServiceName(t *testing.T) {
 	sink := &consumertest.MetricsSink{}
 	c := create(t, createDefaultConfig().(*Config), sink)
 	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 	require.Len(t, sink.AllMetrics(), 1)
 	streams := map[string]int64{}
 	rms := sink.AllMetrics()[0].ResourceMetrics()

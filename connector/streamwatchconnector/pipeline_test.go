@@ -129,7 +129,7 @@ func connectorMetrics(t *testing.T, td ptrace.Traces) pmetric.Metrics {
 	sink := &consumertest.MetricsSink{}
 	c := create(t, createDefaultConfig().(*Config), sink)
 	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0]
 }
@@ -238,7 +238,7 @@ func metricsAndTelemetry(t *testing.T, td ptrace.Traces) (pmetric.Metrics, map[s
 	c, err := newConnector(set, createDefaultConfig().(*Config), sink)
 	require.NoError(t, err)
 	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	require.NoError(t, c.flush(context.Background()))
+	snapshot(t, c)
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0], stagetest.Counters(t, tel)
 }

@@ -116,7 +116,7 @@ func flushOnce(t *testing.T, cfg *Config, td ptrace.Traces) pmetric.Metrics {
 	sink := &consumertest.MetricsSink{}
 	c := create(t, cfg, sink)
 	require.NoError(t, c.ConsumeTraces(t.Context(), td))
-	require.NoError(t, c.flush(t.Context()))
+	snapshot(t, c)
 	require.Len(t, sink.AllMetrics(), 1)
 	return sink.AllMetrics()[0]
 }

@@ -1,7 +1,7 @@
 // Package aggregate holds the cumulative series of the streamwatch connector:
 // explicit-bucket histograms and monotonic sums, keyed by a cheap byte key,
 // capped per metric with one overflow series, with capped exemplars that are
-// cleared at every emission.
+// cleared at every emission, each series optionally emitted first at zero.
 //
 // A Store is not safe for concurrent use; the connector guards it with its
 // own mutex.
@@ -14,7 +14,7 @@
 //	s := st.Series(metric, service, &k, now) // builds attributes only for a new series
 //	s.Observe(v, ex)                         // histograms
 //	s.Add(n)                                 // sums
-//	st.Emit(out, now)                        // cumulative snapshot, exemplars reset
+//	st.Emit(out, scope, version, now, false) // cumulative snapshot, exemplars reset
 package aggregate
 
 import (
@@ -59,6 +59,12 @@ type Options struct {
 	// MaxExemplars is the number of exemplars a series keeps between two
 	// emissions; 0 keeps none.
 	MaxExemplars int
+	// LeadingZero emits every series at zero, without exemplars, the first
+	// time it is emitted (unless that emission is the last), and what it
+	// holds from the next on: a backend that computes increases between
+	// samples (Prometheus's rate) then counts a series' first measurements
+	// too, instead of taking them as where the series started.
+	LeadingZero bool
 }
 
 // Key is the attributes of a series, in a fixed order per metric (absent
@@ -127,6 +133,8 @@ type Series struct {
 
 	exemplars []exemplar
 	maxEx     int
+	// emitted is set once the series has been emitted (Options.LeadingZero).
+	emitted bool
 
 	// overflowed is the table's count of measurements routed to its
 	// overflow series, on that series only (nil on every other).
@@ -281,8 +289,10 @@ func (st *Store) Empty() bool {
 // Emit appends a cumulative snapshot of every series to out, one
 // ResourceMetrics per service (resource attribute service.name), under the
 // scope named scope, with time now. Exemplars are moved into the snapshot
-// and cleared, so each appears once.
-func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp) {
+// and cleared, so each appears once. With Options.LeadingZero a series
+// emitted for the first time is emitted at zero and keeps its counts and
+// exemplars for the next Emit, unless last says there will be none.
+func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp, last bool) {
 	scopes := map[string]pmetric.ScopeMetrics{}
 	scopeOf := func(service string) pmetric.ScopeMetrics {
 		if sm, ok := scopes[service]; ok {
@@ -322,15 +332,21 @@ func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Ti
 		}
 		emit := func(s *Series) {
 			m := metricOf(s.service)
+			zero := st.opts.LeadingZero && !s.emitted && !last
+			s.emitted = true
 			switch t.desc.Kind {
 			case Histogram:
 				dp := m.Histogram().DataPoints().AppendEmpty()
 				s.attrs.CopyTo(dp.Attributes())
 				dp.SetStartTimestamp(s.start)
 				dp.SetTimestamp(now)
+				dp.ExplicitBounds().FromRaw(t.desc.Bounds)
+				if zero {
+					dp.BucketCounts().FromRaw(make([]uint64, len(s.counts)))
+					return
+				}
 				dp.SetCount(s.count)
 				dp.SetSum(s.sum)
-				dp.ExplicitBounds().FromRaw(t.desc.Bounds)
 				dp.BucketCounts().FromRaw(s.counts)
 				exs := dp.Exemplars()
 				exs.EnsureCapacity(len(s.exemplars))
@@ -347,7 +363,11 @@ func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Ti
 				s.attrs.CopyTo(dp.Attributes())
 				dp.SetStartTimestamp(s.start)
 				dp.SetTimestamp(now)
-				dp.SetIntValue(s.value)
+				v := s.value
+				if zero {
+					v = 0
+				}
+				dp.SetIntValue(v)
 			}
 		}
 		for _, s := range t.order {

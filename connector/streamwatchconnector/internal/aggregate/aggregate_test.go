@@ -32,7 +32,7 @@ func TestBucketsUpperInclusive(t *testing.T) {
 		s.Observe(descs[0].Bounds, v, Exemplar{})
 	}
 	md := pmetric.NewMetrics()
-	st.Emit(md, "scope", "v", 2)
+	st.Emit(md, "scope", "v", 2, false)
 	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
 	assert.Equal(t, []uint64{2, 2, 1, 2}, dp.BucketCounts().AsRaw())
 	assert.Equal(t, uint64(7), dp.Count())
@@ -71,7 +71,7 @@ func TestKeyAttributes(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10})
 	st.Series(1, "svc", key(kv...), 1).Add(1)
 	md := pmetric.NewMetrics()
-	st.Emit(md, "scope", "v", 2)
+	st.Emit(md, "scope", "v", 2, false)
 	got := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Sum().DataPoints().At(0).Attributes()
 	require.Equal(t, 3, got.Len())
 	i := 0
@@ -98,7 +98,7 @@ func TestOverflow(t *testing.T) {
 	st.TakeOverflowed(func(name string, n int64) { t.Fatalf("not reset: %s %d", name, n) })
 
 	md := pmetric.NewMetrics()
-	st.Emit(md, "scope", "v", 2)
+	st.Emit(md, "scope", "v", 2, false)
 	// The overflow series spans every service, so it sits in a resource
 	// of its own, without service.name.
 	require.Equal(t, 2, md.ResourceMetrics().Len())
@@ -158,7 +158,7 @@ func TestEmitPerService(t *testing.T) {
 	st.Series(1, "b", key(), 20).Add(4)
 
 	md := pmetric.NewMetrics()
-	st.Emit(md, "scope", "v1", 30)
+	st.Emit(md, "scope", "v1", 30, false)
 	require.Equal(t, 2, md.ResourceMetrics().Len())
 	ra := md.ResourceMetrics().At(0)
 	assert.Equal(t, map[string]any{"service.name": "a"}, ra.Resource().Attributes().AsRaw())
@@ -178,7 +178,7 @@ func TestEmitPerService(t *testing.T) {
 	assert.Equal(t, pmetric.AggregationTemporalityCumulative, sum.AggregationTemporality())
 
 	md2 := pmetric.NewMetrics()
-	st.Emit(md2, "scope", "v1", 40)
+	st.Emit(md2, "scope", "v1", 40, false)
 	dp2 := md2.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
 	assert.Equal(t, uint64(2), dp2.Count(), "cumulative")
 	assert.Equal(t, 0, dp2.Exemplars().Len(), "exemplars cleared per emission")
@@ -193,7 +193,7 @@ func TestObserveCountsAsObserve(t *testing.T) {
 		st := New(d, Options{MaxSeries: 1, MaxExemplars: 3})
 		record(st.Series(0, "svc", key(), 1), st.Bounds(0))
 		md := pmetric.NewMetrics()
-		st.Emit(md, "scope", "v", 2)
+		st.Emit(md, "scope", "v", 2, false)
 		return md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
 	}
 	values := []float64{0.005, 0.02, 0.03, 0.03, 0.5}
@@ -214,4 +214,78 @@ func TestObserveCountsAsObserve(t *testing.T) {
 	require.Equal(t, 1, got.Exemplars().Len(), "one exemplar per call that counted something")
 	assert.InDelta(t, 0.117, got.Exemplars().At(0).DoubleValue(), 1e-15, "the mean of the five")
 	assert.Equal(t, pcommon.Timestamp(7), got.Exemplars().At(0).Timestamp())
+}
+
+// TestLeadingZero: with LeadingZero, a series' first emission is at zero —
+// the overflow series' too — with its bounds, start time and attributes,
+// and its exemplars wait for the next emission, which carries the counts;
+// a series created later gets its own zero; a last emission sends every
+// count.
+func TestLeadingZero(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 3, MaxExemplars: 2, LeadingZero: true})
+	h := st.Series(0, "svc", key("k", "a"), 1)
+	h.Observe(descs[0].Bounds, 1.5, Exemplar{Time: 1})
+	st.Series(0, "svc", key("k", "b"), 1)
+	st.Series(0, "svc", key("k", "c"), 1)
+	over := st.Series(0, "svc", key("k", "d"), 1) // past the cap
+	require.Equal(t, 3, st.Len(0))
+	over.Observe(descs[0].Bounds, 3, Exemplar{Time: 1})
+	st.Series(1, "svc", key("k", "a"), 1).Add(4)
+
+	emit := func(now pcommon.Timestamp, last bool) (hist []pmetric.HistogramDataPoint, sum []pmetric.NumberDataPoint) {
+		md := pmetric.NewMetrics()
+		st.Emit(md, "scope", "v", now, last)
+		ms := md.ResourceMetrics()
+		for i := 0; i < ms.Len(); i++ {
+			m := ms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < m.Len(); j++ {
+				switch m.At(j).Type() {
+				case pmetric.MetricTypeHistogram:
+					for k := 0; k < m.At(j).Histogram().DataPoints().Len(); k++ {
+						hist = append(hist, m.At(j).Histogram().DataPoints().At(k))
+					}
+				case pmetric.MetricTypeSum:
+					for k := 0; k < m.At(j).Sum().DataPoints().Len(); k++ {
+						sum = append(sum, m.At(j).Sum().DataPoints().At(k))
+					}
+				}
+			}
+		}
+		return hist, sum
+	}
+
+	hist, sum := emit(2, false)
+	require.Len(t, hist, 4)
+	require.Len(t, sum, 1)
+	for _, dp := range hist {
+		assert.Equal(t, uint64(0), dp.Count())
+		assert.Zero(t, dp.Sum())
+		assert.Equal(t, []uint64{0, 0, 0, 0}, dp.BucketCounts().AsRaw())
+		assert.Equal(t, descs[0].Bounds, dp.ExplicitBounds().AsRaw())
+		assert.Equal(t, 0, dp.Exemplars().Len())
+		assert.Equal(t, pcommon.Timestamp(1), dp.StartTimestamp())
+		assert.Equal(t, pcommon.Timestamp(2), dp.Timestamp())
+	}
+	_, overflow := hist[3].Attributes().Get(OverflowKey)
+	assert.True(t, overflow, "the overflow series, at zero too")
+	assert.Equal(t, pmetric.NumberDataPointValueTypeInt, sum[0].ValueType(), "an int zero, not a point without a value")
+	assert.Equal(t, int64(0), sum[0].IntValue())
+	assert.Equal(t, map[string]any{"k": "a"}, sum[0].Attributes().AsRaw())
+
+	st.Series(1, "svc", key("k", "new"), 3).Add(7)
+	hist, sum = emit(4, false)
+	assert.Equal(t, []uint64{0, 1, 0, 0}, hist[0].BucketCounts().AsRaw())
+	assert.Equal(t, 1, hist[0].Exemplars().Len(), "the exemplar held back")
+	assert.Equal(t, uint64(1), hist[3].Count(), "the overflow series' counts")
+	require.Len(t, sum, 2)
+	_, overflow = sum[1].Attributes().Get(OverflowKey)
+	require.False(t, overflow)
+	assert.Equal(t, int64(4), sum[0].IntValue())
+	assert.Equal(t, int64(0), sum[1].IntValue(), "a later series' own leading zero")
+	assert.Equal(t, pcommon.Timestamp(3), sum[1].StartTimestamp())
+
+	st.Series(1, "svc", key("k", "last"), 5).Add(2)
+	_, sum = emit(6, true)
+	require.Len(t, sum, 3)
+	assert.Equal(t, []int64{4, 7, 2}, []int64{sum[0].IntValue(), sum[1].IntValue(), sum[2].IntValue()}, "a last emission sends every count")
 }

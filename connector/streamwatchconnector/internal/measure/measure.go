@@ -135,8 +135,8 @@ func (r *Recorder) Traces(td ptrace.Traces, now pcommon.Timestamp) {
 }
 
 // Emit appends the cumulative snapshot to out (see aggregate.Store.Emit).
-func (r *Recorder) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp) {
-	r.store.Emit(out, scope, version, now)
+func (r *Recorder) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp, last bool) {
+	r.store.Emit(out, scope, version, now, last)
 }
 
 // Empty reports whether nothing was recorded yet.
