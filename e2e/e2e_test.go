@@ -609,7 +609,7 @@ func waitFor(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr str
 	t.Fatalf("%s = %v after 90 s, want %v", expr, got, want)
 }
 
-// settle waits until Prometheus holds, from every instance, samples taken
+// settle waits until Prometheus holds, of every series, a sample taken
 // after the connector's next flush; call it once waitFor has seen the last
 // call. Every span was in before the flush that showed that call, but a
 // series born in the interval before that flush was sent at zero by it
@@ -620,9 +620,11 @@ func waitFor(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr str
 func settle(ctx context.Context, t *testing.T, prom *stack.Prometheus, interval time.Duration) {
 	t.Helper()
 	after := time.Now().Add(interval + 250*time.Millisecond)
-	// timestamp() drops the metric name; the copy in "metric" keeps the
-	// series apart.
-	const expr = `min(max by (instance) (timestamp(label_replace({__name__=~"(gen_ai|streamwatch)_.+"}, "metric", "$1", "__name__", "(.+)"))))`
+	// Every series is sent at every flush, so the oldest newest sample of
+	// all says when the last flush was whole (a push split into several
+	// requests lands piece by piece). timestamp() drops the metric name;
+	// the copy in "metric" keeps the series apart.
+	const expr = `min(timestamp(label_replace({__name__=~"(gen_ai|streamwatch)_.+"}, "metric", "$1", "__name__", "(.+)")))`
 	deadline := after.Add(30 * time.Second)
 	var got float64
 	for {

@@ -111,9 +111,9 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		why := ResumeBuild
 		if errors.Is(err, ErrCannotContinue) {
 			if s.race.cannotBuild == nil {
-				s.race.cannotBuild = make(map[*Route[T]]bool)
+				s.race.cannotBuild = make(map[string]bool)
 			}
-			s.race.cannotBuild[a.route] = true
+			s.race.cannotBuild[a.route.Name] = true
 		} else {
 			why = ResumeRefused
 			s.p.refusals.add(a.route.Name, now, now.Add(s.p.cfg.ResumeRefusedFor))

@@ -28,10 +28,11 @@ type race[T any] struct {
 	lastErr     error
 	throttled   int
 	admitted    admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
-	// cannotBuild holds the routes whose Open could not build this call's
-	// continuation (ErrCannotContinue): the conversation stays what it
-	// is, so asking again would only spend an attempt and a token.
-	cannotBuild map[*Route[T]]bool
+	// cannotBuild holds the names of the routes whose Open could not build
+	// this call's continuation (ErrCannotContinue): the conversation stays
+	// what it is, so asking again would only spend an attempt and a token.
+	// By name, as health and refusals are: a route listed twice is one.
+	cannotBuild map[string]bool
 }
 
 // step waits for one event or the next deadline of the trigger table and

@@ -216,7 +216,7 @@ func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 			continue
 		}
 		r := &s.routes[j]
-		if !r.Continues || s.race.cannotBuild[r] || s.p.refusals.refused(r.Name, now) {
+		if !r.Continues || s.race.cannotBuild[r.Name] || s.p.refusals.refused(r.Name, now) {
 			continue
 		}
 		if s.admit(r.Name, now, false) {

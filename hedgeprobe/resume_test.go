@@ -798,9 +798,10 @@ func TestResumeCannotBuild(t *testing.T) {
 }
 
 // A route that could not build a call's continuation is not asked again
-// by that call: the next resume goes to the stalled stream's own route,
-// which continues it, instead of spending the call's last attempt on the
-// same build failure. Another call still asks the route.
+// by that call, not even where the call lists it twice: the next resume
+// goes to the stalled stream's own route, which continues it, instead of
+// spending the call's last attempt on the same build failure. Another
+// call still asks the route.
 func TestResumeCannotBuildNotAskedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a", []step{content(time.Second, "Hel"), hang()}, []step{content(100*time.Millisecond, "lo")})
@@ -810,7 +811,7 @@ func TestResumeCannotBuildNotAskedAgain(t *testing.T) {
 		cfg.StallTimeout = time.Minute
 		p, _ := recorded(t, cfg, withText())
 		start := time.Now()
-		s := p.Stream(t.Context(), a.route(), b.route())
+		s := p.Stream(t.Context(), a.route(), b.route(), b.route())
 		g := drain(s, start)
 		if joined(g) != "Hello" || g.err != nil {
 			t.Fatalf("text %q err %v", joined(g), g.err)

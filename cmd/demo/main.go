@@ -34,7 +34,7 @@ const metricsInterval = 2 * time.Second
 func main() {
 	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
-	config := flag.String("config", "deploy/collector.yaml", "collector configuration")
+	config := flag.String("config", "deploy/collector.yaml", "collector configuration (its connector's interval must be ${env:STREAMWATCH_METRICS_INTERVAL}, which the demo sets)")
 	profiles := flag.String("profiles", "", "fakellm timing profiles file (default: fakellm's built-in profiles)")
 	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
 	flag.Parse()

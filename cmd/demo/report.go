@@ -38,28 +38,27 @@ var (
 )
 
 // waitMetrics scrapes url until the calls counter has seen every call,
-// then once more after the connector's next flush (it flushes every
-// interval): every span was in before the flush that showed the last call,
-// but a series born in the interval before that flush was sent at zero by
-// it (its leading zero, docs/telemetry.md) and holds its counts from the
-// next.
+// then until a scrape after the connector's next flush (it flushes every
+// interval) succeeds: every span was in before the flush that showed the
+// last call, but a series born in the interval before that flush was sent
+// at zero by it (its leading zero, docs/telemetry.md) and holds its counts
+// from the next.
 func waitMetrics(ctx context.Context, url string, calls int, interval, timeout time.Duration) (families, error) {
 	deadline := time.Now().Add(timeout)
 	var last families
+	var settled time.Time // when a scrape holds every count; zero until every call is in
 	for {
 		scrapedAt := time.Now()
 		m, err := scrape(ctx, url)
 		if err == nil {
 			last = m
-			if got, _ := sumCounter(m, callsName, nil); got >= float64(calls) {
+			if !settled.IsZero() && !scrapedAt.Before(settled) {
+				return m, nil
+			}
+			if got, _ := sumCounter(m, callsName, nil); settled.IsZero() && got >= float64(calls) {
 				// The flush that showed them came before scrapedAt, so
 				// the next one comes before scrapedAt + interval.
-				select {
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(time.Until(scrapedAt.Add(interval + 250*time.Millisecond))):
-				}
-				return scrape(ctx, url)
+				settled = scrapedAt.Add(interval + 250*time.Millisecond)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -69,10 +68,14 @@ func waitMetrics(ctx context.Context, url string, calls int, interval, timeout t
 			}
 			return nil, fmt.Errorf("the collector reported %v of %d calls after %s", got, calls, timeout)
 		}
+		pause := 500 * time.Millisecond
+		if !settled.IsZero() {
+			pause = min(pause, max(time.Until(settled), 0))
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(pause):
 		}
 	}
 }

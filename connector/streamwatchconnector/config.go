@@ -16,11 +16,12 @@ import (
 // Config is the configuration of the streamwatch connector.
 type Config struct {
 	// Interval is how often the cumulative metrics are sent downstream.
-	// Default 15s: at the common Prometheus scrape interval of 15 s a scrape
-	// never sees figures older than one interval, and a flush costs one copy
-	// of at most max_series data points per metric, so a shorter interval
-	// buys freshness with CPU and a longer one delays every panel. Must be
-	// positive and written with a unit: a bare number would be nanoseconds.
+	// Default 15s. A flush costs one copy of at most max_series data points
+	// per metric, so a shorter interval buys freshness with CPU and a
+	// longer one delays every panel. Scraped, the metrics need a scrape
+	// more often than this, or a flush (a new series' leading zero, an
+	// exemplar) can go unseen. Must be positive and written with a unit: a
+	// bare number would be nanoseconds.
 	Interval time.Duration `mapstructure:"interval"`
 
 	// MaxSeries caps the series (attribute sets) each metric keeps. Past it,
@@ -40,9 +41,10 @@ type Config struct {
 	// calls, all of a collector's first interval after a (re)start. The
 	// cost: a new series' counts arrive one interval later, and a crash in
 	// that interval loses them. It works where the backend sees every
-	// flush: pushed (remote write, OTLP) it does; scraped, a scrape must
-	// come at least once per interval. The last flush of a stopping
-	// collector sends every count. Default true.
+	// flush: pushed (remote write, OTLP) it does; scraped, the scrapes must
+	// come more often than Interval. A new series' first exemplars wait
+	// with its counts. The last flush of a stopping collector sends every
+	// count. Default true.
 	LeadingZero bool `mapstructure:"leading_zero"`
 
 	// Exemplars configures the exemplars attached to histogram data points.
@@ -77,7 +79,9 @@ type Config struct {
 type ExemplarsConfig struct {
 	// MaxPerDataPoint is the number of exemplars (trace and span id) each
 	// histogram data point keeps per flush interval; the first ones win and
-	// the set is cleared at every flush. 0 disables exemplars. Default 5.
+	// the set is cleared at every flush (but a new series' leading zero:
+	// its first two intervals share one set). 0 disables exemplars.
+	// Default 5.
 	MaxPerDataPoint int `mapstructure:"max_per_data_point"`
 
 	// prevent unkeyed literal initialization

@@ -191,8 +191,10 @@ func (c *streamwatch) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
 // series without its leading zero). The snapshot is built under the lock
 // and sent outside it, so a slow exporter never blocks ConsumeTraces.
 func (c *streamwatch) flush(ctx context.Context, last bool) error {
-	now := pcommon.NewTimestampFromTime(time.Now())
 	c.mu.Lock()
+	// Read under the lock: a series born before it was taken started no
+	// later than now, so no point has a start after its time.
+	now := pcommon.NewTimestampFromTime(time.Now())
 	if c.rec.Empty() {
 		c.mu.Unlock()
 		return nil
