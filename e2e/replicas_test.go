@@ -107,6 +107,17 @@ func TestReplicas(t *testing.T) {
 			t.Fatalf("calls series fall into %d instances, want %d: %v", len(v), len(names), v)
 		}
 	})
+	t.Run("rate() counts the first push's calls", func(t *testing.T) {
+		// The load is over before the first push, so without its leading
+		// zero each calls series would be born holding every call and
+		// increase() would see none of them. Prometheus extrapolates the
+		// increase to the window's end, by at most the last step.
+		got := scalar(ctx, t, prom, "sum(increase("+calls+"[10m]))")
+		if want := float64(res.Sent.Calls); got < want || got > 2*want {
+			t.Errorf("sum(increase(%s[10m])) = %.1f, want %v to %v", calls, got, want, 2*want)
+		}
+		t.Logf("sum(increase(%s[10m])) = %.1f of %d calls sent (0 with leading_zero: false)", calls, got, res.Sent.Calls)
+	})
 	if t.Failed() {
 		return
 	}
