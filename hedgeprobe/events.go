@@ -76,8 +76,9 @@ const (
 	ResumeMaxAttempts ResumeSkip = "max_attempts"
 	// ResumeNoRoute: no route can continue now: every route that Continues
 	// has refused a continuation recently, could not build this call's
-	// (ResumeBuild), asks callers to stay away (Retry-After) or is ejected. (A call none of whose routes Continues
-	// never resumes, so it reports no ResumeEvent at all.)
+	// (ResumeBuild), asks callers to stay away (Retry-After) or is
+	// ejected. (A call none of whose routes Continues never resumes, so it
+	// reports no ResumeEvent at all.)
 	ResumeNoRoute ResumeSkip = "no_route"
 	// ResumeNotResumable: what was delivered cannot be continued: nothing
 	// but reasoning, a tool call in progress, or text followed by a
