@@ -177,7 +177,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 		"STREAMWATCH_INSTANCE="+e2eInstance)
 
 	start := time.Now()
-	results := runWorkload(ctx, t, col, 1)
+	results := runWorkload(ctx, t, col)
 	t.Logf("workload ran in %s", time.Since(start).Round(time.Millisecond))
 	total := workload.Totals(results)
 	for _, r := range results {
@@ -285,16 +285,16 @@ func TestCollectorEndToEnd(t *testing.T) {
 }
 
 // runWorkload runs the demo workload through hedgeprobe against fakellm's
-// built-in profiles (their random draws seeded with seed), served on a
+// built-in profiles (their random draws seeded with 1), served on a
 // local port for the run, and sends the spans to col over OTLP/HTTP. It
 // returns once every span is sent.
-func runWorkload(ctx context.Context, t *testing.T, col *stack.Collector, seed uint64) []workload.Result {
+func runWorkload(ctx context.Context, t *testing.T, col *stack.Collector) []workload.Result {
 	t.Helper()
 	cfg, err := fakellm.DefaultProfiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: seed})
+	llmHandler, err := fakellm.New(fakellm.Options{Config: cfg, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,21 +592,30 @@ func str(a pcommon.Map, k attribute.Key) string {
 	return v.AsString()
 }
 
-func waitFor(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+// poll asks Prometheus expr, a query of one value, every step until ok
+// holds of its value or timeout has passed, and returns the last value it
+// got and whether ok held.
+func poll(ctx context.Context, prom *stack.Prometheus, expr string, step, timeout time.Duration, ok func(float64) bool) (float64, bool) {
+	deadline := time.Now().Add(timeout)
 	var got float64
-	for time.Now().Before(deadline) {
-		v, err := prom.Query(ctx, expr)
-		if err == nil && len(v) == 1 {
-			got = float64(v[0].Value)
-			if got == want {
-				return
+	for {
+		if v, err := prom.Query(ctx, expr); err == nil && len(v) == 1 {
+			if got = float64(v[0].Value); ok(got) {
+				return got, true
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		if time.Now().After(deadline) {
+			return got, false
+		}
+		time.Sleep(step)
 	}
-	t.Fatalf("%s = %v after 90 s, want %v", expr, got, want)
+}
+
+func waitFor(ctx context.Context, t *testing.T, prom *stack.Prometheus, expr string, want float64) {
+	t.Helper()
+	if got, ok := poll(ctx, prom, expr, 500*time.Millisecond, 90*time.Second, func(v float64) bool { return v == want }); !ok {
+		t.Fatalf("%s = %v after 90 s, want %v", expr, got, want)
+	}
 }
 
 // settle waits until Prometheus holds, of every series, a sample taken
@@ -625,19 +634,9 @@ func settle(ctx context.Context, t *testing.T, prom *stack.Prometheus, interval 
 	// requests lands piece by piece). timestamp() drops the metric name;
 	// the copy in "metric" keeps the series apart.
 	const expr = `min(timestamp(label_replace({__name__=~"(gen_ai|streamwatch)_.+"}, "metric", "$1", "__name__", "(.+)")))`
-	deadline := after.Add(30 * time.Second)
-	var got float64
-	for {
-		v, err := prom.Query(ctx, expr)
-		if err == nil && len(v) == 1 {
-			if got = float64(v[0].Value); got > float64(after.UnixMilli())/1000 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %.3f, want after %.3f (err %v)", expr, got, float64(after.UnixMilli())/1000, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	want := float64(after.UnixMilli()) / 1000
+	if got, ok := poll(ctx, prom, expr, 200*time.Millisecond, interval+30*time.Second, func(v float64) bool { return v > want }); !ok {
+		t.Fatalf("%s = %.3f, want after %.3f", expr, got, want)
 	}
 }
 
