@@ -81,9 +81,11 @@ const (
 	// reports no ResumeEvent at all.)
 	ResumeNoRoute ResumeSkip = "no_route"
 	// ResumeNotResumable: what was delivered cannot be continued: nothing
-	// but reasoning, a tool call in progress, or text followed by a
-	// control item and no text since (a finish reason, usage, the end of a
-	// content block: a continuation could follow the answer's end).
+	// but reasoning, a tool call in progress, text followed by a control
+	// item and no text since (a finish reason, usage, the end of a content
+	// block: a continuation could follow the answer's end), or text
+	// followed by content without text and no text since (reasoning after
+	// the text: a continuation would abandon it half written).
 	ResumeNotResumable ResumeSkip = "not_resumable"
 	// ResumeTooLong: the delivered text passed Config.ResumeMaxText.
 	ResumeTooLong ResumeSkip = "too_long"

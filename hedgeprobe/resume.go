@@ -13,9 +13,10 @@ import (
 // continuation races the silent stream; the first to deliver its next
 // content chunk wins. After commit the text is what the caller has been
 // given (the transcript); before commit, the stalled attempt's items so
-// far. Only text is continued: a tool call in progress, or an answer of
-// nothing but reasoning, is not. What the caller reads of a continuation
-// (chainItems, continuation) is here too: the race only hands it over.
+// far. Only text is continued: a tool call in progress, reasoning in
+// progress (after the text) or an answer of nothing but reasoning is
+// not. What the caller reads of a continuation (chainItems,
+// continuation) is here too: the race only hands it over.
 
 // transcript is the answer text delivered to the caller, kept for a
 // resume and bounded by ResumeMaxText: past it, or after an item that
@@ -25,7 +26,8 @@ type transcript struct {
 	max    int
 	broken ResumeSkip // why the text cannot be continued; "" while it can
 	// closed: the last item after the text was a control item (see
-	// closeAnswer), until more text comes.
+	// closeAnswer) or content without text (reasoning, a citation), until
+	// more text comes.
 	closed bool
 }
 
@@ -50,11 +52,19 @@ func (t *transcript) appendText(s string, ok bool) {
 	case t.b.Len()+len(s) > t.max:
 		t.broken = ResumeTooLong
 		t.b = strings.Builder{} // the text is of no use any more
+	case s == "":
+		// Content without text (reasoning, a citation). After the text,
+		// the stream is in something that is not the answer's text — a
+		// server thinking again between two parts of its answer — and a
+		// continuation of the text would abandon it half written, as it
+		// would a tool call: closed until more text comes. Before the
+		// text it opens nothing.
+		if t.b.Len() > 0 {
+			t.closed = true
+		}
 	default:
 		t.b.WriteString(s)
-		if s != "" { // reasoning is content without text: it opens nothing
-			t.closed = false
-		}
+		t.closed = false
 	}
 }
 

@@ -176,6 +176,33 @@ func TestResumeNotAfterAnswerClosed(t *testing.T) {
 			t.Fatalf("err %v, b asked %+v; want no resume after reasoning", g.err, b.attempts())
 		}
 	})
+	// Content without text after the text (a server thinking again) is
+	// not the answer's text: a stream that falls silent inside it is not
+	// resumed, or the continuation would abandon it half written; text
+	// after it opens the answer again.
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(10*time.Millisecond, ""), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "X")})
+		var resumes []ResumeEvent
+		cfg := resumeCfg()
+		cfg.StallTimeout = 5 * time.Second
+		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		if !errors.Is(g.err, ErrStallTimeout) || len(b.attempts()) != 0 || len(resumes) == 0 || resumes[0].Skipped != ResumeNotResumable {
+			t.Fatalf("err %v, b asked %+v, resume events %+v; want no resume inside reasoning, skipped not_resumable", g.err, b.attempts(), resumes)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(10*time.Millisecond, ""), content(10*time.Millisecond, "B"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "C")})
+		g := drain(mustNew(t, resumeCfg(), withText()).Stream(t.Context(), a.route(), b.route()), time.Now())
+		if g.err != nil || joined(g) != "ABC" {
+			t.Fatalf("text %q err %v, want AB continued with C", joined(g), g.err)
+		}
+		if got := b.attempts(); len(got) != 1 || got[0].Prefix != "AB" {
+			t.Fatalf("b asked %+v, want the continuation of AB", got)
+		}
+	})
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "usage"), content(10*time.Millisecond, "B"), hang()})
 		b := continuing("b", []step{content(100*time.Millisecond, "C")})
