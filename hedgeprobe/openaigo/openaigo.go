@@ -194,9 +194,9 @@ type RouteOptions struct {
 	// the message must hold text only. Otherwise the resume attempt fails
 	// with hedgeprobe.ErrCannotContinue: the resume is skipped and the
 	// call goes on. OpenAI's own API continues nothing: leave it
-	// sse.ContinueNone there. Params asking for more than one choice (N
-	// above 1) never continue, whatever Continue says: a continuation
-	// would carry choice 0's text into every choice.
+	// sse.ContinueNone there. Params asking for more than one choice (N,
+	// or an extra field "n", above 1) never continue, whatever Continue
+	// says: a continuation would carry choice 0's text into every choice.
 	Continue sse.Continuation
 }
 
@@ -247,7 +247,8 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 		return src, nil
 	}
 	r := hedgeprobe.Route[Chunk]{Name: name, Provider: o.Provider, Model: string(params.Model), Open: open,
-		Continues: o.Continue != sse.ContinueNone && !(params.N.Valid() && params.N.Value > 1)}
+		Continues: o.Continue != sse.ContinueNone && !(params.N.Valid() && params.N.Value > 1) &&
+			!prefill.ManyChoices(params.ExtraFields())}
 	if o.TapKeepalives {
 		r = sse.KeepaliveRoute(r)
 	}

@@ -46,22 +46,27 @@ func route(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Conti
 	return openaigo.Route(profile, newClient(t, up, profile, false), params, openaigo.RouteOptions{Continue: how})
 }
 
-// TestManyChoicesDoNotContinue: params asking for more than one choice
-// make a route that cannot resume, whatever its Continue: a continuation
-// would carry choice 0's text into every choice.
+// TestManyChoicesDoNotContinue: params asking for more than one choice,
+// in N or in an extra field the SDK sends beside it, make a route that
+// cannot resume, whatever its Continue: a continuation would carry choice
+// 0's text into every choice.
 func TestManyChoicesDoNotContinue(t *testing.T) {
 	for _, c := range []struct {
-		n    int64 // 0: unset
-		want bool
-	}{{0, true}, {1, true}, {2, false}, {8, false}} {
+		n     int64 // 0: unset
+		extra any   // an extra field "n"; absent when nil
+		want  bool
+	}{{0, nil, true}, {1, nil, true}, {2, nil, false}, {8, nil, false}, {0, 1, true}, {0, 2, false}, {1, 2.0, false}} {
 		p := params
 		if c.n != 0 {
 			p.N = openai.Int(c.n)
 		}
+		if c.extra != nil {
+			p.SetExtraFields(map[string]any{"n": c.extra})
+		}
 		r := openaigo.Route("r", openai.NewClient(option.WithBaseURL("http://127.0.0.1:1")), p,
 			openaigo.RouteOptions{Continue: sse.ContinuePrefix})
 		if r.Continues != c.want {
-			t.Errorf("n %d: Continues %v, want %v", c.n, r.Continues, c.want)
+			t.Errorf("n %d, extra n %v: Continues %v, want %v", c.n, c.extra, r.Continues, c.want)
 		}
 	}
 }

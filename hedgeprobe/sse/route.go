@@ -120,7 +120,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 		Model:         req.Model,
 		ServerAddress: server,
 		ServerPort:    port,
-		Continues:     req.Continue != ContinueNone && !manyChoices(req.Params),
+		Continues:     req.Continue != ContinueNone && !prefill.ManyChoices(req.Params),
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
 			if merr != nil {
 				return nil, merr
@@ -274,24 +274,6 @@ func anthropicContinuation(msgs []Message, sent string) []Message {
 		return out
 	}
 	return append(out, Message{Role: "assistant", Content: sent})
-}
-
-// manyChoices reports whether params ask for more than one choice: an
-// "n" of any numeric type above 1. (One that is not a number counts as
-// many: the upstream will refuse the request, and nothing is resumed.)
-func manyChoices(params map[string]any) bool {
-	v, ok := params["n"]
-	if !ok || v == nil {
-		return false
-	}
-	// Through JSON, as the request sends it: int, float64, json.Number
-	// and the rest alike.
-	b, err := json.Marshal(v)
-	var n float64
-	if err != nil || json.Unmarshal(b, &n) != nil {
-		return true
-	}
-	return n > 1
 }
 
 // openAIContinuation returns the body of a resume attempt: the request's

@@ -3,7 +3,8 @@
 // continuation, for the resume attempts of hedgeprobe/sse and
 // hedgeprobe/anthropicgo (docs/design.md §2 rule 10); and drops the prefix
 // an upstream repeats before its continuation (Echo), for hedgeprobe/sse
-// and hedgeprobe/openaigo.
+// and hedgeprobe/openaigo; and tells a request no continuation can carry
+// on (ManyChoices).
 //
 // Anthropic refuses a final assistant message that ends in whitespace, so
 // the whitespace at the end of the delivered text is cut before it is sent
@@ -179,4 +180,24 @@ func Thinks(v any) bool {
 		return true
 	}
 	return t.Type != "" && t.Type != "disabled"
+}
+
+// ManyChoices reports whether request fields (a raw body's, or extra
+// fields an SDK sends beside its own) ask for more than one choice: an
+// "n" of any numeric type above 1. No continuation carries several
+// answers on, so such a request is never resumed. (An "n" that is not a
+// number counts as many: the upstream will refuse the request anyway.)
+func ManyChoices(fields map[string]any) bool {
+	v, ok := fields["n"]
+	if !ok || v == nil {
+		return false
+	}
+	// Through JSON, as the request sends it: int, float64, json.Number
+	// and the rest alike.
+	b, err := json.Marshal(v)
+	var n float64
+	if err != nil || json.Unmarshal(b, &n) != nil {
+		return true
+	}
+	return n > 1
 }
