@@ -12,9 +12,9 @@ import (
 // ChatChunk (ChatFromAnthropic), so that an Anthropic upstream can hedge an
 // OpenAI-compatible one in a single hedgeprobe.Prober[ChatChunk]
 // (heterogeneous hedging). Events that carry nothing for a chat chunk
-// (the start of a text block without text, content_block_stop,
-// message_stop) come out as empty chunks, which ClassifyOpenAI calls
-// Keepalive. As in an OpenAI stream, every other chunk
+// (the start of a text block without text, message_stop) come out as
+// empty chunks, which ClassifyOpenAI calls Keepalive; content_block_stop
+// as an empty chunk marked BlockEnd, Control. As in an OpenAI stream, every other chunk
 // carries the response's id and model (message_start's), so an
 // accumulator that checks ids takes them all, and a tool call's Index
 // counts the answer's tool calls (0, 1, …), not its content blocks.
@@ -82,8 +82,9 @@ func (c *chatFromAnthropic) Current() ChatChunk {
 // ChatFromAnthropic converts one Anthropic event to the chat chunk that
 // carries the same thing, keeping its kind where a chat chunk has one (an
 // event that carries nothing a chat chunk can — the start of a text block
-// without text, content_block_stop, message_stop — is an empty chunk,
-// which ClassifyOpenAI calls Keepalive): message_start is a role chunk,
+// without text, message_stop — is an empty chunk, which ClassifyOpenAI
+// calls Keepalive; content_block_stop is an empty chunk marked BlockEnd,
+// which it calls Control, as the event is): message_start is a role chunk,
 // text and thinking deltas are content and reasoning_content, a tool_use
 // block start and its input_json deltas are tool-call fragments (Index is
 // the content block's), a citation is an annotation, message_delta is a finish reason (end_turn → stop,
@@ -134,6 +135,8 @@ func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 				choice(ChatDelta{Annotations: ann}, "")
 			}
 		}
+	case "content_block_stop":
+		c.BlockEnd = true
 	case "message_delta":
 		finish := ""
 		if e.Delta != nil {

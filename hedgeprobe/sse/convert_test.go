@@ -1,8 +1,12 @@
 package sse
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
@@ -40,7 +44,7 @@ func TestChatFromAnthropicKeepsKinds(t *testing.T) {
 		{"empty tool args", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, func(ChatChunk) bool { return true }},
 		{"signature", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}`, func(ChatChunk) bool { return true }},
 		{"text block start", "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, func(ChatChunk) bool { return true }},
-		{"block stop", "content_block_stop", `{"type":"content_block_stop","index":0}`, func(ChatChunk) bool { return true }},
+		{"block stop", "content_block_stop", `{"type":"content_block_stop","index":0}`, func(c ChatChunk) bool { return c.BlockEnd && len(c.Choices) == 0 }},
 		{"message_delta", "message_delta", `{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":15}}`, func(c ChatChunk) bool {
 			n, ok := OpenAITokens(c)
 			return c.Choices[0].FinishReason == "length" && ok && n == 15
@@ -55,8 +59,10 @@ func TestChatFromAnthropicKeepsKinds(t *testing.T) {
 			c := ChatFromAnthropic(e)
 			want := ClassifyAnthropic(e)
 			// Anthropic's Control events with nothing to carry become empty
-			// chunks: Keepalive on the chat side, which is still not progress.
-			if got := ClassifyOpenAI(c); got != want && !(want == hedgeprobe.Control && got == hedgeprobe.Keepalive && len(c.Choices) == 0 && c.Usage == nil) {
+			// chunks: Keepalive on the chat side, which is still not progress
+			// — but for a block's end, which closes an answer's text for
+			// resume (BlockEnd).
+			if got := ClassifyOpenAI(c); got != want && !(want == hedgeprobe.Control && got == hedgeprobe.Keepalive && len(c.Choices) == 0 && c.Usage == nil && tc.event != "content_block_stop") {
 				t.Fatalf("kind %s, want %s (%+v)", got, want, c)
 			}
 			if !tc.check(c) {
@@ -145,3 +151,88 @@ func TestAnthropicChatRouteIDsAndToolCalls(t *testing.T) {
 		t.Errorf("tool call fragments %s, want indexes 0 and 1", got)
 	}
 }
+
+// TestAnthropicChatRouteBlockEndCloses: on AnthropicChatRoute as on
+// AnthropicRoute, a stream silent after its text block's end is not
+// resumed — a continuation could follow the answer's end — and the
+// watchdog ends the call; one silent inside the block is resumed with the
+// delivered text. (The block's end came out as a Keepalive chunk, and the
+// call was resumed.)
+func TestAnthropicChatRouteBlockEndCloses(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		blockEnd bool
+		resumed  bool
+	}{{"inside the block", false, true}, {"after the block's end", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				events := []AnthropicEvent{
+					{Type: "message_start", Message: &AnthropicMessage{ID: "m", Model: "claude"}},
+					{Type: "content_block_start", ContentBlock: &AnthropicContentBlock{Type: "text"}},
+					{Type: "content_block_delta", Delta: &AnthropicDelta{Type: "text_delta", Text: "Hello."}},
+				}
+				if tc.blockEnd {
+					events = append(events, AnthropicEvent{Type: "content_block_stop"})
+				}
+				var prefixes []string
+				route := func(name string, events []AnthropicEvent) hedgeprobe.Route[ChatChunk] {
+					return hedgeprobe.Route[ChatChunk]{Name: name, Continues: true,
+						Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[ChatChunk], error) {
+							if a.Trigger == hedgeprobe.TriggerResume {
+								prefixes = append(prefixes, a.Prefix)
+								// The continuation ends.
+								return &chatFromAnthropic{Source: &eventList{events: events}}, nil
+							}
+							return &chatFromAnthropic{Source: &silentAfter{eventList: eventList{events: events}, ctx: ctx}}, nil
+						}}
+				}
+				more := []AnthropicEvent{
+					{Type: "message_start", Message: &AnthropicMessage{ID: "m2", Model: "claude"}},
+					{Type: "content_block_start", ContentBlock: &AnthropicContentBlock{Type: "text"}},
+					{Type: "content_block_delta", Delta: &AnthropicDelta{Type: "text_delta", Text: " More."}},
+					{Type: "content_block_stop"},
+					{Type: "message_delta", Delta: &AnthropicDelta{StopReason: "end_turn"}},
+					{Type: "message_stop"},
+				}
+				p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: time.Hour, ResumeAfter: time.Second, StallTimeout: 3 * time.Second}, OpenAIItems)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := p.Stream(t.Context(), route("a", events), route("b", more))
+				text := ""
+				for s.Next() {
+					for _, c := range s.Current().Choices {
+						text += c.Delta.Content
+					}
+				}
+				_ = s.Close()
+				if tc.resumed {
+					if len(prefixes) != 1 || prefixes[0] != "Hello." || text != "Hello. More." || s.Err() != nil {
+						t.Fatalf("resumed with %q, read %q, err %v; want one continuation of \"Hello.\"", prefixes, text, s.Err())
+					}
+					return
+				}
+				if len(prefixes) != 0 || !errors.Is(s.Err(), hedgeprobe.ErrStallTimeout) {
+					t.Fatalf("resumed with %q, err %v; want no resume and the stall timeout", prefixes, s.Err())
+				}
+			})
+		})
+	}
+}
+
+// silentAfter is an eventList that falls silent after its events until
+// its context ends.
+type silentAfter struct {
+	eventList
+	ctx context.Context
+}
+
+func (l *silentAfter) Next() bool {
+	if l.eventList.Next() {
+		return true
+	}
+	<-l.ctx.Done()
+	return false
+}
+
+func (l *silentAfter) Err() error { return l.ctx.Err() }

@@ -28,6 +28,14 @@ type ChatChunk struct {
 	// IsComment reports an SSE comment (": keepalive"), carried as an item
 	// so that its arrival is timed; every other field is zero.
 	IsComment bool `json:"-"`
+	// BlockEnd marks the chunk ChatFromAnthropic makes of a
+	// content_block_stop: the end of one part of an answer, which an
+	// OpenAI stream has no chunk for. ClassifyOpenAI calls it Control, as
+	// ClassifyAnthropic does the event, so that a stream silent after its
+	// text block's end is not resumed (a continuation could follow the
+	// answer's end) on AnthropicChatRoute as on AnthropicRoute. Every
+	// other field but Object and Received is zero.
+	BlockEnd bool `json:"-"`
 }
 
 // ChatChoice is one choice of a chunk.
@@ -82,10 +90,14 @@ type ChatUsage struct {
 // reasoning_content, reasoning or refusal delta, a tool-call (or
 // function-call) name or arguments fragment, or annotations (citations),
 // is Content; a role, a finish reason or usage without content is Control;
-// a comment or a chunk with nothing in it is Keepalive.
+// a comment or a chunk with nothing in it is Keepalive (but for a
+// converted Anthropic block end, BlockEnd: Control).
 func ClassifyOpenAI(c ChatChunk) hedgeprobe.Kind {
-	if c.IsComment {
+	switch {
+	case c.IsComment:
 		return hedgeprobe.Keepalive
+	case c.BlockEnd:
+		return hedgeprobe.Control
 	}
 	return classify.Chat(c.Usage != nil, c.Choices, chatChoiceParts)
 }
