@@ -2,9 +2,11 @@ package fakellm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 )
 
 // Continuation scripts how a profile answers a continuation request: a
@@ -120,11 +122,23 @@ func Script(n int) string {
 
 // asksContinuation reports whether req asks dialect d under profile p to
 // continue a partial answer: its last message is the assistant's, with the
-// switch the profile's mode needs. A non-nil error is a 400 to answer.
+// switch the profile's mode needs. A non-nil error is a 400 to answer:
+// on the Anthropic endpoint, a prefill that ends in whitespace, which
+// Anthropic refuses so (a client that forgets to trim it fails here as
+// it would there).
 func asksContinuation(req *request, d dialect, p *Profile) (bool, error) {
 	n := len(req.Messages)
 	if n == 0 || req.Messages[n-1].Role != "assistant" {
 		return false, nil
+	}
+	if _, isAnthropic := d.(anthropicDialect); isAnthropic {
+		text, err := req.Messages[n-1].text()
+		if err != nil {
+			return false, fmt.Errorf("last message: %w", err)
+		}
+		if strings.TrimRightFunc(text, unicode.IsSpace) != text {
+			return false, errors.New("messages: final assistant content cannot end with trailing whitespace")
+		}
 	}
 	if _, isOpenAI := d.(openaiDialect); isOpenAI {
 		switch p.Continuation.Mode {

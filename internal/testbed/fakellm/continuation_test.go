@@ -56,7 +56,8 @@ func anthropicBody(t *testing.T, prefill string) string {
 // TestContinuationStreamsTheRest: whatever prefix of the script the
 // request carries (a chunk boundary, the middle of a word, a prefill
 // trimmed of its trailing space, nothing, everything), the continuation is
-// exactly the rest of the script, on both endpoints.
+// exactly the rest of the script, on both endpoints (the Anthropic one
+// takes no prefix that ends in whitespace: TestContinuationRefusals).
 func TestContinuationStreamsTheRest(t *testing.T) {
 	ts := startServer(t, 0.001)
 	full := script(40)
@@ -76,6 +77,9 @@ func TestContinuationStreamsTheRest(t *testing.T) {
 			got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, chatText)
 			if got.err != nil || got.text.String() != want || got.content != tc.chunks {
 				t.Errorf("openai: err %v, %d chunks, text %q, want %d chunks of %q", got.err, got.content, got.text.String(), tc.chunks, want)
+			}
+			if strings.TrimRight(tc.prefix, " ") != tc.prefix {
+				return
 			}
 			resp = post(t, ts.URL+"/v1/messages", "steady", anthropicBody(t, tc.prefix))
 			got = drain(sse.NewAnthropicStream(resp, sse.StreamOptions{}), sse.ClassifyAnthropic, sse.AnthropicTokens, anthropicText)
@@ -143,15 +147,17 @@ func TestContinuationEcho(t *testing.T) {
 	if got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, sse.OpenAITokens, chatText); got.content != 40 || got.text.String() != full {
 		t.Fatalf("without the switch: %d chunks, text %q", got.content, got.text.String())
 	}
-	resp = post(t, ts.URL+"/v1/messages", "steady-prefix-echo", anthropicBody(t, prefix))
-	if got := drain(sse.NewAnthropicStream(resp, sse.StreamOptions{}), sse.ClassifyAnthropic, sse.AnthropicTokens, anthropicText); got.text.String() != full[len(prefix):] {
+	prefill := strings.TrimRight(prefix, " ")
+	resp = post(t, ts.URL+"/v1/messages", "steady-prefix-echo", anthropicBody(t, prefill))
+	if got := drain(sse.NewAnthropicStream(resp, sse.StreamOptions{}), sse.ClassifyAnthropic, sse.AnthropicTokens, anthropicText); got.text.String() != full[len(prefill):] {
 		t.Fatalf("Anthropic endpoint: text %q", got.text.String())
 	}
 }
 
 // TestContinuationRefusals: a profile refusing prefill answers a
 // continuation 400 and a fresh request normally; a prefix that is not the
-// script's, or vLLM's two switches at once, is a 400 that says why.
+// script's, vLLM's two switches at once, or an Anthropic prefill that ends
+// in whitespace, is a 400 that says why.
 func TestContinuationRefusals(t *testing.T) {
 	ts := startServer(t, 0.001)
 	for _, tc := range []struct {
@@ -164,6 +170,10 @@ func TestContinuationRefusals(t *testing.T) {
 		{"not a prefix", "/v1/chat/completions", "steady", chatBody(t, "lorem ipsum dolorous", nil, nil), "not a prefix of the script: they differ at byte 17"},
 		{"both vLLM switches", "/v1/chat/completions", "steady-final-message", chatBody(t, "lorem", map[string]any{"continue_final_message": true}, nil), "cannot both be true"},
 		{"content of another shape", "/v1/messages", "steady", `{"stream":true,"messages":[{"role":"assistant","content":{"x":1}}]}`, "neither a string nor an array"},
+		// Anthropic refuses a prefill that ends in whitespace; so does
+		// fakellm, on the text of the script as on any other.
+		{"prefill ending in a space", "/v1/messages", "steady", anthropicBody(t, script(3)), "cannot end with trailing whitespace"},
+		{"prefill ending in a newline", "/v1/messages", "steady", anthropicBody(t, "lorem\n"), "cannot end with trailing whitespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := post(t, ts.URL+tc.path, tc.profile, tc.body)
