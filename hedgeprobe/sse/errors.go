@@ -24,7 +24,10 @@ import (
 // the route away until then. An error payload in a 200 response (inside the
 // stream, or as its whole JSON body) is transient unless its type names a
 // request problem (invalid_request_error, authentication_error,
-// permission_error, not_found_error, request_too_large).
+// permission_error, not_found_error, request_too_large). Its code is not
+// read as a status: vLLM's servers report whatever fails during
+// generation, after the request was accepted, as "BadRequestError" with
+// code 400, where another attempt may well succeed.
 type UpstreamError struct {
 	// Provider is the route's gen_ai.provider.name, such as "openai".
 	Provider string
