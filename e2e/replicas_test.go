@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -328,30 +329,8 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 		done <- sent{res, err}
 	}()
 
-	// The replica's pushes land in Prometheus as changes of its count:
-	// two of them under load give the phase and the period of its flush
-	// ticker — measured, not assumed, so that a replica that pushes less
-	// often than the bound assumes is killed late in its own interval.
-	last := scalarOr0(ctx, t, prom, stored)
-	var pushes []time.Time
-	deadline := time.Now().Add(10 * replicaInterval)
-	for len(pushes) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pushes of %s's count seen in %v under load", len(pushes), names[1], 10*replicaInterval)
-		}
-		time.Sleep(50 * time.Millisecond)
-		if v := scalarOr0(ctx, t, prom, stored); v != last {
-			last = v
-			// A push the remote-write exporter splits into two writes
-			// shows as two changes close together: one push.
-			if now := time.Now(); len(pushes) == 0 || now.Sub(pushes[len(pushes)-1]) > replicaInterval/2 {
-				pushes = append(pushes, now)
-			}
-		}
-	}
-	const lead = 300 * time.Millisecond
-	period := pushes[1].Sub(pushes[0])
-	time.Sleep(time.Until(pushes[1].Add(period - lead)))
+	pushed, period := pushesSeen(ctx, t, prom, stored, replicaInterval, 2, replicaInterval/2)
+	time.Sleep(time.Until(pushed.Add(period - killLead)))
 	stopSending()
 	s := <-done
 	if s.err != nil {
@@ -363,7 +342,7 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 	acked := before.PerTarget[1].Calls + res.Sent.Calls
 	callsPerSecond := float64(res.Sent.Calls) / res.Elapsed.Seconds()
 	t.Logf("killed %s %v after the push seen last (pushes seen %v apart; interval %s)",
-		names[1], killed.Sub(pushes[1]).Round(time.Millisecond), period.Round(time.Millisecond), replicaInterval)
+		names[1], killed.Sub(pushed).Round(time.Millisecond), period.Round(time.Millisecond), replicaInterval)
 
 	// Whatever the replica pushed before it died is in Prometheus within
 	// a moment; give in-flight writes a second to land.
@@ -389,11 +368,52 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 	// connector (a batch processor's 1 s) would hold traffic from before
 	// it. 0.5 s of slack for noticing the push late (a 50 ms poll and a
 	// query on a loaded machine).
-	if since := killed.Sub(pushes[1]).Seconds(); lostSeconds > since+1.0/rate+0.5 {
+	if since := killed.Sub(pushed).Seconds(); lostSeconds > since+1.0/rate+0.5 {
 		t.Errorf("lost %.2f s of traffic, %.2f s more than came in since the last push landed", lostSeconds, lostSeconds-since)
 	}
 	// The survivor is untouched.
 	if got := scalarOr0(ctx, t, prom, fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[0])); got != float64(before.PerTarget[0].Calls) {
 		t.Errorf("survivor %s holds %v calls, was sent %d", names[0], got, before.PerTarget[0].Calls)
 	}
+}
+
+// killLead is how long before the next push a crash test kills its
+// collector: late enough that nearly a whole interval is lost, early
+// enough that the push has not begun on a loaded machine.
+const killLead = 300 * time.Millisecond
+
+// pushesSeen polls query, a collector's count in Prometheus, while load
+// runs, until it has seen n changes, and returns when the latest was seen
+// and the median time between them: the phase and the period of the
+// collector's flushes as Prometheus sees them — measured, not assumed, so
+// that a collector that flushes less often than a bound assumes is killed
+// late in its own interval. Changes less than merge apart are one push
+// (the remote-write exporter may split one push into two writes; a
+// scraped count changes once a flush). A scraped flush is seen at the
+// first scrape after it, so one period seen may be a scrape off the
+// interval either way (the first under load often is); the median of
+// several is not.
+func pushesSeen(ctx context.Context, t *testing.T, prom *stack.Prometheus, query string, interval time.Duration, n int, merge time.Duration) (time.Time, time.Duration) {
+	t.Helper()
+	last := scalarOr0(ctx, t, prom, query)
+	var pushes []time.Time
+	deadline := time.Now().Add(time.Duration(n+8) * interval)
+	for len(pushes) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d changes of %s seen in %v under load", len(pushes), query, time.Duration(n+8)*interval)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if v := scalarOr0(ctx, t, prom, query); v != last {
+			last = v
+			if now := time.Now(); len(pushes) == 0 || now.Sub(pushes[len(pushes)-1]) >= merge {
+				pushes = append(pushes, now)
+			}
+		}
+	}
+	gaps := make([]time.Duration, n-1)
+	for i := range gaps {
+		gaps[i] = pushes[i+1].Sub(pushes[i])
+	}
+	slices.Sort(gaps)
+	return pushes[n-1], gaps[(n-1)/2]
 }
