@@ -279,6 +279,27 @@ func TestCollectorEndToEnd(t *testing.T) {
 	t.Run("processor output on a stalled winner", func(t *testing.T) {
 		checkStalledWinner(t, traces.all())
 	})
+	// A note on a complete derivation flags input the wire contract does
+	// not allow (a timeline that does not fit its span, say); a burst's
+	// note (a Buffered call's caller got every chunk at once) is a finding.
+	t.Run("the processor finds nothing to note on hedgeprobe's complete spans", func(t *testing.T) {
+		status := map[string]int{}
+		for _, sp := range traces.all() {
+			a := sp.Attributes()
+			d := str(a, semconv.Derivation)
+			if d == "" {
+				continue
+			}
+			status[d]++
+			if p := str(a, semconv.DerivationProblem); p != "" && d == semconv.DerivationComplete {
+				t.Errorf("%s (%s): %s", sp.Name(), str(a, semconv.Route), p)
+			}
+		}
+		if status[semconv.DerivationComplete] == 0 {
+			t.Fatalf("no complete derivation: %v", status)
+		}
+		t.Logf("derivations %v, no complete one with a problem noted", status)
+	})
 	t.Run("every dashboard expression shows the run's traffic", func(t *testing.T) {
 		checkExprsShowTraffic(ctx, t, prom)
 	})

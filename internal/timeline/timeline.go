@@ -556,6 +556,7 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 	case d.Malformed != "":
 		d.Result = breakdown.Result{Status: breakdown.Anomaly}
 	default:
+		d.checkFit(span)
 		// A timeline of n chunks has fewer than n segments, so the buffer
 		// is bounded by the input, not only by maxSegments.
 		want := min(maxSegments, len(d.Chunks))
@@ -574,6 +575,35 @@ func Derive(span ptrace.Span, b *Buffers, thresholdUs int64, maxSegments int) De
 		}
 	}
 	return d
+}
+
+// checkFit notes a timeline that does not fit its span: a span that ends
+// before it starts, a last chunk after the span's end by more than clock
+// drift explains (1 ms, plus 1 % of the span: the offsets come from a
+// monotonic clock, the span's times from the wall clock, which NTP
+// slews), or more chunks than streamwatch.chunk.count. Each says the
+// producer measured with another unit (ns for µs) or clock, or counted
+// wrong; the wire contract allows none of them, but none makes the
+// figures unreadable, so they are derived all the same and the span says
+// what is off.
+func (in *Input) checkFit(span ptrace.Span) {
+	start, end := uint64(span.StartTimestamp()), uint64(span.EndTimestamp())
+	n := len(in.Chunks)
+	switch {
+	case end == 0:
+		// Not ended: nothing to compare with.
+	case end < start:
+		in.note("the span ends before it starts")
+	case n > 0:
+		durUs := int64(min((end-start)/1000, uint64(MaxOffsetUs)))
+		if last := in.Chunks[n-1]; last > durUs+1000+durUs/100 {
+			in.note(fmt.Sprintf("%s: the last chunk, at %d µs, came after the span's end (%d µs): offsets in another unit, or from another clock",
+				in.Key, last, durUs))
+		}
+	}
+	if in.ExpectedChunks >= 0 && int64(n) > in.ExpectedChunks {
+		in.note(fmt.Sprintf("%d chunks in the timeline, %s = %d", n, semconv.ChunkCount, in.ExpectedChunks))
+	}
 }
 
 // unknownKeepalives marks the keepalive count of every segment ending

@@ -235,6 +235,53 @@ func TestDerive(t *testing.T) {
 	assert.Equal(t, breakdown.ProblemNegativeGap.String(), d.Problem())
 }
 
+// TestDeriveNotesMisfit: a timeline that does not fit its span — a last
+// chunk past the span's end by more than clock drift (offsets in ns, say),
+// a span that ends before it starts, more chunks than chunk.count — is
+// derived all the same, and the span says what is off. Drift within 1 ms
+// plus 1 % of the span, and an unended span, say nothing.
+func TestDeriveNotesMisfit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		endUs int64 // span end after its start; -1: before it; 0: not ended
+		offs  []any
+		count int64 // chunk.count; -1: absent
+		note  string
+	}{
+		{"fits", 2_000_000, []any{int64(500_000), int64(2_000_000)}, 2, ""},
+		{"within drift", 2_000_000, []any{int64(500_000), int64(2_021_000)}, -1, ""},
+		{"not ended", 0, []any{int64(500_000), int64(2_000_000)}, -1, ""},
+		{"past the end", 2_000_000, []any{int64(500_000), int64(2_022_000)}, -1,
+			"streamwatch.chunk.offsets_us: the last chunk, at 2022000 µs, came after the span's end (2000000 µs): offsets in another unit, or from another clock"},
+		{"offsets in ns", 2_000_000, []any{int64(500_000_000), int64(1_900_000_000)}, -1,
+			"streamwatch.chunk.offsets_us: the last chunk, at 1900000000 µs, came after the span's end (2000000 µs): offsets in another unit, or from another clock"},
+		{"ends before it starts", -1, []any{int64(500_000)}, -1, "the span ends before it starts"},
+		{"more chunks than counted", 2_000_000, []any{int64(500_000), int64(600_000), int64(700_000)}, 2,
+			"3 chunks in the timeline, streamwatch.chunk.count = 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			span := ptrace.NewSpan()
+			span.SetStartTimestamp(start)
+			switch {
+			case tc.endUs < 0:
+				span.SetEndTimestamp(start - 1)
+			case tc.endUs > 0:
+				span.SetEndTimestamp(pcommon.Timestamp(start + tc.endUs*1000))
+			}
+			span.Attributes().PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw(tc.offs)
+			if tc.count >= 0 {
+				span.Attributes().PutInt(string(semconv.ChunkCount), tc.count)
+			}
+			var b Buffers
+			d := Derive(span, &b, 2_000_000, 64)
+			assert.Equal(t, breakdown.Complete, d.Result.Status)
+			_, ok := d.Result.TTFTUs()
+			assert.True(t, ok, "the figures are derived")
+			assert.Equal(t, tc.note, d.Problem())
+		})
+	}
+}
+
 // TestKeepalivesIgnored: keepalives that cannot be read are left out, and
 // the span says so; the content timeline is derived all the same, and
 // each stall segment's keepalive count is unknown (-1), not 0. Before,
