@@ -78,6 +78,9 @@ func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, 
 	if trig == TriggerResume {
 		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))
 	}
+	// On the call's clock, its monotonic reading at's own: the attempt's
+	// offsets are exact, and its span's times match them.
+	at = r.onCallClock(at)
 	ctx, span := r.t.tracer.Start(ctx, name,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(at),
@@ -128,11 +131,15 @@ func appendOffset(b []int64, v int64) []int64 {
 	return append(b, v)
 }
 
+// onSpanClock returns at on the span's clock, as callRecorder.onCallClock
+// does for the call span.
+func (a *attemptRecorder) onSpanClock(at time.Time) time.Time { return a.start.Add(at.Sub(a.start)) }
+
 // content records a content chunk that arrived at at.
 func (a *attemptRecorder) content(at time.Time) {
 	a.offsets = appendOffset(a.offsets, at.Sub(a.start).Microseconds())
 	if a.t.chunkEvents {
-		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(at))
+		a.span.AddEvent(semconv.EventChunk, trace.WithTimestamp(a.onSpanClock(at)))
 	}
 }
 
@@ -147,7 +154,7 @@ func (a *attemptRecorder) keepalive(at time.Time) {
 		a.kaDropped++
 	}
 	if a.t.chunkEvents {
-		a.span.AddEvent(semconv.EventKeepalive, trace.WithTimestamp(at))
+		a.span.AddEvent(semconv.EventKeepalive, trace.WithTimestamp(a.onSpanClock(at)))
 	}
 }
 
@@ -202,7 +209,7 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int
 		a.span.SetStatus(codes.Error, desc)
 	}
 	a.span.SetAttributes(attrs...)
-	a.span.End(trace.WithTimestamp(at))
+	a.span.End(trace.WithTimestamp(a.onSpanClock(at)))
 	putOffsets(a.offsets)
 	putOffsets(a.kaOffsets)
 	a.offsets, a.kaOffsets = nil, nil

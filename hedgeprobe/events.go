@@ -85,7 +85,8 @@ const (
 	// item and no text since (a finish reason, usage, the end of a content
 	// block: a continuation could follow the answer's end), or text
 	// followed by content without text and no text since (reasoning after
-	// the text: a continuation would abandon it half written).
+	// the text: a continuation would abandon it half written; a citation,
+	// which Items.Text cannot tell from reasoning).
 	ResumeNotResumable ResumeSkip = "not_resumable"
 	// ResumeTooLong: the delivered text passed Config.ResumeMaxText.
 	ResumeTooLong ResumeSkip = "too_long"

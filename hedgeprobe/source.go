@@ -187,8 +187,9 @@ type Items[T any] struct {
 	// (a tool-call delta: a half-written call is never resumed; an item
 	// that also ends the answer, as a last chunk that carries its finish
 	// reason: a continuation would follow the answer's end). Reasoning
-	// is content but not answer text: report ("", true); a stream silent
-	// after such an item, with no text since, is not resumed. Without Text a
+	// (or a citation) is content but not answer text: report ("", true);
+	// a stream silent after such an item, with no text since, is not
+	// resumed. Without Text a
 	// Prober never resumes, and a committed stream costs what it costs
 	// without resume. Called only while resume is possible for the call:
 	// on content items as they are delivered, and on the content a

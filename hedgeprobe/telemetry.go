@@ -121,6 +121,15 @@ type callRecorder struct {
 	throttled    bool
 }
 
+// onCallClock returns at on the call span's clock: the call's start, wall
+// time, plus the monotonic time since. Every time the spans carry goes
+// through it. The offsets are monotonic (at.Sub(start)) and the spans'
+// times are exported as wall-clock; a wall clock stepped during a call
+// (NTP, a VM resumed) would otherwise put a span's end and events off its
+// own timeline, by as much as the step. (The OpenTelemetry SDK ends a
+// span so when it is given no time.)
+func (r *callRecorder) onCallClock(at time.Time) time.Time { return r.start.Add(at.Sub(r.start)) }
+
 // forget ends a run of repeats: after a launch or a content chunk, a skip
 // or throttle is news again.
 func (r *callRecorder) forget() { r.skipped, r.throttled = false, false }
@@ -177,11 +186,11 @@ func (r *callRecorder) commit(e CommitEvent) {
 }
 
 func (r *callRecorder) canceled(idx int, at time.Time) {
-	r.span.AddEvent(semconv.EventAttemptCanceled, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
+	r.span.AddEvent(semconv.EventAttemptCanceled, trace.WithTimestamp(r.onCallClock(at)), trace.WithAttributes(semconv.EventAttemptIndex.Int(idx)))
 }
 
 func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
-	r.span.AddEvent(semconv.EventWatchdog, trace.WithTimestamp(at), trace.WithAttributes(
+	r.span.AddEvent(semconv.EventWatchdog, trace.WithTimestamp(r.onCallClock(at)), trace.WithAttributes(
 		semconv.EventWatchdogKind.String(string(e.Kind)), semconv.EventTimeoutMs.Float64(ms(e.Timeout)),
 		semconv.EventAttemptIndex.Int(e.Attempt)))
 }
@@ -212,17 +221,17 @@ func (r *callRecorder) resume(e ResumeEvent) {
 }
 
 func (r *callRecorder) eject(e RouteEvent, at time.Time) {
-	r.span.AddEvent(semconv.EventRouteEjected, trace.WithTimestamp(at), trace.WithAttributes(
+	r.span.AddEvent(semconv.EventRouteEjected, trace.WithTimestamp(r.onCallClock(at)), trace.WithAttributes(
 		semconv.EventRoute.String(e.Route), semconv.EventEjectionMs.Float64(ms(e.For)),
 		semconv.EventEjectionReason.String(string(e.Reason))))
 }
 
 func (r *callRecorder) restore(e RouteEvent, at time.Time) {
-	r.span.AddEvent(semconv.EventRouteRestored, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventRoute.String(e.Route)))
+	r.span.AddEvent(semconv.EventRouteRestored, trace.WithTimestamp(r.onCallClock(at)), trace.WithAttributes(semconv.EventRoute.String(e.Route)))
 }
 
 func (r *callRecorder) routeSkipped(route string, at time.Time) {
-	r.span.AddEvent(semconv.EventRouteSkipped, trace.WithTimestamp(at), trace.WithAttributes(semconv.EventRoute.String(route)))
+	r.span.AddEvent(semconv.EventRouteSkipped, trace.WithTimestamp(r.onCallClock(at)), trace.WithAttributes(semconv.EventRoute.String(route)))
 }
 
 // attemptDone ends the attempt's span.
@@ -260,7 +269,7 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		r.span.SetStatus(codes.Error, desc)
 	}
 	r.span.SetAttributes(attrs...)
-	r.span.End(trace.WithTimestamp(at))
+	r.span.End(trace.WithTimestamp(r.onCallClock(at)))
 	putOffsets(r.delivery)
 	r.delivery = nil
 }

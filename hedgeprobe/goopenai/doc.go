@@ -39,8 +39,10 @@
 // What go-openai's types do not hold, the adapter cannot see: a delta's
 // "reasoning" (Ollama's, OpenRouter's; DeepSeek's "reasoning_content" is
 // read) and "annotations" classify as Keepalive, so a long reasoning phase
-// looks like silence to the hedge and the watchdogs — use openaigo or
-// sse.OpenAIRoute for such upstreams. A 200 JSON body instead of a stream
+// looks like silence to the hedge and the watchdogs, and a stream silent
+// inside such reasoning after its text is resumed, where the other routes
+// leave it to the watchdog — use openaigo or sse.OpenAIRoute for such
+// upstreams. A 200 JSON body instead of a stream
 // is go-openai's to read: an error object in it ends as an
 // *sse.UpstreamError (a payload in a 200 response, as on the raw route),
 // anything else as an *sse.ConnectionError (go-openai does not hand over

@@ -197,6 +197,8 @@ type RouteOptions struct {
 	// sse.ContinueNone there. Params asking for more than one choice (N,
 	// or an extra field "n", above 1) never continue, whatever Continue
 	// says: a continuation would carry choice 0's text into every choice.
+	// An "n" set in RequestOptions (option.WithJSONSet) is not seen: set
+	// it in the params.
 	Continue sse.Continuation
 }
 

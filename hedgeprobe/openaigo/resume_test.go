@@ -55,7 +55,7 @@ func TestManyChoicesDoNotContinue(t *testing.T) {
 		n     int64 // 0: unset
 		extra any   // an extra field "n"; absent when nil
 		want  bool
-	}{{0, nil, true}, {1, nil, true}, {2, nil, false}, {8, nil, false}, {0, 1, true}, {0, 2, false}, {1, 2.0, false}} {
+	}{{0, nil, true}, {1, nil, true}, {2, nil, false}, {8, nil, false}, {0, 1, true}, {0, 2, false}, {1, 2.0, false}, {0, "two", false}} {
 		p := params
 		if c.n != 0 {
 			p.N = openai.Int(c.n)

@@ -14,8 +14,9 @@ import (
 // (heterogeneous hedging). Events that carry nothing for a chat chunk
 // (the start of a text block without text, message_stop) come out as
 // empty chunks, which ClassifyOpenAI calls Keepalive; content_block_stop
-// as an empty chunk marked BlockEnd, Control. As in an OpenAI stream, every other chunk
-// carries the response's id and model (message_start's), so an
+// comes out as an empty chunk marked BlockEnd, which it calls Control. As
+// in an OpenAI stream, every other chunk carries the response's id and
+// model (message_start's), so an
 // accumulator that checks ids takes them all, and a tool call's Index
 // counts the answer's tool calls (0, 1, …), not its content blocks.
 func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {

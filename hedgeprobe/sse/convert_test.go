@@ -236,3 +236,18 @@ func (l *silentAfter) Next() bool {
 }
 
 func (l *silentAfter) Err() error { return l.ctx.Err() }
+
+// TestBlockEndIsNoPartOfTheAnswer: a converted block end closes an answer
+// (ChatOpening false, as AnthropicOpening has content_block_stop) and a
+// continuation's keeps no id, as the answer's own do (ChatRelabel leaves
+// it as it is).
+func TestBlockEndIsNoPartOfTheAnswer(t *testing.T) {
+	end := ChatFromAnthropic(AnthropicEvent{Type: "content_block_stop"})
+	if ChatOpening(end) {
+		t.Error("a block's end opens an answer")
+	}
+	answer := ChatChunk{ID: "m", Created: 7}
+	if got := ChatRelabel(answer, end); got.ID != "" || got.Created != 0 || !got.BlockEnd {
+		t.Errorf("relabelled block end %+v, want it as it was", got)
+	}
+}

@@ -107,10 +107,11 @@ var AnthropicItems = hedgeprobe.Items[AnthropicEvent]{
 // continuation's chunk takes the id and creation time of the answer it
 // continues, as every chunk of one completion shares them (an accumulator
 // such as openai-go's refuses a chunk of another id). Its model stays the
-// one that wrote it. A comment, or another keepalive without an id, is
-// left as it is: it is no part of the answer.
+// one that wrote it. A comment, a block's end (BlockEnd: it carries no id
+// on AnthropicChatRoute, the answer's own included) or another keepalive
+// without an id, is left as it is: it is no part of the answer.
 func ChatRelabel(answer, c ChatChunk) ChatChunk {
-	if !c.IsComment && (c.ID != "" || ClassifyOpenAI(c) != hedgeprobe.Keepalive) {
+	if !c.IsComment && !c.BlockEnd && (c.ID != "" || ClassifyOpenAI(c) != hedgeprobe.Keepalive) {
 		c.ID, c.Created = answer.ID, answer.Created
 	}
 	return c
@@ -147,8 +148,12 @@ func anthropicBlockEvent(typ string) bool {
 
 // ChatOpening is the hedgeprobe Items.Opening of ChatChunk: a Control
 // chunk that finishes no choice opens the answer when it carries a role or
-// no usage (the role chunk).
+// no usage (the role chunk). A block's end (BlockEnd) closes one, as
+// AnthropicOpening has content_block_stop.
 func ChatOpening(c ChatChunk) bool {
+	if c.BlockEnd {
+		return false
+	}
 	return classify.ChatOpening(c.Usage != nil, c.Choices, func(ch *ChatChoice) (bool, bool) {
 		return ch.FinishReason != "", ch.Delta.Role != ""
 	})
