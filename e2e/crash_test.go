@@ -43,36 +43,11 @@ func TestCrashShippedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
-	sendCtx, stopSending := context.WithCancel(ctx)
-	defer stopSending()
-	type sent struct {
-		res loadgen.Result
-		err error
-	}
-	done := make(chan sent, 1)
-	go func() {
-		res, err := loadgen.Send(sendCtx, loadgen.Options{
-			Targets:  []string{col.OTLPGRPC},
-			Requests: reqs,
-			Senders:  1,
-			Rate:     rate,
-			Duration: time.Minute,
-		})
-		done <- sent{res, err}
-	}()
 	// A flush shows in Prometheus at the scrape after it: four changes of
 	// the count give the phase and the period of the flushes as
 	// Prometheus sees them.
-	flushed, period := pushesSeen(ctx, t, prom, fmt.Sprintf("sum(%s)", calls), interval, 4, 0)
-	time.Sleep(time.Until(flushed.Add(period - killLead)))
-	stopSending()
-	s := <-done
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	col.Kill()
-	killed := time.Now()
-	res := s.res
+	c := crashBeforeFlush(ctx, t, prom, col, reqs, rate, fmt.Sprintf("sum(%s)", calls), interval, 4, 0)
+	res, flushed, period, killed := c.sent, c.lastSeen, c.period, c.killed
 	if res.Refused > 0 {
 		t.Fatalf("%d requests refused; the bound is about acknowledged calls", res.Refused)
 	}

@@ -311,34 +311,8 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 	stored := fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[1])
 	victim := replicas[1]
 	const rate = 10 // requests a second, 1,000 calls a second
-	sendCtx, stopSending := context.WithCancel(ctx)
-	defer stopSending()
-	type sent struct {
-		res loadgen.Result
-		err error
-	}
-	done := make(chan sent, 1)
-	go func() {
-		res, err := loadgen.Send(sendCtx, loadgen.Options{
-			Targets:  []string{victim.OTLPGRPC},
-			Requests: reqs,
-			Senders:  1,
-			Rate:     rate,
-			Duration: time.Minute,
-		})
-		done <- sent{res, err}
-	}()
-
-	pushed, period := pushesSeen(ctx, t, prom, stored, replicaInterval, 2, replicaInterval/2)
-	time.Sleep(time.Until(pushed.Add(period - killLead)))
-	stopSending()
-	s := <-done
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	victim.Kill()
-	killed := time.Now()
-	res := s.res
+	c := crashBeforeFlush(ctx, t, prom, victim, reqs, rate, stored, replicaInterval, 2, replicaInterval/2)
+	res, pushed, period, killed := c.sent, c.lastSeen, c.period, c.killed
 	acked := before.PerTarget[1].Calls + res.Sent.Calls
 	callsPerSecond := float64(res.Sent.Calls) / res.Elapsed.Seconds()
 	t.Logf("killed %s %v after the push seen last (pushes seen %v apart; interval %s)",
@@ -381,6 +355,48 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 // collector: late enough that nearly a whole interval is lost, early
 // enough that the push has not begun on a loaded machine.
 const killLead = 300 * time.Millisecond
+
+// crash is what crashBeforeFlush did.
+type crash struct {
+	sent             loadgen.Result // what the collector acknowledged
+	lastSeen, killed time.Time      // the flush seen last; the kill
+	period           time.Duration  // between flushes, as seen
+}
+
+// crashBeforeFlush sends reqs to col at rate requests a second until its
+// next flush is killLead from showing in Prometheus (pushesSeen on query,
+// with n, merge), then stops the load and kills col with SIGKILL right
+// after its last acknowledged request: the worst moment for a crash, the
+// one that loses nearly a whole interval.
+func crashBeforeFlush(ctx context.Context, t *testing.T, prom *stack.Prometheus, col *stack.Collector, reqs []loadgen.Request, rate float64, query string, interval time.Duration, n int, merge time.Duration) crash {
+	t.Helper()
+	sendCtx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	type sent struct {
+		res loadgen.Result
+		err error
+	}
+	done := make(chan sent, 1)
+	go func() {
+		res, err := loadgen.Send(sendCtx, loadgen.Options{
+			Targets:  []string{col.OTLPGRPC},
+			Requests: reqs,
+			Senders:  1,
+			Rate:     rate,
+			Duration: time.Minute,
+		})
+		done <- sent{res, err}
+	}()
+	lastSeen, period := pushesSeen(ctx, t, prom, query, interval, n, merge)
+	time.Sleep(time.Until(lastSeen.Add(period - killLead)))
+	stopSending()
+	s := <-done
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	col.Kill()
+	return crash{sent: s.res, lastSeen: lastSeen, killed: time.Now(), period: period}
+}
 
 // pushesSeen polls query, a collector's count in Prometheus, while load
 // runs, until it has seen n changes, and returns when the latest was seen

@@ -137,14 +137,20 @@ func TestResumeStalledStreamEndingWins(t *testing.T) {
 // instead of continuing it. Text after a control item opens the answer
 // again: a stream that falls silent then is resumed.
 func TestResumeNotAfterAnswerClosed(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), hang()})
+	// silentAfter runs a call whose primary plays steps and falls silent,
+	// with b ready to continue it and a 5 s stall watchdog; it returns
+	// what the caller read, b, and the resume events.
+	silentAfter := func(t *testing.T, steps ...step) (got, *upstream, []ResumeEvent) {
+		a := continuing("a", append(steps, hang()))
 		b := continuing("b", []step{content(100*time.Millisecond, "X")})
 		var resumes []ResumeEvent
 		cfg := resumeCfg()
 		cfg.StallTimeout = 5 * time.Second
 		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
-		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		return drain(p.Stream(t.Context(), a.route(), b.route()), time.Now()), b, resumes
+	}
+	synctest.Test(t, func(t *testing.T) {
+		g, b, resumes := silentAfter(t, content(time.Second, "A"), control(10*time.Millisecond, "stop"))
 		if !errors.Is(g.err, ErrStallTimeout) || joined(g) != "A" || len(g.kinds) != 2 {
 			t.Fatalf("items %v %q err %v, want A, the finish, then the stall timeout", g.kinds, g.texts, g.err)
 		}
@@ -167,11 +173,7 @@ func TestResumeNotAfterAnswerClosed(t *testing.T) {
 	// Content without text (reasoning) after the control item opens
 	// nothing.
 	synctest.Test(t, func(t *testing.T) {
-		a := continuing("a", []step{content(time.Second, "A"), control(10*time.Millisecond, "stop"), content(10*time.Millisecond, ""), hang()})
-		b := continuing("b", []step{content(100*time.Millisecond, "X")})
-		cfg := resumeCfg()
-		cfg.StallTimeout = 5 * time.Second
-		g := drain(mustNew(t, cfg, withText()).Stream(t.Context(), a.route(), b.route()), time.Now())
+		g, b, _ := silentAfter(t, content(time.Second, "A"), control(10*time.Millisecond, "stop"), content(10*time.Millisecond, ""))
 		if !errors.Is(g.err, ErrStallTimeout) || len(b.attempts()) != 0 {
 			t.Fatalf("err %v, b asked %+v; want no resume after reasoning", g.err, b.attempts())
 		}
@@ -181,13 +183,7 @@ func TestResumeNotAfterAnswerClosed(t *testing.T) {
 	// resumed, or the continuation would abandon it half written; text
 	// after it opens the answer again.
 	synctest.Test(t, func(t *testing.T) {
-		a := continuing("a", []step{content(time.Second, "A"), content(10*time.Millisecond, ""), hang()})
-		b := continuing("b", []step{content(100*time.Millisecond, "X")})
-		var resumes []ResumeEvent
-		cfg := resumeCfg()
-		cfg.StallTimeout = 5 * time.Second
-		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
-		g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+		g, b, resumes := silentAfter(t, content(time.Second, "A"), content(10*time.Millisecond, ""))
 		if !errors.Is(g.err, ErrStallTimeout) || len(b.attempts()) != 0 || len(resumes) == 0 || resumes[0].Skipped != ResumeNotResumable {
 			t.Fatalf("err %v, b asked %+v, resume events %+v; want no resume inside reasoning, skipped not_resumable", g.err, b.attempts(), resumes)
 		}
