@@ -78,8 +78,8 @@ func (r *callRecorder) attempt(ctx context.Context, idx int, route *routeNames, 
 	if trig == TriggerResume {
 		attrs = append(attrs, semconv.ResumeDeliveredChunks.Int64(delivered))
 	}
-	// On the call's clock, its monotonic reading at's own: the attempt's
-	// offsets are exact, and its span's times match them.
+	// On the call's clock, so the span's times match its offsets; the
+	// monotonic reading stays at's, so the offsets stay exact.
 	at = r.onCallClock(at)
 	ctx, span := r.t.tracer.Start(ctx, name,
 		trace.WithSpanKind(trace.SpanKindClient),

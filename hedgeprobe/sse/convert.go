@@ -16,9 +16,9 @@ import (
 // empty chunks, which ClassifyOpenAI calls Keepalive; content_block_stop
 // comes out as an empty chunk marked BlockEnd, which it calls Control. As
 // in an OpenAI stream, every other chunk carries the response's id and
-// model (message_start's), so an
-// accumulator that checks ids takes them all, and a tool call's Index
-// counts the answer's tool calls (0, 1, …), not its content blocks.
+// model (message_start's), so an accumulator that checks ids takes them
+// all, and a tool call's Index counts the answer's tool calls (0, 1, …),
+// not its content blocks.
 func AnthropicChatRoute(name string, req AnthropicRequest) hedgeprobe.Route[ChatChunk] {
 	r := AnthropicRoute(name, req)
 	return hedgeprobe.Route[ChatChunk]{
