@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -349,87 +348,4 @@ func crashLoss(ctx context.Context, t *testing.T, prom *stack.Prometheus, replic
 	if got := scalarOr0(ctx, t, prom, fmt.Sprintf(`sum(%s{instance=%q})`, calls, names[0])); got != float64(before.PerTarget[0].Calls) {
 		t.Errorf("survivor %s holds %v calls, was sent %d", names[0], got, before.PerTarget[0].Calls)
 	}
-}
-
-// killLead is how long before the next push a crash test kills its
-// collector: late enough that nearly a whole interval is lost, early
-// enough that the push has not begun on a loaded machine.
-const killLead = 300 * time.Millisecond
-
-// crash is what crashBeforeFlush did.
-type crash struct {
-	sent             loadgen.Result // what the collector acknowledged
-	lastSeen, killed time.Time      // the flush seen last; the kill
-	period           time.Duration  // between flushes, as seen
-}
-
-// crashBeforeFlush sends reqs to col at rate requests a second until its
-// next flush is killLead from showing in Prometheus (pushesSeen on query,
-// with n, merge), then stops the load and kills col with SIGKILL right
-// after its last acknowledged request: the worst moment for a crash, the
-// one that loses nearly a whole interval.
-func crashBeforeFlush(ctx context.Context, t *testing.T, prom *stack.Prometheus, col *stack.Collector, reqs []loadgen.Request, rate float64, query string, interval time.Duration, n int, merge time.Duration) crash {
-	t.Helper()
-	sendCtx, stopSending := context.WithCancel(ctx)
-	defer stopSending()
-	type sent struct {
-		res loadgen.Result
-		err error
-	}
-	done := make(chan sent, 1)
-	go func() {
-		res, err := loadgen.Send(sendCtx, loadgen.Options{
-			Targets:  []string{col.OTLPGRPC},
-			Requests: reqs,
-			Senders:  1,
-			Rate:     rate,
-			Duration: time.Minute,
-		})
-		done <- sent{res, err}
-	}()
-	lastSeen, period := pushesSeen(ctx, t, prom, query, interval, n, merge)
-	time.Sleep(time.Until(lastSeen.Add(period - killLead)))
-	stopSending()
-	s := <-done
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	col.Kill()
-	return crash{sent: s.res, lastSeen: lastSeen, killed: time.Now(), period: period}
-}
-
-// pushesSeen polls query, a collector's count in Prometheus, while load
-// runs, until it has seen n changes, and returns when the latest was seen
-// and the median time between them: the phase and the period of the
-// collector's flushes as Prometheus sees them — measured, not assumed, so
-// that a collector that flushes less often than a bound assumes is killed
-// late in its own interval. Changes less than merge apart are one push
-// (the remote-write exporter may split one push into two writes; a
-// scraped count changes once a flush). A scraped flush is seen at the
-// first scrape after it, so one period seen may be a scrape off the
-// interval either way (the first under load often is); the median of
-// several is not.
-func pushesSeen(ctx context.Context, t *testing.T, prom *stack.Prometheus, query string, interval time.Duration, n int, merge time.Duration) (time.Time, time.Duration) {
-	t.Helper()
-	last := scalarOr0(ctx, t, prom, query)
-	var pushes []time.Time
-	deadline := time.Now().Add(time.Duration(n+8) * interval)
-	for len(pushes) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d changes of %s seen in %v under load", len(pushes), query, time.Duration(n+8)*interval)
-		}
-		time.Sleep(50 * time.Millisecond)
-		if v := scalarOr0(ctx, t, prom, query); v != last {
-			last = v
-			if now := time.Now(); len(pushes) == 0 || now.Sub(pushes[len(pushes)-1]) >= merge {
-				pushes = append(pushes, now)
-			}
-		}
-	}
-	gaps := make([]time.Duration, n-1)
-	for i := range gaps {
-		gaps[i] = pushes[i+1].Sub(pushes[i])
-	}
-	slices.Sort(gaps)
-	return pushes[n-1], gaps[(n-1)/2]
 }
