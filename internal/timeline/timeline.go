@@ -361,9 +361,7 @@ func readCaller(span ptrace.Span, v pcommon.Value, b *Buffers) Input {
 	if n := span.DroppedAttributesCount(); n > 0 {
 		in.note(droppedAttributes(n))
 	}
-	if k, ok := span.Attributes().Get(string(semconv.GenAIUsageOutputTokens)); ok && k.Type() == pcommon.ValueTypeInt && k.Int() > 0 {
-		in.OutputTokens = k.Int()
-	}
+	readOutputTokens(span.Attributes(), &in)
 	if span.StartTimestamp() == 0 {
 		in.Malformed = noStart
 		return in
@@ -388,13 +386,7 @@ func readContext(attrs pcommon.Map, in *Input) {
 			in.unreadable(string(semconv.ChunkCount), "a count", v)
 		}
 	}
-	if v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens)); ok {
-		if n, ok := readCount(v); !ok {
-			in.unreadable(string(semconv.GenAIUsageOutputTokens), "a count", v)
-		} else if n > 0 {
-			in.OutputTokens = n
-		}
-	}
+	readOutputTokens(attrs, in)
 	if v, ok := attrs.Get(string(semconv.AttemptLaunchOffsetMs)); ok {
 		const maxMs = MaxOffsetUs / 1000
 		switch v.Type() {
@@ -425,6 +417,22 @@ func droppedAttributes(n uint32) string {
 		return "the span dropped 1 attribute, figures that need it are absent"
 	}
 	return fmt.Sprintf("the span dropped %d attributes, figures that need one are absent", n)
+}
+
+// readOutputTokens reads gen_ai.usage.output_tokens into in, the same
+// way on an attempt and on a call span: the two spans' tpot_ms must not
+// differ because one of them reads a whole-valued double and the other
+// does not.
+func readOutputTokens(attrs pcommon.Map, in *Input) {
+	v, ok := attrs.Get(string(semconv.GenAIUsageOutputTokens))
+	if !ok {
+		return
+	}
+	if n, ok := readCount(v); !ok {
+		in.unreadable(string(semconv.GenAIUsageOutputTokens), "a count", v)
+	} else if n > 0 {
+		in.OutputTokens = n
+	}
 }
 
 // unreadable notes that the context attribute key, value v, is not what
@@ -511,13 +519,18 @@ func growTo(dst []int64, n int) []int64 {
 
 // Drop removes the raw timeline from span, in every form: the offsets
 // attributes (the caller's view included), the keepalive list's overflow
-// count and the chunk and keepalive events.
+// count and the chunk and keepalive events. Every copy of a key goes: OTLP
+// forbids a key twice on a span but its decoders keep both, and Map.Remove
+// takes only the first.
 func Drop(span ptrace.Span) {
-	attrs := span.Attributes()
-	attrs.Remove(string(semconv.CallerChunkOffsetsUs))
-	attrs.Remove(string(semconv.ChunkOffsetsUs))
-	attrs.Remove(string(semconv.KeepaliveOffsetsUs))
-	attrs.Remove(string(semconv.KeepalivesDropped))
+	span.Attributes().RemoveIf(func(k string, _ pcommon.Value) bool {
+		switch k {
+		case string(semconv.CallerChunkOffsetsUs), string(semconv.ChunkOffsetsUs),
+			string(semconv.KeepaliveOffsetsUs), string(semconv.KeepalivesDropped):
+			return true
+		}
+		return false
+	})
 	span.Events().RemoveIf(func(ev ptrace.SpanEvent) bool { return isTimelineEvent(ev.Name()) })
 }
 

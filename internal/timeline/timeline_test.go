@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"bytes"
 	"math"
 	"testing"
 
@@ -138,6 +139,21 @@ func TestReadCountDouble(t *testing.T) {
 			want = string(semconv.ChunkCount) + tt.note + "; " + string(semconv.GenAIUsageOutputTokens) + tt.note
 		}
 		assert.Equal(t, want, in.Note, "%v", tt.v)
+
+		// A call span's caller view reads the token count alike.
+		call := ptrace.NewSpan()
+		call.SetStartTimestamp(start)
+		a = call.Attributes()
+		a.PutEmptySlice(string(semconv.CallerChunkOffsetsUs)).AppendEmpty().SetInt(1)
+		require.NoError(t, a.PutEmpty(string(semconv.GenAIUsageOutputTokens)).FromRaw(tt.v))
+		in = Read(call, &Buffers{})
+		require.Equal(t, Caller, in.Form)
+		assert.Equal(t, tt.toks, in.OutputTokens, "caller view: output tokens %v", tt.v)
+		want = ""
+		if tt.note != "" {
+			want = string(semconv.GenAIUsageOutputTokens) + tt.note
+		}
+		assert.Equal(t, want, in.Note, "caller view: %v", tt.v)
 	}
 }
 
@@ -156,6 +172,39 @@ func TestDrop(t *testing.T) {
 	require.Equal(t, 2, span.Events().Len())
 	assert.Equal(t, "exception", span.Events().At(0).Name())
 	assert.Equal(t, semconv.EventStall, span.Events().At(1).Name())
+}
+
+// TestDropEveryCopy: a span decoded from OTLP that holds a timeline key
+// twice loses both copies (pcommon.Map.Remove takes only the first).
+func TestDropEveryCopy(t *testing.T) {
+	td := ptrace.NewTraces()
+	span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	a := span.Attributes()
+	a.PutInt(string(semconv.ChunkCount), 3)
+	keys := []string{
+		string(semconv.ChunkOffsetsUs), string(semconv.KeepaliveOffsetsUs),
+		string(semconv.KeepalivesDropped), string(semconv.CallerChunkOffsetsUs),
+	}
+	// Each key twice on the wire: a twin under a placeholder of the same
+	// length, renamed in the encoded bytes.
+	twin := func(k string) string { return "\x01" + k[1:] }
+	for _, k := range keys {
+		a.PutEmptySlice(k).AppendEmpty().SetInt(1)
+		a.PutEmptySlice(twin(k)).AppendEmpty().SetInt(2)
+	}
+	raw, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	require.NoError(t, err)
+	for _, k := range keys {
+		raw = bytes.ReplaceAll(raw, []byte(twin(k)), []byte(k))
+	}
+	td, err = (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(raw)
+	require.NoError(t, err)
+	span = td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	require.Equal(t, 1+2*len(keys), span.Attributes().Len())
+
+	Drop(span)
+	assert.Equal(t, map[string]any{string(semconv.ChunkCount): int64(3)}, span.Attributes().AsRaw())
+	assert.Equal(t, 1, span.Attributes().Len())
 }
 
 // TestReadCaller: a call span's caller view is read from its own key, wins
