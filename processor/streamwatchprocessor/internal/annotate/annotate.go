@@ -26,13 +26,18 @@ import (
 func ms(us int64) float64 { return float64(us) / 1000 }
 
 // Figures writes the derived attributes of r onto span. Figures that r
-// reports absent are not written (on an anomaly that is every one). problem,
+// reports absent are not written (on an anomaly that is every one), and
+// any the span already carried are removed first, every copy: a
+// producer's or a stale figure that this derivation finds absent would
+// otherwise stand beside streamwatch.derivation, where the connector
+// takes it for the processor's own. problem,
 // when not empty, is written as streamwatch.derivation.problem (see
 // timeline.Derivation.Problem); gaps, when not nil, as
 // streamwatch.gap.bucket_counts without its trailing empty buckets (see
 // timeline.Derivation.GapCounts).
 func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string, gaps []uint64) {
 	attrs := span.Attributes()
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return isFigure(k) })
 	// The attribute array grows once, to its exact size: it is the largest
 	// allocation the processor makes per span (docs/scale.md), and a
 	// headroom for figures that are absent is allocated, zeroed and scanned
@@ -79,6 +84,19 @@ func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem s
 	if problem != "" {
 		attrs.PutStr(string(semconv.DerivationProblem), problem)
 	}
+}
+
+// isFigure is whether key is one of the attributes Figures writes.
+func isFigure(key string) bool {
+	switch key {
+	case string(semconv.TTFTMs), string(semconv.E2EMs), string(semconv.GenerationMs),
+		string(semconv.StallMs), string(semconv.StallCount), string(semconv.ActiveGenerationMs),
+		string(semconv.ITLMeanMs), string(semconv.TPOTMs), string(semconv.ActiveTPS),
+		string(semconv.CallTTFTMs), string(semconv.GapBucketCounts), string(semconv.StallSegmentsDropped),
+		string(semconv.StallThresholdMs), string(semconv.Derivation), string(semconv.DerivationProblem):
+		return true
+	}
+	return false
 }
 
 // figureCount is the number of attributes Figures writes for r: what it

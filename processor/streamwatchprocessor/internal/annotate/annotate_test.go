@@ -1,12 +1,14 @@
 package annotate
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/streamwatch/streamwatch/internal/breakdown"
 	"github.com/streamwatch/streamwatch/semconv"
@@ -125,4 +127,86 @@ func TestFigureCountIsWhatFiguresWrites(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestFiguresReplaceStaleFigures: a span that already carries figures —
+// a producer's, of another type, twice — leaves Figures with exactly the
+// attributes a clean span gets, for every combination of present and
+// absent figures; and isFigure knows every attribute Figures writes.
+func TestFiguresReplaceStaleFigures(t *testing.T) {
+	const T = 1000
+	owned := []attribute.Key{
+		semconv.TTFTMs, semconv.E2EMs, semconv.GenerationMs, semconv.StallMs, semconv.StallCount,
+		semconv.ActiveGenerationMs, semconv.ITLMeanMs, semconv.TPOTMs, semconv.ActiveTPS,
+		semconv.CallTTFTMs, semconv.GapBucketCounts, semconv.StallSegmentsDropped,
+		semconv.StallThresholdMs, semconv.Derivation, semconv.DerivationProblem,
+	}
+	written := map[string]bool{}
+	for name, tl := range map[string]breakdown.Timeline{
+		"empty":            {ExpectedChunks: -1, ThresholdUs: T},
+		"one chunk":        {ChunkOffsetsUs: []int64{7}, ExpectedChunks: -1, ThresholdUs: T},
+		"tokens and stall": {ChunkOffsetsUs: []int64{10, 500, 90_000}, OutputTokens: 9, ExpectedChunks: -1, ThresholdUs: T},
+		"launch offset":    {ChunkOffsetsUs: []int64{10, 20_000}, LaunchOffsetUs: 300, HasLaunchOffset: true, ExpectedChunks: -1, ThresholdUs: T},
+		"anomaly":          {ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: T},
+		"segments dropped": {ChunkOffsetsUs: []int64{0, 5_000, 5_500, 10_500, 11_000}, ExpectedChunks: -1, ThresholdUs: T},
+	} {
+		for gname, gaps := range map[string][]uint64{"no gap counts": nil, "gap counts": {0, 2}} {
+			t.Run(name+", "+gname, func(t *testing.T) {
+				r := breakdown.Derive(tl, make([]breakdown.Segment, 0, 1))
+				clean := ptrace.NewSpan()
+				clean.Attributes().PutStr("gen_ai.request.model", "m")
+				Figures(clean, &r, T, r.Problem.String(), gaps)
+
+				stale := ptrace.NewSpan()
+				kvs := stale.Attributes()
+				kvs.PutStr("gen_ai.request.model", "m")
+				for _, k := range owned {
+					kvs.PutStr(string(k), "stale")
+				}
+				// Map.Put* would overwrite: a second copy of each key only
+				// comes from a decoder, which keeps what the wire holds.
+				td := ptrace.NewTraces()
+				stale.CopyTo(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+				stale = withKeysTwice(t, td, owned)
+				require.Equal(t, 1+2*len(owned), stale.Attributes().Len())
+
+				Figures(stale, &r, T, r.Problem.String(), gaps)
+				assert.Equal(t, clean.Attributes().AsRaw(), stale.Attributes().AsRaw())
+				assert.Equal(t, clean.Attributes().Len(), stale.Attributes().Len(), "a copy was left")
+				for k := range clean.Attributes().All() {
+					if k != "gen_ai.request.model" {
+						assert.True(t, isFigure(k), "%s is written but not removed first", k)
+						written[k] = true
+					}
+				}
+			})
+		}
+	}
+	for _, k := range owned {
+		assert.True(t, written[string(k)], "no case writes %s", k)
+	}
+}
+
+// withKeysTwice returns td's one span with each of keys repeated, as an
+// OTLP decoder gives a span whose wire form holds those keys twice.
+func withKeysTwice(t *testing.T, td ptrace.Traces, keys []attribute.Key) ptrace.Span {
+	t.Helper()
+	span := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	// Give each attribute a twin under a placeholder key of the same
+	// length, then rename the placeholders in the wire bytes.
+	attrs := span.Attributes()
+	twin := func(k attribute.Key) string { return "\x01" + string(k)[1:] }
+	for _, k := range keys {
+		v, ok := attrs.Get(string(k))
+		require.True(t, ok, k)
+		v.CopyTo(attrs.PutEmpty(twin(k)))
+	}
+	raw, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	require.NoError(t, err)
+	for _, k := range keys {
+		raw = bytes.ReplaceAll(raw, []byte(twin(k)), []byte(string(k)))
+	}
+	out, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(raw)
+	require.NoError(t, err)
+	return out.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
 }
