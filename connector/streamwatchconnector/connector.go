@@ -209,5 +209,12 @@ func (c *streamwatch) flush(ctx context.Context, last bool) error {
 			rms.At(i).Resource().Attributes().PutStr(string(semconv.ServiceInstanceID), c.instance)
 		}
 	}
-	return c.next.ConsumeMetrics(ctx, md)
+	if err := c.next.ConsumeMetrics(ctx, md); err != nil {
+		// Flushes never overlap (c.flushing), so no Emit came between.
+		c.mu.Lock()
+		c.rec.Unsent()
+		c.mu.Unlock()
+		return err
+	}
+	return nil
 }

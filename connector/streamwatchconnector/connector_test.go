@@ -167,6 +167,37 @@ func TestLeadingZero(t *testing.T) {
 	}
 }
 
+// TestLeadingZeroOfAFailedPush: a snapshot the backend never got does not
+// count as a series' leading zero. The first snapshot that does reach it
+// carries the zero again, then the counts — where it used to carry the
+// counts at once, which rate() then takes for where the series started.
+// A series already sent is not sent at zero again after a failed push:
+// that would read as a counter reset.
+func TestLeadingZeroOfAFailedPush(t *testing.T) {
+	var got []int64
+	fail := 0
+	next, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		if fail > 0 {
+			fail--
+			return errors.New("backend down")
+		}
+		got = append(got, metricCount(md, semconv.MetricCalls))
+		return nil
+	})
+	require.NoError(t, err)
+	c := create(t, createDefaultConfig().(*Config), next)
+	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+	fail = 2
+	require.Error(t, c.flush(context.Background(), false))
+	require.Error(t, c.flush(context.Background(), false))
+	require.NoError(t, c.flush(context.Background(), false))
+	require.NoError(t, c.ConsumeTraces(context.Background(), hedgedInput(t)))
+	fail = 1
+	require.Error(t, c.flush(context.Background(), false))
+	require.NoError(t, c.flush(context.Background(), false))
+	assert.Equal(t, []int64{0, 2}, got)
+}
+
 // metricCount returns the count (histogram) or value (sum) of the first
 // data point of the metric name in md, or -1.
 func metricCount(md pmetric.Metrics, name string) int64 {

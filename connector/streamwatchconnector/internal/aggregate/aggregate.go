@@ -162,6 +162,9 @@ type Store struct {
 	opts   Options
 	tables []table
 	key    Key // scratch for the map key
+	// zeroed are the series the latest Emit sent as their leading zero,
+	// for Unsent.
+	zeroed []*Series
 }
 
 // New returns an empty Store for the metrics descs, indexed by position.
@@ -286,6 +289,20 @@ func (st *Store) Empty() bool {
 	return true
 }
 
+// Unsent says that the snapshot of the latest Emit did not reach the
+// backend: the series it carried as their leading zero are sent at zero
+// again by the next Emit. Otherwise the first sample the backend saw of
+// them would hold their counts, and rate() would count none of those. The
+// exemplars that snapshot took are lost with it. Call it before the next
+// Emit, or not at all.
+func (st *Store) Unsent() {
+	for _, s := range st.zeroed {
+		s.emitted = false
+	}
+	clear(st.zeroed)
+	st.zeroed = st.zeroed[:0]
+}
+
 // Emit appends a cumulative snapshot of every series to out, one
 // ResourceMetrics per service (resource attribute service.name), under the
 // scope named scope, with time now. Exemplars are moved into the snapshot
@@ -293,6 +310,8 @@ func (st *Store) Empty() bool {
 // emitted for the first time is emitted at zero and keeps its counts and
 // exemplars for the next Emit, unless last says there will be none.
 func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Timestamp, last bool) {
+	clear(st.zeroed)
+	st.zeroed = st.zeroed[:0]
 	scopes := map[string]pmetric.ScopeMetrics{}
 	scopeOf := func(service string) pmetric.ScopeMetrics {
 		if sm, ok := scopes[service]; ok {
@@ -334,6 +353,9 @@ func (st *Store) Emit(out pmetric.Metrics, scope, version string, now pcommon.Ti
 			m := metricOf(s.service)
 			zero := st.opts.LeadingZero && !s.emitted && !last
 			s.emitted = true
+			if zero {
+				st.zeroed = append(st.zeroed, s)
+			}
 			switch t.desc.Kind {
 			case Histogram:
 				dp := m.Histogram().DataPoints().AppendEmpty()

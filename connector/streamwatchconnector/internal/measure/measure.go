@@ -139,6 +139,10 @@ func (r *Recorder) Emit(out pmetric.Metrics, scope, version string, now pcommon.
 	r.store.Emit(out, scope, version, now, last)
 }
 
+// Unsent says the latest Emit's snapshot did not reach the backend (see
+// aggregate.Store.Unsent).
+func (r *Recorder) Unsent() { r.store.Unsent() }
+
 // Empty reports whether nothing was recorded yet.
 func (r *Recorder) Empty() bool { return r.store.Empty() }
 
