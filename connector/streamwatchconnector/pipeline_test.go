@@ -3,6 +3,7 @@ package streamwatchconnector
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -207,6 +209,65 @@ func sameWithOrWithoutProcessor(t *testing.T, stage string, dropTimeline bool) {
 	assert.Zero(t, viaTel[derived], "the processor had derived them")
 	delete(directTel, derived)
 	assert.Equal(t, directTel, viaTel)
+}
+
+// TestSameWithStaleFigures: figures a producer already put on a span
+// that this derivation finds absent (no TTFT without a chunk, no gaps with
+// one chunk) are not left beside the processor's streamwatch.derivation,
+// where the connector would take them for the processor's own: the
+// metrics are the same with or without the processor. The stage hedged's
+// spans go along, so that a snapshot is never empty.
+func TestSameWithStaleFigures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		offsets []int64
+		stale   func(pcommon.Map)
+	}{
+		"ttft_ms on an attempt without chunks": {nil, func(a pcommon.Map) { a.PutDouble(string(semconv.TTFTMs), 500) }},
+		"ttft_ms as a string":                  {nil, func(a pcommon.Map) { a.PutStr(string(semconv.TTFTMs), "n/a") }},
+		"gap counts on a one-chunk winner": {[]int64{100_000}, func(a pcommon.Map) {
+			a.PutEmptySlice(string(semconv.GapBucketCounts)).FromRaw([]any{int64(0), int64(7)})
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", "hedged", stagetest.Input))
+			require.NoError(t, err)
+			sp := raw.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
+			sp.SetName("chat m")
+			sp.SetTraceID(pcommon.TraceID{1})
+			sp.SetSpanID(pcommon.SpanID{2})
+			sp.SetStartTimestamp(1_000_000_000)
+			sp.SetEndTimestamp(5_000_000_000)
+			a := sp.Attributes()
+			a.PutStr(string(semconv.GenAIProviderName), "openai")
+			a.PutStr(string(semconv.GenAIRequestModel), "m")
+			a.PutStr(string(semconv.Route), "a")
+			a.PutInt(string(semconv.AttemptIndex), 0)
+			a.PutStr(string(semconv.AttemptTrigger), semconv.TriggerPrimary)
+			a.PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeWinner)
+			a.PutInt(string(semconv.ChunkCount), int64(len(tc.offsets)))
+			offs := a.PutEmptySlice(string(semconv.ChunkOffsetsUs))
+			for _, o := range tc.offsets {
+				offs.AppendEmpty().SetInt(o)
+			}
+			tc.stale(a)
+			processed := ptrace.NewTraces()
+			raw.CopyTo(processed)
+			processed = runProcessor(t, processed, false)
+
+			direct, _ := metricsAndTelemetry(t, raw)
+			via, viaTel := metricsAndTelemetry(t, processed)
+			require.NoError(t, pmetrictest.CompareMetrics(direct, via,
+				pmetrictest.IgnoreTimestamp(),
+				pmetrictest.IgnoreStartTimestamp(),
+				pmetrictest.IgnoreMetricDataPointsOrder(),
+			))
+			for k, n := range viaTel {
+				if strings.HasPrefix(k, "otelcol_connector_streamwatch_invalid_values") {
+					assert.Zero(t, n, k)
+				}
+			}
+		})
+	}
 }
 
 // runProcessor runs td through the real streamwatch processor with its
