@@ -227,7 +227,7 @@ func (s *Stream[T]) run(a *attempt[T]) {
 	}
 	// Send before release: release cancels a.ctx, which would make send
 	// give up and lose the end.
-	s.send(a, event[T]{a: a, typ: evEnd, err: src.Err(), at: time.Since(s.start)})
+	s.send(a, event[T]{a: a, typ: evEnd, err: vetError(a.route.Name, src.Err()), at: time.Since(s.start)})
 	a.release()
 }
 
@@ -279,7 +279,7 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 			// error, transient or not, stands.
 			closeQuietly(src)
 		}
-		return nil, err
+		return nil, vetError(a.route.Name, err)
 	}
 	if src == nil {
 		return nil, fmt.Errorf("%w: route %q", ErrNilSource, a.route.Name)

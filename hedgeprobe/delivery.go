@@ -227,7 +227,7 @@ func (s *Stream[T]) endDirect() bool {
 		dr.inSource = true
 		err := dr.src.Err()
 		dr.inSource = false
-		if err != nil {
+		if err = vetError(a.route.Name, err); err != nil {
 			// As on the relay and before commit: a Source that is itself a
 			// Stream can end with its own TimeoutError.
 			s.finish(err, outcomeOf(err))

@@ -35,7 +35,9 @@ var (
 	ErrNilSource = errors.New("hedgeprobe: route open returned a nil source")
 	// ErrSourcePanic is wrapped by the error of an attempt whose Source
 	// panicked in Next, Current or Err, on its reading goroutine or in
-	// the caller's Next after commit; it is fatal. (A panic in Close is
+	// the caller's Next after commit, or whose error (from Source.Err or
+	// Route.Open) panics in its own methods, as a typed nil pointer
+	// returned as an error does; it is fatal. (A panic in Close is
 	// ignored, like its error.)
 	ErrSourcePanic = errors.New("hedgeprobe: source panicked")
 	// ErrExtractorPanic is wrapped by the error of a call whose Items
@@ -164,6 +166,29 @@ func IsTransient(err error) bool {
 		return true
 	}
 	return false
+}
+
+// vetError returns err, an error the route's Open or Source returned, once its
+// methods have been seen to work: Error, and those IsTransient and
+// retryAfter call on its chain. A method that panics — a typed nil pointer
+// returned as an error is the usual case — would otherwise panic later on
+// the caller's goroutine, in a classification no recover guards; the
+// attempt fails instead with an error wrapping ErrSourcePanic, which no
+// longer wraps err.
+func vetError(route string, err error) (vetted error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %v", ErrSourcePanic, route, r)
+		}
+	}()
+	_ = err.Error()
+	_ = IsTransient(err)
+	_ = retryAfter(err)
+	_ = outcomeOf(err)
+	return err
 }
 
 // retryAfter returns the Retry-After hint in err's chain, or 0.

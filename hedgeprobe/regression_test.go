@@ -1384,3 +1384,67 @@ func TestRegressionInheritedTimeoutOutcome(t *testing.T) {
 		})
 	}
 }
+
+// Regression (outside review): an error whose methods panic — a typed nil
+// *statusErr returned as an error, the classic Go slip — panicked out of
+// the caller's Next when hedgeprobe classified it (IsTransient), and on
+// the direct path after the call was marked done, so its spans never
+// ended. Now the error is vetted where it enters: the attempt fails with
+// ErrSourcePanic, every span ends.
+func TestRegressionErrorWithPanickingMethods(t *testing.T) {
+	var typedNil *statusErr
+	for name, route := range map[string]func() Route[chunk]{
+		"from Source.Err": func() Route[chunk] {
+			return Route[chunk]{Name: "a", Open: func(context.Context, Attempt) (Source[chunk], error) {
+				return &errAfterOne{err: typedNil}, nil
+			}}
+		},
+		"from Route.Open": func() Route[chunk] {
+			return Route[chunk]{Name: "a", Open: func(context.Context, Attempt) (Source[chunk], error) {
+				return nil, typedNil
+			}}
+		},
+	} {
+		for _, hold := range []int{0, 2} { // 0: read directly after commit; 2: before commit
+			t.Run(fmt.Sprintf("%s, HoldChunks %d", name, hold), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					exp := tracetest.NewInMemoryExporter()
+					tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+					defer tp.Shutdown(context.Background())
+					p := mustNew(t, Config{MaxAttempts: 1, HoldChunks: hold}, WithTracerProvider(tp))
+					s := p.Stream(t.Context(), route())
+					var r any
+					func() {
+						defer func() { r = recover() }()
+						for s.Next() {
+						}
+					}()
+					if r != nil {
+						t.Fatalf("Next panicked: %v", r)
+					}
+					if err := s.Err(); !errors.Is(err, ErrSourcePanic) || IsTransient(err) {
+						t.Fatalf("err %v, want a fatal ErrSourcePanic", err)
+					}
+					if o := s.Stats().Outcome; o != OutcomeError {
+						t.Fatalf("outcome %q", o)
+					}
+					s.Close()
+					if n := len(exp.GetSpans()); n != 2 {
+						t.Fatalf("%d spans ended, want the call's and the attempt's", n)
+					}
+				})
+			})
+		}
+	}
+}
+
+// errAfterOne is a Source of one content chunk that then ends with err.
+type errAfterOne struct {
+	n   int
+	err error
+}
+
+func (s *errAfterOne) Next() bool     { s.n++; return s.n == 1 }
+func (s *errAfterOne) Current() chunk { return chunk{Kind: Content, Text: "x"} }
+func (s *errAfterOne) Err() error     { return s.err }
+func (s *errAfterOne) Close() error   { return nil }

@@ -183,7 +183,10 @@ func (s *Stream[T]) Err() error { return s.err }
 // runs on another goroutine, that Next finishes the call as it returns and
 // Close waits for it. Close is idempotent, may be called from several
 // goroutines at once, and always returns nil. It must not be called from a
-// listener hook (the hook runs inside the Next or Close it would wait for).
+// listener hook, nor from what the call itself runs — Route.Open, a Source
+// method, an Items function: each runs inside the Next or Close, or on the
+// attempt goroutine, that Close would wait for, and the call deadlocks.
+// From there, cancel the call's context instead.
 func (s *Stream[T]) Close() error {
 	if s.life.closeReq.CompareAndSwap(false, true) {
 		s.life.mu.Lock()
