@@ -13,7 +13,8 @@ import (
 // call starts at the first Next. Close ends it early, is idempotent, may be
 // called from other goroutines to unblock a Next, and happens on its own
 // when Next reports false. Except for Close, a Stream is not safe for
-// concurrent use; Err and Stats say when they may be read.
+// concurrent use; Err and Stats say when they may be read. A Stream comes
+// from Prober.Stream; its zero value is not usable.
 //
 // The Stream is the glue of small parts, each owning its state: the
 // lifecycle (who drives the call: a Next, or Close), the race of attempts
