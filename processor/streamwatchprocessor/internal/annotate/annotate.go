@@ -14,6 +14,7 @@ package annotate
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -27,17 +28,35 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 
 // Figures writes the derived attributes of r onto span. Figures that r
 // reports absent are not written (on an anomaly that is every one), and
-// any the span already carried are removed first, every copy: a
-// producer's or a stale figure that this derivation finds absent would
-// otherwise stand beside streamwatch.derivation, where the connector
-// takes it for the processor's own. problem,
+// any the span already carried are removed first, every copy, and counted
+// in streamwatch.derivation.problem: a producer's or a stale figure that
+// this derivation finds absent would otherwise stand beside
+// streamwatch.derivation, where the connector takes it for the
+// processor's own. problem,
 // when not empty, is written as streamwatch.derivation.problem (see
 // timeline.Derivation.Problem); gaps, when not nil, as
 // streamwatch.gap.bucket_counts without its trailing empty buckets (see
 // timeline.Derivation.GapCounts).
 func Figures(span ptrace.Span, r *breakdown.Result, thresholdUs int64, problem string, gaps []uint64) {
 	attrs := span.Attributes()
-	attrs.RemoveIf(func(k string, _ pcommon.Value) bool { return isFigure(k) })
+	removed := 0
+	attrs.RemoveIf(func(k string, _ pcommon.Value) bool {
+		if isFigure(k) {
+			removed++
+			return true
+		}
+		return false
+	})
+	if removed > 0 {
+		note := fmt.Sprintf("removed %d streamwatch figure attributes the producer wrote", removed)
+		if removed == 1 {
+			note = "removed 1 streamwatch figure attribute the producer wrote"
+		}
+		if problem != "" {
+			note = problem + "; " + note
+		}
+		problem = note
+	}
 	// The attribute array grows once, to its exact size: it is the largest
 	// allocation the processor makes per span (docs/scale.md), and a
 	// headroom for figures that are absent is allocated, zeroed and scanned

@@ -2,6 +2,7 @@ package annotate
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -171,8 +172,15 @@ func TestFiguresReplaceStaleFigures(t *testing.T) {
 				require.Equal(t, 1+2*len(owned), stale.Attributes().Len())
 
 				Figures(stale, &r, T, r.Problem.String(), gaps)
-				assert.Equal(t, clean.Attributes().AsRaw(), stale.Attributes().AsRaw())
-				assert.Equal(t, clean.Attributes().Len(), stale.Attributes().Len(), "a copy was left")
+				// The same attributes, and the problem says what went.
+				want := clean.Attributes().AsRaw()
+				note := fmt.Sprintf("removed %d streamwatch figure attributes the producer wrote", 2*len(owned))
+				if p, ok := want[string(semconv.DerivationProblem)]; ok {
+					note = p.(string) + "; " + note
+				}
+				want[string(semconv.DerivationProblem)] = note
+				assert.Equal(t, want, stale.Attributes().AsRaw())
+				assert.Equal(t, len(want), stale.Attributes().Len(), "a copy was left")
 				for k := range clean.Attributes().All() {
 					if k != "gen_ai.request.model" {
 						assert.True(t, isFigure(k), "%s is written but not removed first", k)
@@ -209,4 +217,17 @@ func withKeysTwice(t *testing.T, td ptrace.Traces, keys []attribute.Key) ptrace.
 	out, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(raw)
 	require.NoError(t, err)
 	return out.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+}
+
+// TestFiguresNoteOneRemoved: a single figure removed is named in the
+// singular, after the derivation's own problem.
+func TestFiguresNoteOneRemoved(t *testing.T) {
+	r := breakdown.Derive(breakdown.Timeline{ChunkOffsetsUs: []int64{5, 3}, ExpectedChunks: -1, ThresholdUs: 1000}, nil)
+	span := ptrace.NewSpan()
+	span.Attributes().PutDouble(string(semconv.TTFTMs), 1)
+	Figures(span, &r, 1000, r.Problem.String(), nil)
+	v, _ := span.Attributes().Get(string(semconv.DerivationProblem))
+	assert.Equal(t, r.Problem.String()+"; removed 1 streamwatch figure attribute the producer wrote", v.Str())
+	_, ok := span.Attributes().Get(string(semconv.TTFTMs))
+	assert.False(t, ok)
 }
