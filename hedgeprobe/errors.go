@@ -169,10 +169,11 @@ func IsTransient(err error) bool {
 }
 
 // vetError returns err, an error the route's Open or Source returned, once its
-// methods have been seen to work: Error, and those IsTransient and
-// retryAfter call on its chain. A method that panics — a typed nil pointer
-// returned as an error is the usual case — would otherwise panic later on
-// the caller's goroutine, in a classification no recover guards; the
+// methods have been seen to work: every method hedgeprobe may call on it
+// or on an error in its chain (see exercise). A method that panics — a
+// typed nil pointer returned as an error, or wrapped in one, is the usual
+// case — would otherwise panic later on the caller's goroutine, in a
+// classification or a span's error.type, where no recover guards; the
 // attempt fails instead with an error wrapping ErrSourcePanic, which no
 // longer wraps err.
 func vetError(route string, err error) (vetted error) {
@@ -184,11 +185,51 @@ func vetError(route string, err error) (vetted error) {
 			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %v", ErrSourcePanic, route, r)
 		}
 	}()
-	_ = err.Error()
-	_ = IsTransient(err)
-	_ = retryAfter(err)
-	_ = outcomeOf(err)
+	budget := maxChain
+	exercise(err, &budget)
 	return err
+}
+
+// maxChain bounds the errors exercise visits: a chain that long (or one
+// that loops) is not walked to its end.
+const maxChain = 64
+
+// exercise calls, on err and on every error in its chain, each method that
+// errors.Is, errors.As and hedgeprobe's classifications call (IsTransient,
+// retryAfter, outcomeOf, errorType, isPanic): Error, Transient,
+// RetryAfter, ErrorType, Is, As and Unwrap. Calling the classifications
+// alone would not do: each stops at its first match, and a method deeper in
+// the chain that another one reaches would go untried.
+func exercise(err error, budget *int) {
+	if err == nil || *budget <= 0 {
+		return
+	}
+	*budget--
+	_ = err.Error()
+	if e, ok := err.(TransientError); ok {
+		_ = e.Transient()
+	}
+	if e, ok := err.(RetryAfterError); ok {
+		_ = e.RetryAfter()
+	}
+	if e, ok := err.(errorTyper); ok {
+		_ = e.ErrorType()
+	}
+	if e, ok := err.(interface{ Is(error) bool }); ok {
+		_ = e.Is(ErrCannotContinue)
+	}
+	if e, ok := err.(interface{ As(any) bool }); ok {
+		var te *TimeoutError
+		_ = e.As(&te)
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		exercise(u.Unwrap(), budget)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			exercise(e, budget)
+		}
+	}
 }
 
 // retryAfter returns the Retry-After hint in err's chain, or 0.

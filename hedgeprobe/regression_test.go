@@ -1391,20 +1391,31 @@ func TestRegressionInheritedTimeoutOutcome(t *testing.T) {
 // the direct path after the call was marked done, so its spans never
 // ended. Now the error is vetted where it enters: the attempt fails with
 // ErrSourcePanic, every span ends.
+// The error may also hide the typed nil in its chain, behind a wrapper
+// whose Error is safe (fmt prints a nil receiver as <nil>), with only a
+// method that a classification reaches late panicking: ErrorType (a span's
+// error.type), or Is behind a Transient that answers first.
 func TestRegressionErrorWithPanickingMethods(t *testing.T) {
 	var typedNil *statusErr
-	for name, route := range map[string]func() Route[chunk]{
-		"from Source.Err": func() Route[chunk] {
+	broken := map[string]error{
+		"typed nil":                        typedNil,
+		"typed nil ErrorType, wrapped":     fmt.Errorf("open: %w", (*nilErrorTyper)(nil)),
+		"typed nil Is, behind a Transient": transientOver{(*nilIs)(nil)},
+	}
+	routes := map[string]func() Route[chunk]{}
+	for what, err := range broken {
+		routes[what+", from Source.Err"] = func() Route[chunk] {
 			return Route[chunk]{Name: "a", Open: func(context.Context, Attempt) (Source[chunk], error) {
-				return &errAfterOne{err: typedNil}, nil
+				return &errAfterOne{err: err}, nil
 			}}
-		},
-		"from Route.Open": func() Route[chunk] {
+		}
+		routes[what+", from Route.Open"] = func() Route[chunk] {
 			return Route[chunk]{Name: "a", Open: func(context.Context, Attempt) (Source[chunk], error) {
-				return nil, typedNil
+				return nil, err
 			}}
-		},
-	} {
+		}
+	}
+	for name, route := range routes {
 		for _, hold := range []int{0, 2} { // 0: read directly after commit; 2: before commit
 			t.Run(fmt.Sprintf("%s, HoldChunks %d", name, hold), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
@@ -1437,6 +1448,25 @@ func TestRegressionErrorWithPanickingMethods(t *testing.T) {
 		}
 	}
 }
+
+// nilErrorTyper's methods dereference their receiver.
+type nilErrorTyper struct{ kind string }
+
+func (e *nilErrorTyper) Error() string     { return e.kind }
+func (e *nilErrorTyper) ErrorType() string { return e.kind }
+
+// nilIs's Is dereferences its receiver.
+type nilIs struct{ target error }
+
+func (e *nilIs) Error() string        { return "nilIs" }
+func (e *nilIs) Is(target error) bool { return e.target == target }
+
+// transientOver is a transient error wrapping err.
+type transientOver struct{ err error }
+
+func (e transientOver) Error() string   { return "transient" }
+func (e transientOver) Transient() bool { return true }
+func (e transientOver) Unwrap() error   { return e.err }
 
 // errAfterOne is a Source of one content chunk that then ends with err.
 type errAfterOne struct {
