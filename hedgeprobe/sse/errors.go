@@ -227,13 +227,33 @@ func NewPayloadError(provider string, data []byte, cause error) *UpstreamError {
 	return e
 }
 
-// responseError reads the body of a response (at most 64 KiB) and returns
-// it as NewResponseError does (a 2xx one is a payload in a 200 response);
-// ok reports that the body is JSON with an "error" member. It does not
-// close the body.
+// responseError reads the body of a response (at most 64 KiB, for at most
+// errorBodyWait) and returns it as NewResponseError does (a 2xx one is a
+// payload in a 200 response); ok reports that the body is JSON with an
+// "error" member.
 func responseError(provider string, resp *http.Response) (e *UpstreamError, ok bool) {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	body := readErrorBody(resp, 64<<10)
 	return newResponseError(provider, resp.StatusCode, resp.Header, body, nil)
+}
+
+// errorBodyWait bounds the wait for the body of a response that is not a
+// stream (an error status, a 200 of JSON or HTML). What the attempt acts
+// on — a 429 or 5xx, its Retry-After — is in the status and the headers,
+// but it is reported only once the body is read; a body that never ends
+// would hold the attempt open until its hedge delay or the caller gave
+// up, where a transient error launches the next attempt at once. An error
+// body comes with its headers or within milliseconds of them.
+const errorBodyWait = time.Second
+
+// readErrorBody reads at most limit bytes of resp's body, for at most
+// errorBodyWait, and returns what arrived: a body still unfinished then is
+// closed, which ends the read (and the connection, which is what is left
+// to do with a response that stopped halfway).
+func readErrorBody(resp *http.Response, limit int64) []byte {
+	t := time.AfterFunc(errorBodyWait, func() { _ = resp.Body.Close() })
+	defer t.Stop()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return body
 }
 
 // payloadError builds the UpstreamError of an error payload mid-stream.

@@ -97,7 +97,8 @@ func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, 
 
 // CheckEventStream returns nil when resp, a 2xx response to a streaming
 // request, is an event stream or does not say what it is; otherwise the
-// error the raw routes give for it, reading (not closing) the body: a JSON
+// error the raw routes give for it, reading the body (it is not closed,
+// unless it is still unfinished after a second: see errorBodyWait): a JSON
 // body with an "error" member is an *UpstreamError (a proxy's error, as a
 // payload in a 200 response), anything else a *ProtocolError (a server
 // that ignored "stream": true, a login page) — the same upstream will
@@ -115,7 +116,7 @@ func CheckEventStream(provider string, resp *http.Response) error {
 		}
 		return &ProtocolError{Provider: provider, Body: e.Body, Err: errors.New("got application/json, want text/event-stream")}
 	default:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		body := readErrorBody(resp, 4<<10)
 		return &ProtocolError{Provider: provider, Body: body,
 			Err: fmt.Errorf("got %s, want text/event-stream (the body's start is in the error's Body)", ct)}
 	}
