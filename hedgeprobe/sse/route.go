@@ -154,7 +154,8 @@ type AnthropicRequest struct {
 	// "https://api.anthropic.com"; the route posts to
 	// BaseURL + "/v1/messages". Required.
 	BaseURL string
-	// APIKey is sent as "x-api-key" when set.
+	// APIKey is sent as "x-api-key" when set, and not after a redirect to
+	// another host (as Go's client drops Authorization there).
 	APIKey string
 	// Version is the "anthropic-version" header; default "2023-06-01".
 	Version string
@@ -219,7 +220,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		header = http.Header{}
 	}
 	if req.APIKey != "" {
-		header.Set("X-Api-Key", req.APIKey)
+		header.Set(apiKeyHeader, req.APIKey)
 	}
 	header.Set("Anthropic-Version", req.Version)
 	server, port := serverOf(req.BaseURL)
@@ -331,6 +332,40 @@ func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
 	return json.Marshal(b)
 }
 
+// apiKeyHeader carries Anthropic's API key.
+const apiKeyHeader = "X-Api-Key"
+
+// keyStaysOnHost returns a copy of client whose redirects to another host
+// (not the same one or a subdomain of it) go without apiKeyHeader. Go's
+// client drops Authorization, the OpenAI routes' key, on such a redirect,
+// but it cannot know that a header of another name holds a secret; the
+// client's own CheckRedirect, or Go's default of at most 10 redirects,
+// still decides whether to follow.
+func keyStaysOnHost(client *http.Client) *http.Client {
+	c := *client
+	check := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !sameSite(req.URL.Hostname(), via[0].URL.Hostname()) {
+			req.Header.Del(apiKeyHeader)
+		}
+		if check != nil {
+			return check(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
+}
+
+// sameSite reports whether host is initial or a subdomain of it, where Go's
+// client keeps Authorization on a redirect.
+func sameSite(host, initial string) bool {
+	host, initial = strings.ToLower(host), strings.ToLower(initial)
+	return host == initial || strings.HasSuffix(host, "."+initial)
+}
+
 // post sends one streaming request under a context of its own, derived from
 // the attempt's, whose cancel the Stream's Close calls.
 func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, buf []byte) (*http.Response, context.CancelFunc, error) {
@@ -347,6 +382,9 @@ func post(ctx context.Context, client *http.Client, provider, url string, header
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if req.Header.Get(apiKeyHeader) != "" {
+		client = keyStaysOnHost(client)
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
