@@ -286,20 +286,56 @@ func fillFromPayload(e *UpstreamError, body []byte) (ok bool) {
 		// Some proxies send "error": "text".
 		var s string
 		if json.Unmarshal(env.Error, &s) == nil {
-			e.Message = s
+			e.Message = capText(s)
 		}
 		return true
 	}
-	e.Type, e.Message = obj.Type, obj.Message
+	fillFromObject(e, &obj)
+	return true
+}
+
+// fillFromObject sets e's type, code and message from an error object.
+func fillFromObject(e *UpstreamError, obj *errorObject) {
+	e.Type, e.Message = capText(obj.Type), capText(obj.Message)
 	if len(obj.Code) > 0 && string(obj.Code) != "null" {
 		var s string
 		if json.Unmarshal(obj.Code, &s) == nil {
-			e.Code = s
+			e.Code = capText(s)
 		} else {
-			e.Code = string(obj.Code)
+			e.Code = capText(string(obj.Code))
 		}
 	}
-	return true
+}
+
+// eventError builds the UpstreamError of an event typed "error" in an
+// OpenAI-compatible stream: its data is an {"error": …} payload, as in a
+// data event, or, from some proxies, the error object itself.
+func eventError(provider string, data []byte) *UpstreamError {
+	e := &UpstreamError{Provider: provider, MidStream: true}
+	if fillFromPayload(e, data) {
+		return e
+	}
+	var obj errorObject
+	if json.Unmarshal(data, &obj) == nil && (obj.Type != "" || obj.Message != "") {
+		fillFromObject(e, &obj)
+	}
+	return e
+}
+
+// maxErrorText caps an error's type, code and message: they go into span
+// statuses, and a payload can make them as long as an event (1 MiB).
+const maxErrorText = 1 << 10
+
+// capText returns s cut to maxErrorText bytes, between characters.
+func capText(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	i := maxErrorText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
 
 // printable returns the start of an error body as a message: its first

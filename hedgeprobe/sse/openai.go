@@ -157,7 +157,7 @@ func openAIFinishReasons(c ChatChunk, finished func(int, string)) {
 var doneData = []byte("[DONE]")
 
 // decodeOpenAI turns one SSE event into a chunk: [DONE] ends the stream, an
-// {"error": …} payload is an *UpstreamError.
+// {"error": …} payload or an event typed "error" is an *UpstreamError.
 func decodeOpenAI(provider string, ev Event) (c ChatChunk, emit, end bool, err error) {
 	if ev.Comment {
 		return ChatChunk{IsComment: true, Received: ev.Received}, true, false, nil
@@ -165,6 +165,11 @@ func decodeOpenAI(provider string, ev Event) (c ChatChunk, emit, end bool, err e
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(data, doneData) {
 		return c, false, true, nil
+	}
+	if ev.Type == "error" {
+		// An error whatever its data's shape: a server that names the
+		// event says what it is.
+		return c, false, false, eventError(provider, data)
 	}
 	if len(data) == 0 {
 		return ChatChunk{Received: ev.Received}, true, false, nil

@@ -63,6 +63,27 @@ func TestOpenAIStreamEnds(t *testing.T) {
 			var ue *UpstreamError
 			return errors.As(err, &ue) && ue.Code == "context_length_exceeded" && !ue.Transient()
 		}},
+		// An event typed error is one whatever its data: the error object
+		// bare (some proxies), or not JSON at all. (Found by an outside
+		// review: it used to pass as an empty keepalive.)
+		{"error event, bare object", role + "event: error\ndata: {\"message\":\"bad\",\"type\":\"invalid_request_error\"}\n\n", 1, func(err error) bool {
+			var ue *UpstreamError
+			return errors.As(err, &ue) && ue.MidStream && ue.Type == "invalid_request_error" && ue.Message == "bad" && !ue.Transient()
+		}},
+		{"error event, wrapped", role + "event: error\ndata: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n", 1, func(err error) bool {
+			var ue *UpstreamError
+			return errors.As(err, &ue) && ue.Type == "server_error" && ue.Message == "boom" && ue.Transient()
+		}},
+		{"error event, text", role + "event: error\ndata: upstream went away\n\n", 1, func(err error) bool {
+			var ue *UpstreamError
+			return errors.As(err, &ue) && ue.Message == "upstream went away" && ue.Transient()
+		}},
+		// An error's text goes into span statuses: a long one is cut,
+		// between characters.
+		{"long error message", "data: {\"error\":{\"message\":\"" + strings.Repeat("é", 4<<10) + "\",\"type\":\"server_error\"}}\n\n", 0, func(err error) bool {
+			var ue *UpstreamError
+			return errors.As(err, &ue) && len(ue.Message) == maxErrorText && ue.Message == strings.Repeat("é", maxErrorText/2)
+		}},
 		{"malformed json", "data: {\"choices\":\n\n", 0, func(err error) bool {
 			var pe *ProtocolError
 			return errors.As(err, &pe) && !pe.Transient()
