@@ -376,6 +376,10 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
 		return hint(s, time.Second)
+	} else if strings.Trim(v, "0123456789") == "" {
+		// Digits alone are the header's delay-seconds, however many:
+		// beyond float64's range ParseFloat fails, and the hint is long.
+		return MaxRetryAfter
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
