@@ -21,6 +21,18 @@ import (
 
 // validAttempt writes a well-formed, processed winning attempt.
 func validAttempt(sp ptrace.Span) {
+	rawAttempt(sp, []int64{100_000, 200_000, 300_000})
+	a := sp.Attributes()
+	a.PutDouble(string(semconv.TTFTMs), 100)
+	a.PutDouble(string(semconv.GenerationMs), 200)
+	a.PutDouble(string(semconv.ActiveGenerationMs), 200)
+	a.PutInt(string(semconv.StallCount), 0)
+	a.PutStr(string(semconv.Derivation), semconv.DerivationComplete)
+}
+
+// rawAttempt writes a winning attempt with the timeline offsets, not
+// derived.
+func rawAttempt(sp ptrace.Span, offsets []int64) {
 	sp.SetName("chat gpt-x")
 	sp.SetTraceID(pcommon.TraceID{1})
 	sp.SetSpanID(pcommon.SpanID{2})
@@ -33,13 +45,11 @@ func validAttempt(sp ptrace.Span) {
 	a.PutInt(string(semconv.AttemptIndex), 1)
 	a.PutStr(string(semconv.AttemptTrigger), semconv.TriggerTTFT)
 	a.PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeWinner)
-	a.PutInt(string(semconv.ChunkCount), 3)
-	a.PutEmptySlice(string(semconv.ChunkOffsetsUs)).FromRaw([]any{int64(100_000), int64(200_000), int64(300_000)})
-	a.PutDouble(string(semconv.TTFTMs), 100)
-	a.PutDouble(string(semconv.GenerationMs), 200)
-	a.PutDouble(string(semconv.ActiveGenerationMs), 200)
-	a.PutInt(string(semconv.StallCount), 0)
-	a.PutStr(string(semconv.Derivation), semconv.DerivationComplete)
+	a.PutInt(string(semconv.ChunkCount), int64(len(offsets)))
+	s := a.PutEmptySlice(string(semconv.ChunkOffsetsUs))
+	for _, o := range offsets {
+		s.AppendEmpty().SetInt(o)
+	}
 }
 
 func validCall(sp ptrace.Span) {

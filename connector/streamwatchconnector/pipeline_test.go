@@ -191,19 +191,7 @@ func TestSameWithOrWithoutProcessor(t *testing.T) {
 }
 
 func sameWithOrWithoutProcessor(t *testing.T, stage string, dropTimeline bool) {
-	raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", stage, stagetest.Input))
-	require.NoError(t, err)
-	processed := ptrace.NewTraces()
-	raw.CopyTo(processed)
-	processed = runProcessor(t, processed, dropTimeline)
-
-	direct, directTel := metricsAndTelemetry(t, raw)
-	via, viaTel := metricsAndTelemetry(t, processed)
-	require.NoError(t, pmetrictest.CompareMetrics(direct, via,
-		pmetrictest.IgnoreTimestamp(),
-		pmetrictest.IgnoreStartTimestamp(),
-		pmetrictest.IgnoreMetricDataPointsOrder(),
-	))
+	directTel, viaTel := withAndWithoutProcessor(t, stageInput(t, stage), dropTimeline)
 	const derived = "otelcol_connector_streamwatch_derived_spans{}"
 	assert.Positive(t, directTel[derived], "the connector derived the raw spans")
 	assert.Zero(t, viaTel[derived], "the processor had derived them")
@@ -229,38 +217,11 @@ func TestSameWithStaleFigures(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			raw, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", "hedged", stagetest.Input))
-			require.NoError(t, err)
+			raw := stageInput(t, "hedged")
 			sp := raw.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
-			sp.SetName("chat m")
-			sp.SetTraceID(pcommon.TraceID{1})
-			sp.SetSpanID(pcommon.SpanID{2})
-			sp.SetStartTimestamp(1_000_000_000)
-			sp.SetEndTimestamp(5_000_000_000)
-			a := sp.Attributes()
-			a.PutStr(string(semconv.GenAIProviderName), "openai")
-			a.PutStr(string(semconv.GenAIRequestModel), "m")
-			a.PutStr(string(semconv.Route), "a")
-			a.PutInt(string(semconv.AttemptIndex), 0)
-			a.PutStr(string(semconv.AttemptTrigger), semconv.TriggerPrimary)
-			a.PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeWinner)
-			a.PutInt(string(semconv.ChunkCount), int64(len(tc.offsets)))
-			offs := a.PutEmptySlice(string(semconv.ChunkOffsetsUs))
-			for _, o := range tc.offsets {
-				offs.AppendEmpty().SetInt(o)
-			}
-			tc.stale(a)
-			processed := ptrace.NewTraces()
-			raw.CopyTo(processed)
-			processed = runProcessor(t, processed, false)
-
-			direct, _ := metricsAndTelemetry(t, raw)
-			via, viaTel := metricsAndTelemetry(t, processed)
-			require.NoError(t, pmetrictest.CompareMetrics(direct, via,
-				pmetrictest.IgnoreTimestamp(),
-				pmetrictest.IgnoreStartTimestamp(),
-				pmetrictest.IgnoreMetricDataPointsOrder(),
-			))
+			rawAttempt(sp, tc.offsets)
+			tc.stale(sp.Attributes())
+			_, viaTel := withAndWithoutProcessor(t, raw, false)
 			for k, n := range viaTel {
 				if strings.HasPrefix(k, "otelcol_connector_streamwatch_invalid_values") {
 					assert.Zero(t, n, k)
@@ -268,6 +229,32 @@ func TestSameWithStaleFigures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stageInput reads the input of one of the processor's golden stages.
+func stageInput(t *testing.T, stage string) ptrace.Traces {
+	t.Helper()
+	td, err := golden.ReadTraces(filepath.Join("..", "..", "processor", "streamwatchprocessor", "testdata", stage, stagetest.Input))
+	require.NoError(t, err)
+	return td
+}
+
+// withAndWithoutProcessor requires the same metrics of raw through the
+// connector alone and through the processor (with drop_timeline or not)
+// then the connector, and returns the connector's own counters of each.
+func withAndWithoutProcessor(t *testing.T, raw ptrace.Traces, dropTimeline bool) (direct, via map[string]int64) {
+	t.Helper()
+	processed := ptrace.NewTraces()
+	raw.CopyTo(processed)
+	processed = runProcessor(t, processed, dropTimeline)
+	directMd, direct := metricsAndTelemetry(t, raw)
+	viaMd, via := metricsAndTelemetry(t, processed)
+	require.NoError(t, pmetrictest.CompareMetrics(directMd, viaMd,
+		pmetrictest.IgnoreTimestamp(),
+		pmetrictest.IgnoreStartTimestamp(),
+		pmetrictest.IgnoreMetricDataPointsOrder(),
+	))
+	return direct, via
 }
 
 // runProcessor runs td through the real streamwatch processor with its
