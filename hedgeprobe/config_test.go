@@ -224,6 +224,19 @@ func TestEnvDecimalSeconds(t *testing.T) {
 	}
 }
 
+// TestEnvRangeBound: the message for a value past a Go duration's range
+// gives the bound the check applies (found by an outside review: it said
+// "less than 9223372036 seconds" and accepted 9223372036.85).
+func TestEnvRangeBound(t *testing.T) {
+	if d, err := parseSeconds("9223372036.85"); err != nil || d <= 0 {
+		t.Fatalf("9223372036.85 → %v, %v", d, err)
+	}
+	_, err := parseSeconds("9223372036.86")
+	if err == nil || err.Error() != "must be below 9223372036.854776 seconds, a Go duration's range" {
+		t.Fatalf("9223372036.86 → %v", err)
+	}
+}
+
 // FuzzParseSeconds: an environment value is seconds or a Go duration; a
 // value that reads as more than zero never becomes 0 (off, or the
 // adaptive delay) and nothing becomes negative or wraps round.

@@ -95,7 +95,7 @@ func parseSeconds(s string) (time.Duration, error) {
 			return 0, negative
 		case f >= math.MaxInt64/float64(time.Second):
 			// float64 rounds the bound up: at it, the product overflows.
-			return 0, fmt.Errorf("must be less than %d seconds, a Go duration's range", int64(math.MaxInt64/int64(time.Second)))
+			return 0, fmt.Errorf("must be below %.6f seconds, a Go duration's range", math.MaxInt64/float64(time.Second))
 		case f > 0 && f < 1e-9:
 			// It would round to 0, which turns a watchdog off or a delay
 			// adaptive: the opposite of a small value.
