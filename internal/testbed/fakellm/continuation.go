@@ -109,6 +109,17 @@ type continued struct {
 	prefix string
 }
 
+// echo makes the first chunk sent repeat the prefix before its own text,
+// as Mistral's API does. A prefix that is the whole script leaves no chunk
+// to carry the echo: the last one is sent again, as the echo alone, and
+// rescued stays past every chunk, so no fault of the script replays.
+func (c *continued) echo(chunks int) {
+	if c.from == chunks && chunks > 0 {
+		c.from, c.head = chunks-1, ""
+	}
+	c.head = c.prefix + c.head
+}
+
 // Script is the text of the first n content chunks of every profile's
 // answer: what a client reads from a profile of n chunks, continued or
 // not.

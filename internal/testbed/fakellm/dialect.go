@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 )
 
 // dialect writes one provider's wire format.
@@ -41,7 +40,7 @@ func (openaiDialect) chunk(r *run, choices []map[string]any, usage map[string]an
 	c := map[string]any{
 		"id":      fmt.Sprintf("chatcmpl-fakellm-%d", r.id),
 		"object":  "chat.completion.chunk",
-		"created": time.Now().Unix(),
+		"created": r.created,
 		"model":   r.model,
 		"choices": choices,
 	}
@@ -90,7 +89,7 @@ func (d openaiDialect) whole(r *run) []byte {
 	return mustJSON(map[string]any{
 		"id":      fmt.Sprintf("chatcmpl-fakellm-%d", r.id),
 		"object":  "chat.completion",
-		"created": time.Now().Unix(),
+		"created": r.created,
 		"model":   r.model,
 		"choices": []map[string]any{{
 			"index":         0,

@@ -16,17 +16,20 @@ import (
 
 // run is one request being served.
 type run struct {
-	srv   *Server
-	p     *Profile
-	d     dialect
-	w     http.ResponseWriter
-	ctx   context.Context
-	rng   *rand.Rand
-	req   request
-	rec   *record
-	id    uint64
-	model string
-	due   time.Time // when the scripted wait in progress ends
+	// created is the response's creation time, in Unix seconds: OpenAI
+	// gives every chunk of a stream the same.
+	created int64
+	srv     *Server
+	p       *Profile
+	d       dialect
+	w       http.ResponseWriter
+	ctx     context.Context
+	rng     *rand.Rand
+	req     request
+	rec     *record
+	id      uint64
+	model   string
+	due     time.Time // when the scripted wait in progress ends
 	// cont is where a continuation starts; nil for a fresh answer.
 	cont *continued
 }

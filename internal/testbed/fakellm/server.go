@@ -68,6 +68,7 @@ func New(o Options) (*Server, error) {
 
 // ServeHTTP routes the two endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	path, profile := r.URL.Path, r.Header.Get(ProfileHeader)
 	if rest, ok := strings.CutPrefix(path, "/p/"); ok {
 		// A base URL of http://host/p/NAME/v1 picks profile NAME, for
@@ -75,22 +76,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		name, tail, _ := strings.Cut(rest, "/")
 		profile, path = name, "/"+tail
 	}
-	var d dialect
-	switch strings.TrimSuffix(path, "/") {
-	case "/v1/chat/completions", "/chat/completions":
-		d = openaiDialect{}
-	case "/v1/messages":
-		d = anthropicDialect{}
-	default:
-		writeError(w, openaiDialect{}, http.StatusNotFound, "not_found_error", "", "fakellm serves /v1/chat/completions and /v1/messages")
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, d, http.StatusMethodNotAllowed, "invalid_request_error", "", "use POST")
-		return
-	}
-	start := time.Now()
 	rec := &record{profile: profile, status: http.StatusOK, continued: -1}
 	if rec.profile == "" {
 		rec.profile = s.cfg.Default
@@ -103,12 +88,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(p)
 		}
 	}()
-	var req request
-	if err := decodeObject(io.LimitReader(r.Body, 8<<20), &req); err != nil {
-		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
-		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
+	var d dialect
+	switch strings.TrimSuffix(path, "/") {
+	case "/v1/chat/completions", "/chat/completions":
+		d = openaiDialect{}
+	case "/v1/messages":
+		d = anthropicDialect{}
+	default:
+		rec.status, rec.outcome = http.StatusNotFound, "not_found"
+		writeError(w, openaiDialect{}, http.StatusNotFound, "not_found_error", "", "fakellm serves /v1/chat/completions and /v1/messages")
 		return
 	}
+	if r.Method != http.MethodPost {
+		rec.status, rec.outcome = http.StatusMethodNotAllowed, "method_not_allowed"
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, d, http.StatusMethodNotAllowed, "invalid_request_error", "", "use POST")
+		return
+	}
+	raw, err := readObject(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		status, typ := http.StatusBadRequest, "invalid_request_error"
+		rec.outcome = "bad_request"
+		if errors.As(err, new(*http.MaxBytesError)) {
+			// As the APIs do: 413, which Anthropic's types request_too_large.
+			status, rec.outcome = http.StatusRequestEntityTooLarge, "too_large"
+			if _, ok := d.(anthropicDialect); ok {
+				typ = "request_too_large"
+			}
+		}
+		rec.status = status
+		writeError(w, d, status, typ, "", "fakellm: "+err.Error())
+		return
+	}
+	var req request
+	// A field of the wrong type is answered after a profile's own status,
+	// as a malformed message is (request.check).
+	typeErr := json.Unmarshal(raw, &req)
 	rec.stream, rec.model = req.Stream, req.Model
 	p, ok := s.cfg.Profiles[rec.profile]
 	if !ok {
@@ -117,16 +132,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := &run{
-		srv:   s,
-		p:     p,
-		d:     d,
-		w:     w,
-		ctx:   r.Context(),
-		rng:   s.rng(r),
-		req:   req,
-		rec:   rec,
-		id:    s.ids.Add(1),
-		model: req.Model,
+		created: start.Unix(),
+		srv:     s,
+		p:       p,
+		d:       d,
+		w:       w,
+		ctx:     r.Context(),
+		rng:     s.rng(r),
+		req:     req,
+		rec:     rec,
+		id:      s.ids.Add(1),
+		model:   req.Model,
 	}
 	if run.model == "" {
 		run.model = "fakellm"
@@ -137,6 +153,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// After a profile's own status, which plays an upstream that answers
 	// so whatever it is sent.
+	if typeErr != nil {
+		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
+		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: a field of the request has the wrong type: "+typeErr.Error())
+		return
+	}
 	if err := req.check(); err != nil {
 		rec.status, rec.outcome = http.StatusBadRequest, "bad_request"
 		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
@@ -152,7 +173,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		run.cont, err = continuation(&req, p)
 		if _, isOpenAI := d.(openaiDialect); err == nil && isOpenAI && p.Continuation.Echo {
-			run.cont.head = run.cont.prefix + run.cont.head
+			run.cont.echo(p.Chunks)
 		}
 	}
 	if err != nil {
@@ -236,24 +257,28 @@ func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg str
 	_, _ = w.Write(d.errorBody(typ, code, msg))
 }
 
-// decodeObject decodes into v a body that is one JSON object and nothing
+// maxBody is the largest request body served, 8 MiB: far more than a test
+// sends, and a bound on what a runaway client makes the server hold.
+const maxBody = 8 << 20
+
+// readObject reads a body that is one JSON object and nothing
 // more, as an API server would: null, an array, or a second value after
 // the object is an error, not a request with every field unset.
-func decodeObject(body io.Reader, v any) error {
+func readObject(body io.Reader) (json.RawMessage, error) {
 	const notObject = "body is not one JSON object: "
 	dec := json.NewDecoder(body)
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return errors.New(notObject + err.Error())
+		if tooLarge := new(*http.MaxBytesError); errors.As(err, tooLarge) {
+			return nil, fmt.Errorf("the body is larger than %d bytes: %w", (*tooLarge).Limit, err)
+		}
+		return nil, errors.New(notObject + err.Error())
 	}
 	if raw[0] != '{' {
-		return fmt.Errorf(notObject+"it is %s", raw[:min(len(raw), 20)])
+		return nil, fmt.Errorf(notObject+"it is %s", raw[:min(len(raw), 20)])
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errors.New(notObject + "more follows the object")
+		return nil, errors.New(notObject + "more follows the object")
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return fmt.Errorf("a field of the request has the wrong type: %w", err)
-	}
-	return nil
+	return raw, nil
 }
