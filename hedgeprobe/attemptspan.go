@@ -204,7 +204,7 @@ func (a *attemptRecorder) end(o AttemptOutcome, err error, chunks, delivered int
 		attrs = append(attrs, semconv.ErrorType.String(errorType(err)))
 		desc := "failed"
 		if err != nil {
-			desc = validUTF8(err.Error())
+			desc = statusText(err)
 		}
 		a.span.SetStatus(codes.Error, desc)
 	}

@@ -264,7 +264,7 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		attrs = append(attrs, semconv.ErrorType.String(et))
 		desc := string(st.Outcome)
 		if err != nil {
-			desc = validUTF8(err.Error())
+			desc = statusText(err)
 		}
 		r.span.SetStatus(codes.Error, desc)
 	}
@@ -315,6 +315,25 @@ func errorType(err error) string {
 		err = u
 	}
 }
+
+// statusText is an error's text as a span's status description: valid
+// UTF-8 and at most maxStatusText bytes, cut between characters. The text
+// is the upstream's as much as hedgeprobe's (an error payload's message),
+// and a span is not the place for a 1 MiB one.
+func statusText(err error) string {
+	s := validUTF8(err.Error())
+	if len(s) <= maxStatusText {
+		return s
+	}
+	i := maxStatusText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// maxStatusText caps a span's status description.
+const maxStatusText = 4 << 10
 
 // validUTF8 returns s with its invalid UTF-8 replaced. OTLP sends span
 // statuses and attributes as protobuf strings, and a string that is not

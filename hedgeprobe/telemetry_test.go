@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -663,4 +664,26 @@ func TestItemsPanicKeepsTimelineAndCount(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStatusTextCapped: an error's text goes into the spans' statuses cut
+// at 4 KiB, between characters, and valid UTF-8: an upstream's error
+// payload can carry a message as long as an event.
+func TestStatusTextCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		long := errors.New(strings.Repeat("é", 4<<10) + "\xff")
+		a := newUpstream("a", []step{fail(time.Second, long)})
+		p, exp := recorded(t, Config{MaxAttempts: 1})
+		s := p.Stream(t.Context(), a.route())
+		for s.Next() {
+		}
+		s.Close()
+		call, atts := spansOf(t, exp)
+		for _, sp := range append(atts, call) {
+			d := sp.Status.Description
+			if !utf8.ValidString(d) || len(d) > maxStatusText+len("…") || !strings.HasPrefix(d, "éé") || !strings.HasSuffix(d, "é…") {
+				t.Fatalf("%s: status %d bytes, %q…", sp.Name, len(d), d[:min(len(d), 20)])
+			}
+		}
+	})
 }

@@ -178,10 +178,11 @@ func (e *ProtocolError) Transient() bool { return false }
 // HTTP status and, when known, the response headers (for Retry-After) and
 // the error object's fields, for a route over an SDK (as
 // hedgeprobe/openaigo's MapError does). A 2xx status means an error
-// payload inside a stream. cause is kept for errors.As.
+// payload inside a stream. Type, code and message are cut at 1 KiB, as
+// the raw routes cut them. cause is kept for errors.As.
 func NewHTTPError(provider string, status int, header http.Header, typ, code, message string, cause error) *UpstreamError {
 	e := &UpstreamError{
-		Provider: provider, StatusCode: status, Type: typ, Code: code, Message: message, Cause: cause,
+		Provider: provider, StatusCode: status, Type: capText(typ), Code: capText(code), Message: capText(message), Cause: cause,
 	}
 	if status >= 200 && status <= 299 {
 		e.StatusCode, e.MidStream = 0, true

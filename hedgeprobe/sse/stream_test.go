@@ -418,3 +418,16 @@ func TestContextCancelOverHTTP(t *testing.T) {
 		t.Fatalf("err %v", src.Err())
 	}
 }
+
+// TestNewHTTPErrorCapped: an SDK's error goes through NewHTTPError with
+// its text cut as the raw routes cut theirs (found by an outside review:
+// a 256 KiB message and code went whole into the span status).
+func TestNewHTTPErrorCapped(t *testing.T) {
+	long := strings.Repeat("é", maxErrorText)
+	e := NewHTTPError("openai", 429, nil, long, long, long, nil)
+	for name, s := range map[string]string{"type": e.Type, "code": e.Code, "message": e.Message} {
+		if len(s) != maxErrorText || !utf8.ValidString(s) {
+			t.Errorf("%s: %d bytes", name, len(s))
+		}
+	}
+}
