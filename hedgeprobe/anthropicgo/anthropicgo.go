@@ -180,7 +180,9 @@ type RouteOptions struct {
 	// RequestOptions are passed to every NewStreaming call, after the
 	// client's own. The route adds option.WithResponseInto of its own,
 	// last, to type what the SDK cannot (a 200 that is not a stream, an
-	// undecodable error): one in RequestOptions is not filled.
+	// undecodable error): one in RequestOptions is not filled. It adds a
+	// middleware too, which gives the body of an error response a second
+	// to arrive (sse.BoundErrorBody).
 	RequestOptions []option.RequestOption
 	// TapKeepalives yields an empty event (Keepalive) for each ping or
 	// comment the client's sse.Tap saw, so hedgeprobe times the pings the
@@ -236,7 +238,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			}
 		}
 		var resp *http.Response
-		s := client.Messages.NewStreaming(ctx, params, append(slices.Clip(o.RequestOptions), option.WithResponseInto(&resp))...)
+		s := client.Messages.NewStreaming(ctx, params, append(slices.Clip(o.RequestOptions), option.WithMiddleware(boundErrorBody), option.WithResponseInto(&resp))...)
 		if err := streamend.Opened(o.Provider, resp); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -449,4 +451,16 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 		return pe
 	}
 	return &sse.ConnectionError{Provider: provider, Err: err}
+}
+
+// boundErrorBody is the middleware that bounds the read of an error
+// response's body (sse.BoundErrorBody): the SDK reads it whole before
+// NewStreaming returns, and a body that stalls would hold the attempt
+// past its 429 or 5xx.
+func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	if err == nil {
+		sse.BoundErrorBody(resp)
+	}
+	return resp, err
 }

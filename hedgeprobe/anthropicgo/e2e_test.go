@@ -85,6 +85,16 @@ func TestRepliesTyped(t *testing.T) {
 	})
 }
 
+// TestStalledErrorBody: a 429 whose body stalls fails its attempt within
+// a second, with its Retry-After (found by an outside review:
+// anthropic-sdk-go reads the body whole, so the attempt waited for the
+// caller's context).
+func TestStalledErrorBody(t *testing.T) {
+	adapter.CheckStalledErrorBody(t, func(url string) hedgeprobe.Route[anthropicgo.Event] {
+		return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
+	}, 30*time.Second)
+}
+
 func TestErrorsTyped(t *testing.T) {
 	up := adaptertest.Start(t)
 	for _, tc := range append([]adaptertest.ErrorCase{

@@ -31,6 +31,18 @@
 //
 // go-openai has no retries of its own to turn off. Its errors carry no
 // response headers, so Retry-After does not reach hedgeprobe's pushback.
+// It reads an error response's body whole and has no middleware through
+// which the adapter could bound that read, as openaigo and anthropicgo do:
+// build its HTTPClient on sse.BoundErrorBodies, so that a 429 or 5xx whose
+// body stalls fails its attempt within a second rather than at its hedge
+// delay. With an Azure config it sends the key as api-key, which Go's
+// client, unlike Authorization, keeps on a redirect to another host; build
+// the HTTPClient with sse.HeadersStayOnHost too:
+//
+//	cfg.HTTPClient = sse.HeadersStayOnHost(&http.Client{
+//		Transport: sse.BoundErrorBodies(sse.NewTransport(sse.TransportOptions{})),
+//	}, "Api-Key")
+//
 // It counts every non-"data:" line (keepalive comments and the blank lines
 // after them) against ClientConfig.EmptyMessagesLimit (default 300) within
 // one Recv: raise it for upstreams that send keepalives through long

@@ -3,6 +3,9 @@ package goopenai_test
 import (
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -10,6 +13,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
 // newClient is a go-openai client of one fakellm profile, optionally with
@@ -110,6 +114,48 @@ func TestRepliesTyped(t *testing.T) {
 	adapter.CheckReplies(t, adaptertest.ChatReplyCases, func(t *testing.T, url string) hedgeprobe.Route[goopenai.Chunk] {
 		return goopenai.Route("r", clientOf(t, url, false), req, goopenai.RouteOptions{})
 	})
+}
+
+// TestStalledErrorBody: go-openai has no middleware, so a 429 whose body
+// stalls is bounded by the transport the docs ask for,
+// sse.BoundErrorBodies (found by an outside review: go-openai reads the
+// body whole, so the attempt waited for the caller's context). go-openai
+// hands over no headers: no Retry-After.
+func TestStalledErrorBody(t *testing.T) {
+	adapter.CheckStalledErrorBody(t, func(url string) hedgeprobe.Route[goopenai.Chunk] {
+		cfg := openai.DefaultConfig("test")
+		cfg.BaseURL = url + "/v1"
+		cfg.HTTPClient = &http.Client{Transport: sse.BoundErrorBodies(adaptertest.HTTPClient(t, adaptertest.ClientOptions{}).Transport)}
+		return goopenai.Route("r", openai.NewClientWithConfig(cfg), req, goopenai.RouteOptions{})
+	}, 0)
+}
+
+// TestAzureKeyStaysOnHost: go-openai sends Azure's api-key itself and
+// follows a redirect to another host with it (found by an outside
+// review); a client built with sse.HeadersStayOnHost, as the package doc
+// asks, drops it there.
+func TestAzureKeyStaysOnHost(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(target.Close)
+	to := strings.Replace(target.URL, "127.0.0.1", "localhost", 1)
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(first.Close)
+	cfg := openai.DefaultAzureConfig("sk-secret", first.URL)
+	cfg.HTTPClient = sse.HeadersStayOnHost(adaptertest.HTTPClient(t, adaptertest.ClientOptions{}), "Api-Key")
+	s := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1}).Stream(t.Context(), goopenai.Route("r", openai.NewClientWithConfig(cfg), req, goopenai.RouteOptions{}))
+	for s.Next() {
+	}
+	_ = s.Close()
+	h := <-seen
+	if h.Get("Api-Key") != "" || h.Get("Authorization") != "" {
+		t.Fatalf("the other host saw api-key %q, Authorization %q", h.Get("Api-Key"), h.Get("Authorization"))
+	}
 }
 
 func TestErrorsTyped(t *testing.T) {

@@ -100,6 +100,15 @@ func TestRepliesTyped(t *testing.T) {
 	})
 }
 
+// TestStalledErrorBody: a 429 whose body stalls fails its attempt within
+// a second, with its Retry-After (found by an outside review: openai-go
+// reads the body whole, so the attempt waited for the caller's context).
+func TestStalledErrorBody(t *testing.T) {
+	adapter.CheckStalledErrorBody(t, func(url string) hedgeprobe.Route[openaigo.Chunk] {
+		return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
+	}, 30*time.Second)
+}
+
 // TestErrorsTyped: the SDK's errors reach hedgeprobe typed, and the SDK's
 // own error type stays reachable.
 func TestErrorsTyped(t *testing.T) {

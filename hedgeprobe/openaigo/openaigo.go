@@ -169,7 +169,9 @@ type RouteOptions struct {
 	// client's own (option.WithHeader, option.WithBaseURL…). The route
 	// adds option.WithResponseInto of its own, last, to type what the SDK
 	// cannot (a 200 that is not a stream, an undecodable error): one in
-	// RequestOptions is not filled.
+	// RequestOptions is not filled. It adds a middleware too, which gives
+	// the body of an error response a second to arrive
+	// (sse.BoundErrorBody).
 	RequestOptions []option.RequestOption
 	// TapKeepalives yields an empty chunk (Keepalive) for each comment the
 	// client's sse.Tap saw, so hedgeprobe times keepalives the SDK drops.
@@ -231,7 +233,7 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			}
 		}
 		var resp *http.Response
-		s := client.Chat.Completions.NewStreaming(ctx, params, append(slices.Clip(opts), option.WithResponseInto(&resp))...)
+		s := client.Chat.Completions.NewStreaming(ctx, params, append(slices.Clip(opts), option.WithMiddleware(boundErrorBody), option.WithResponseInto(&resp))...)
 		if err := streamend.Opened(o.Provider, resp); err != nil {
 			_ = s.Close()
 			return nil, err
@@ -417,4 +419,16 @@ func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Ch
 			c.Choices[0].Delta.Content = text
 			return c
 		}}
+}
+
+// boundErrorBody is the middleware that bounds the read of an error
+// response's body (sse.BoundErrorBody): the SDK reads it whole before
+// NewStreaming returns, and a body that stalls would hold the attempt
+// past its 429 or 5xx.
+func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	if err == nil {
+		sse.BoundErrorBody(resp)
+	}
+	return resp, err
 }

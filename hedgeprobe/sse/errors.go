@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -251,10 +252,82 @@ const errorBodyWait = time.Second
 // closed, which ends the read (and the connection, which is what is left
 // to do with a response that stopped halfway).
 func readErrorBody(resp *http.Response, limit int64) []byte {
-	t := time.AfterFunc(errorBodyWait, func() { _ = resp.Body.Close() })
-	defer t.Stop()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, limit))
+	b := endAfter(resp.Body)
+	defer b.t.Stop()
+	body, _ := io.ReadAll(io.LimitReader(b, limit))
 	return body
+}
+
+// BoundErrorBody makes the body of resp, when its status is not 2xx, end
+// a second after it arrived: what has come by then reads as the whole
+// body, and the connection is closed. It is the bound the raw routes put
+// on reading an error response, for a route over an SDK, which reads the
+// body whole before it returns its error: a 429 whose body stalls then
+// fails the attempt within a second, as the SDK's error of that status
+// (with its Retry-After, where the SDK keeps the headers), where the read
+// would have held it until its hedge delay or the caller gave up. Call it
+// from the SDK's middleware (hedgeprobe/openaigo and
+// hedgeprobe/anthropicgo do); BoundErrorBodies does it for every response
+// of a transport.
+func BoundErrorBody(resp *http.Response) {
+	if resp == nil || resp.Body == nil || resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return
+	}
+	resp.Body = endAfter(resp.Body)
+}
+
+// endAfter returns body, ended errorBodyWait from now.
+func endAfter(body io.ReadCloser) *timedBody {
+	b := &timedBody{ReadCloser: body}
+	b.t = time.AfterFunc(errorBodyWait, func() {
+		b.ended.Store(true)
+		_ = b.ReadCloser.Close() // ends a Read under way
+	})
+	return b
+}
+
+// timedBody is a response body that a timer ends.
+type timedBody struct {
+	io.ReadCloser
+	t     *time.Timer
+	ended atomic.Bool
+}
+
+// Read reads the body, which ends (io.EOF) once the timer has fired: the
+// error of the read it cut is the timer's doing, not the connection's.
+func (b *timedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && b.ended.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Close stops the timer and closes the body.
+func (b *timedBody) Close() error {
+	b.t.Stop()
+	return b.ReadCloser.Close()
+}
+
+// BoundErrorBodies returns a RoundTripper that sends through base
+// (http.DefaultTransport when nil) and bounds the body of every response
+// that is not 2xx as BoundErrorBody does: for an SDK that offers no
+// middleware (go-openai), through the http.Client it is given.
+func BoundErrorBodies(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return boundErrors{base}
+}
+
+type boundErrors struct{ base http.RoundTripper }
+
+func (b boundErrors) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.base.RoundTrip(req)
+	if err == nil {
+		BoundErrorBody(resp)
+	}
+	return resp, err
 }
 
 // payloadError builds the UpstreamError of an error payload mid-stream.

@@ -335,18 +335,25 @@ func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
 // apiKeyHeader carries Anthropic's API key.
 const apiKeyHeader = "X-Api-Key"
 
-// keyStaysOnHost returns a copy of client whose redirects to another host
-// (not the same one or a subdomain of it) go without apiKeyHeader. Go's
-// client drops Authorization, the OpenAI routes' key, on such a redirect,
-// but it cannot know that a header of another name holds a secret; the
-// client's own CheckRedirect, or Go's default of at most 10 redirects,
-// still decides whether to follow.
-func keyStaysOnHost(client *http.Client) *http.Client {
+// HeadersStayOnHost returns a copy of client (http.DefaultClient when nil)
+// whose redirects to another host (not the same one or a subdomain of it)
+// go without the headers names. Go's client drops Authorization on such a
+// redirect, but it cannot know that a header of another name holds a
+// secret: Anthropic's x-api-key (the Anthropic routes do this for it),
+// Azure OpenAI's api-key (go-openai sends it; build its HTTPClient with
+// this). The client's own CheckRedirect, or Go's default of at most 10
+// redirects, still decides whether to follow.
+func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
+	if client == nil {
+		client = http.DefaultClient
+	}
 	c := *client
 	check := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if !sameSite(req.URL.Hostname(), via[0].URL.Hostname()) {
-			req.Header.Del(apiKeyHeader)
+			for _, name := range names {
+				req.Header.Del(name)
+			}
 		}
 		if check != nil {
 			return check(req, via)
@@ -383,7 +390,7 @@ func post(ctx context.Context, client *http.Client, provider, url string, header
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	if req.Header.Get(apiKeyHeader) != "" {
-		client = keyStaysOnHost(client)
+		client = HeadersStayOnHost(client, apiKeyHeader)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
