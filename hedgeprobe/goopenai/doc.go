@@ -43,6 +43,13 @@
 //		Transport: sse.BoundErrorBodies(sse.NewTransport(sse.TransportOptions{})),
 //	}, "Api-Key")
 //
+// go-openai keeps every non-"data:" line since the stream began and glues
+// them before an error payload, which it then cannot decode; it reads a
+// chunk with an "error": null member as such a payload too. The adapter
+// reports that as a transient mid-stream *sse.UpstreamError without the
+// payload's type or message (which go-openai does not hand over), so the
+// call is hedged or resumed; such a chunk's content is lost.
+//
 // It counts every non-"data:" line (keepalive comments and the blank lines
 // after them) against ClientConfig.EmptyMessagesLimit (default 300) within
 // one Recv: raise it for upstreams that send keepalives through long

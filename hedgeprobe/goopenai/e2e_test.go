@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -156,6 +157,51 @@ func TestAzureKeyStaysOnHost(t *testing.T) {
 	if h.Get("Api-Key") != "" || h.Get("Authorization") != "" {
 		t.Fatalf("the other host saw api-key %q, Authorization %q", h.Get("Api-Key"), h.Get("Authorization"))
 	}
+}
+
+// TestErrorPayloadAfterComment: go-openai glues the comment lines before
+// an error payload to it and cannot decode it; the adapter reports the
+// payload as a transient mid-stream *sse.UpstreamError (found by an
+// outside review: the call failed as a fatal ProtocolError, unhedged, with
+// a healthy route beside it).
+func TestErrorPayloadAfterComment(t *testing.T) {
+	const first = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"A\"}}]}\n\n"
+	const payload = "data: {\"error\":{\"type\":\"server_error\",\"message\":\"upstream overloaded\"}}\n\n"
+	serve := func(body string) string {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	for name, body := range map[string]string{
+		"after a comment":     first + ": keepalive\n\n" + payload,
+		"under event: error":  first + "event: error\n" + payload,
+		"comment before data": ": PROCESSING\n\n" + first + payload,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1}).Stream(t.Context(), goopenai.Route("r", clientOf(t, serve(body), false), req, goopenai.RouteOptions{}))
+			text, err := recvText(t, s)
+			_ = s.Close()
+			var ue *sse.UpstreamError
+			if text != "A" || !errors.As(err, &ue) || !ue.MidStream || !hedgeprobe.IsTransient(err) {
+				t.Fatalf("text %q, err %T %v: want a transient mid-stream *sse.UpstreamError", text, err, err)
+			}
+		})
+	}
+	t.Run("hedged", func(t *testing.T) {
+		bad := serve(": PROCESSING\n\n" + payload)
+		good := serve(first + "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		s := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 2, HedgeAfter: time.Minute}).Stream(t.Context(),
+			goopenai.Route("bad", clientOf(t, bad, false), req, goopenai.RouteOptions{}),
+			goopenai.Route("good", clientOf(t, good, false), req, goopenai.RouteOptions{}))
+		text, err := recvText(t, s)
+		_ = s.Close()
+		if err != nil || text != "A" {
+			t.Fatalf("text %q, err %v: want the hedge's answer", text, err)
+		}
+	})
 }
 
 func TestErrorsTyped(t *testing.T) {

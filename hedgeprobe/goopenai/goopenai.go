@@ -2,6 +2,7 @@ package goopenai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,15 +107,19 @@ func (s *Source) Next() bool {
 	if s.done {
 		return false
 	}
-	c, err := s.stream.Recv()
+	c, err := s.recv()
 	if err != nil {
 		s.done = true
 		if errors.Is(err, io.EOF) {
 			err = nil // go-openai's clean end, with or without [DONE]
 		}
+		var undecoded *sse.UpstreamError
+		if !errors.As(err, &undecoded) {
+			err = MapError(s.ctx, s.provider, err)
+		}
 		s.err = streamend.Err(streamend.End{
 			Provider:  s.provider,
-			Err:       MapError(s.ctx, s.provider, err),
+			Err:       err,
 			Terminal:  s.finished,
 			Connected: true, // CreateChatCompletionStream had the response
 			Events:    s.items,
@@ -128,6 +133,26 @@ func (s *Source) Next() bool {
 	}
 	s.cur = c
 	return true
+}
+
+// recv is go-openai's Recv, but for an error payload it reads and cannot
+// decode: a payload after a comment line (": keepalive", an "event:"
+// line), which it reads with that line glued before it, or a chunk with an
+// "error": null member. Recv then fails to decode nothing and the call
+// would end as a fatal ProtocolError, where the upstream reported an
+// error: it is a transient mid-stream *sse.UpstreamError, so the call is
+// hedged or resumed as after any other.
+func (s *Source) recv() (Chunk, error) {
+	var c Chunk
+	raw, err := s.stream.RecvRaw()
+	switch {
+	case err != nil:
+		return c, err
+	case raw == nil:
+		return c, sse.NewHTTPError(s.provider, http.StatusOK, nil, "", "",
+			"an error payload go-openai could not decode", nil)
+	}
+	return c, json.Unmarshal(raw, &c)
 }
 
 // Current returns the current chunk.
