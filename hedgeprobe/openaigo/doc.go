@@ -33,6 +33,14 @@
 // RouteOptions.TapKeepalives: each comment then comes out as an empty
 // chunk, which Classify calls Keepalive.
 //
+// What openai-go reads differently from the raw route (sse.OpenAIRoute):
+// it ignores an event's type, so an "event: error" whose data is the
+// error object itself, not {"error": …}, decodes as an empty chunk (a
+// Keepalive) and the stream ends as a transient ConnectionError, or at a
+// watchdog if the server keeps it open; and it ends a stream at a chunk
+// with an "error": null member, as an error without a message (the chunk
+// is not quoted: see sse.NewPayloadError).
+//
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial
 // answer: set RouteOptions.Continue to the upstream's way

@@ -222,10 +222,16 @@ func newResponseError(provider string, status int, header http.Header, body []by
 // NewPayloadError builds the *UpstreamError of an error payload received
 // mid-stream, from its JSON ({"error": {…}} or Anthropic's
 // {"type":"error","error":{…}}), for a route over an SDK that hands over
-// the payload. cause is kept for errors.As.
+// the payload. cause is kept for errors.As. Data without an error object
+// is not quoted in the error's text, only kept in Body: an SDK can take a
+// chunk of the answer for an error payload (openai-go takes one with an
+// "error": null member), and the text goes into span statuses, which
+// carry no completion text.
 func NewPayloadError(provider string, data []byte, cause error) *UpstreamError {
-	e := payloadError(provider, data)
-	e.Cause = cause
+	e := &UpstreamError{Provider: provider, MidStream: true, Cause: cause}
+	if !fillFromPayload(e, data) {
+		e.Message = "a payload without an error object (its start is in the error's Body)"
+	}
 	return e
 }
 

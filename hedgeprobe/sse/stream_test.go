@@ -431,3 +431,19 @@ func TestNewHTTPErrorCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestNewPayloadErrorQuotesNoAnswer: a payload an SDK hands over as an
+// error but that holds no error object (openai-go's for a chunk with
+// "error": null) is not quoted in the error's text, which goes into span
+// statuses (found by an outside review: the chunk's content was).
+func TestNewPayloadErrorQuotesNoAnswer(t *testing.T) {
+	chunk := []byte(`{"error":null,"choices":[{"index":0,"delta":{"content":"the secret answer"}}]}`)
+	e := NewPayloadError("openai", chunk, nil)
+	if strings.Contains(e.Error(), "secret") || string(e.Body) != string(chunk) || !e.MidStream {
+		t.Fatalf("%q, body %q", e.Error(), e.Body)
+	}
+	e = NewPayloadError("openai", []byte(`{"error":{"type":"server_error","message":"boom"}}`), nil)
+	if e.Type != "server_error" || e.Message != "boom" {
+		t.Fatalf("%+v", e)
+	}
+}
