@@ -67,6 +67,9 @@
 // anything else as an *sse.ConnectionError (go-openai does not hand over
 // the body, which the raw route would quote in a ProtocolError); another
 // non-stream Content-Type is an *sse.ProtocolError, as on the raw route.
+// go-openai reads such a JSON body as it reads a stream, without a bound:
+// one that stalls holds its attempt until the hedge delay or a watchdog
+// (the raw route gives it a second).
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial
