@@ -106,10 +106,7 @@ func TestLogLinePerRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	s, err := New(Options{Config: cfg, Scale: 0.001, Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustServer(t, Options{Config: cfg, Scale: 0.001, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	for _, c := range []struct{ method, path, status string }{
 		{http.MethodPost, "/v1/v1/chat/completions", "status=404"},
 		{http.MethodGet, "/v1/chat/completions", "status=405"},
@@ -134,10 +131,7 @@ func TestChunksShareCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		s, err := New(Options{Config: cfg, Scale: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustServer(t, Options{Config: cfg, Scale: 1})
 		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
 			strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`))
 		req.Header.Set(ProfileHeader, "stall") // 55 s of silence: seconds pass between its chunks

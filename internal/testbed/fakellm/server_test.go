@@ -29,6 +29,16 @@ func startServer(t *testing.T, scale float64) *httptest.Server {
 	return ts
 }
 
+// mustServer is New(o), its error failing the test.
+func mustServer(t *testing.T, o Options) *Server {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func post(t *testing.T, url, profile, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
