@@ -45,7 +45,8 @@
 //
 // go-openai keeps every non-"data:" line since the stream began and glues
 // them before an error payload, which it then cannot decode; it reads a
-// chunk with an "error": null member as such a payload too. The adapter
+// chunk that begins {"error": (an "error": null first) as such a payload
+// too. The adapter
 // reports that as a transient mid-stream *sse.UpstreamError without the
 // payload's type or message (which go-openai does not hand over), so the
 // call is hedged or resumed; such a chunk's content is lost.

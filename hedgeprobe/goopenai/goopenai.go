@@ -137,8 +137,8 @@ func (s *Source) Next() bool {
 
 // recv is go-openai's Recv, but for an error payload it reads and cannot
 // decode: a payload after a comment line (": keepalive", an "event:"
-// line), which it reads with that line glued before it, or a chunk with an
-// "error": null member. Recv then fails to decode nothing and the call
+// line), which it reads with that line glued before it, or a chunk that
+// begins {"error":null. Recv then fails to decode nothing and the call
 // would end as a fatal ProtocolError, where the upstream reported an
 // error: it is a transient mid-stream *sse.UpstreamError, so the call is
 // hedged or resumed as after any other.

@@ -264,7 +264,7 @@ func readErrorBody(resp *http.Response, limit int64) []byte {
 	return body
 }
 
-// BoundErrorBody makes the body of resp, when its status is not 2xx, end
+// BoundErrorBody makes the body of resp, when its status is 4xx or 5xx, end
 // a second after it arrived: what has come by then reads as the whole
 // body, and the connection is closed. It is the bound the raw routes put
 // on reading an error response, for a route over an SDK, which reads the
@@ -276,7 +276,9 @@ func readErrorBody(resp *http.Response, limit int64) []byte {
 // hedgeprobe/anthropicgo do); BoundErrorBodies does it for every response
 // of a transport.
 func BoundErrorBody(resp *http.Response) {
-	if resp == nil || resp.Body == nil || resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	// Only an error: a 1xx (101's body is the upgraded connection) and
+	// a 3xx, which the client follows, are left as they are.
+	if resp == nil || resp.Body == nil || resp.StatusCode < 400 {
 		return
 	}
 	resp.Body = endAfter(resp.Body)
@@ -316,8 +318,8 @@ func (b *timedBody) Close() error {
 }
 
 // BoundErrorBodies returns a RoundTripper that sends through base
-// (http.DefaultTransport when nil) and bounds the body of every response
-// that is not 2xx as BoundErrorBody does: for an SDK that offers no
+// (http.DefaultTransport when nil) and bounds the body of every 4xx and
+// 5xx response as BoundErrorBody does: for an SDK that offers no
 // middleware (go-openai), through the http.Client it is given.
 func BoundErrorBodies(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
@@ -443,11 +445,13 @@ func printable(body []byte) string {
 // relative to now. It returns 0 when there is no usable hint (absent,
 // unparsable, not positive, NaN or infinite), and at most MaxRetryAfter.
 func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
 			if d := hint(ms, time.Millisecond); d > 0 {
 				return d
 			}
+		} else if allDigits(v) {
+			return MaxRetryAfter
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -456,7 +460,7 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
 		return hint(s, time.Second)
-	} else if strings.Trim(v, "0123456789") == "" {
+	} else if allDigits(v) {
 		// Digits alone are the header's delay-seconds, however many:
 		// beyond float64's range ParseFloat fails, and the hint is long.
 		return MaxRetryAfter
@@ -468,6 +472,9 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// allDigits reports whether v, not empty, is decimal digits alone.
+func allDigits(v string) bool { return v != "" && strings.Trim(v, "0123456789") == "" }
 
 // MaxRetryAfter is the longest pushback ParseRetryAfter returns: a longer
 // hint (1e30 seconds, say) is taken as this long, not converted into an

@@ -58,3 +58,54 @@ func TestAPIKeyNotSentToAnotherHost(t *testing.T) {
 		})
 	}
 }
+
+// TestAPIKeyStaysOffAfterAnotherHost: a chain that leaves the first host
+// and comes back to it does not bring the key back (the host in the middle
+// could send it anywhere under the first), as Go keeps Authorization off.
+func TestAPIKeyStaysOffAfterAnotherHost(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	last := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer last.Close()
+	middle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, last.URL+r.URL.Path, http.StatusTemporaryRedirect) // back to 127.0.0.1
+	}))
+	defer middle.Close()
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, strings.Replace(middle.URL, "127.0.0.1", "localhost", 1)+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer first.Close()
+	client := HeadersStayOnHost(&http.Client{}, "X-Api-Key")
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, first.URL+"/v1/messages", strings.NewReader("{}"))
+	req.Header.Set("X-Api-Key", "ak-secret")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if h := <-seen; h.Get("X-Api-Key") != "" {
+		t.Fatalf("the key came back on the third hop: %q", h.Get("X-Api-Key"))
+	}
+}
+
+// TestSameSite: a host is the first one, or a subdomain of it; an IPv6
+// zone that ends like a subdomain is not (Go's own rule).
+func TestSameSite(t *testing.T) {
+	for _, tc := range []struct {
+		host, initial string
+		want          bool
+	}{
+		{"api.anthropic.com", "api.anthropic.com", true},
+		{"EU.api.anthropic.com", "api.anthropic.com", true},
+		{"evilapi.anthropic.com", "api.anthropic.com", false},
+		{"anthropic.com", "api.anthropic.com", false},
+		{"::1%.api.anthropic.com", "api.anthropic.com", false},
+		{"::1", "::1", true},
+	} {
+		if got := sameSite(tc.host, tc.initial); got != tc.want {
+			t.Errorf("sameSite(%q, %q) = %v", tc.host, tc.initial, got)
+		}
+	}
+}

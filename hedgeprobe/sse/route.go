@@ -350,7 +350,14 @@ func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
 	c := *client
 	check := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if !sameSite(req.URL.Hostname(), via[0].URL.Hostname()) {
+		// Once a hop left the first host the headers stay off, as Go keeps
+		// Authorization off: the host in the middle may send the chain back
+		// to any subdomain of the first.
+		off := !sameSite(req.URL.Hostname(), via[0].URL.Hostname())
+		for _, r := range via[1:] {
+			off = off || !sameSite(r.URL.Hostname(), via[0].URL.Hostname())
+		}
+		if off {
 			for _, name := range names {
 				req.Header.Del(name)
 			}
@@ -367,10 +374,15 @@ func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
 }
 
 // sameSite reports whether host is initial or a subdomain of it, where Go's
-// client keeps Authorization on a redirect.
+// client keeps Authorization on a redirect. An IPv6 literal or zone
+// (a ':' or '%') is no subdomain of anything: "::1%.example.com" would
+// otherwise end in ".example.com".
 func sameSite(host, initial string) bool {
 	host, initial = strings.ToLower(host), strings.ToLower(initial)
-	return host == initial || strings.HasSuffix(host, "."+initial)
+	if host == initial {
+		return true
+	}
+	return !strings.ContainsAny(host, ":%") && strings.HasSuffix(host, "."+initial)
 }
 
 // post sends one streaming request under a context of its own, derived from

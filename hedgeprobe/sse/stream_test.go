@@ -288,6 +288,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{map[string]string{"Retry-After-Ms": "Infinity", "Retry-After": "9"}, 9 * time.Second},
 		{map[string]string{"Retry-After": "1e30"}, MaxRetryAfter},
 		{map[string]string{"Retry-After": strings.Repeat("9", 400)}, MaxRetryAfter},
+		{map[string]string{"Retry-After-Ms": strings.Repeat("9", 400)}, MaxRetryAfter},
 		{map[string]string{"Retry-After-Ms": "1e30"}, MaxRetryAfter},
 		{map[string]string{"Retry-After": now.Add(48 * time.Hour).Format(http.TimeFormat)}, MaxRetryAfter},
 	} {

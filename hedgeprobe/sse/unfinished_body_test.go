@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,4 +121,28 @@ func firstError(ctx context.Context, route hedgeprobe.Route[ChatChunk]) error {
 	for src.Next() {
 	}
 	return src.Err()
+}
+
+// TestBoundErrorBodyLeavesOthers: only a 4xx or 5xx body is bounded; a
+// stream, a redirect and a 101's upgraded connection are left as they are.
+func TestBoundErrorBodyLeavesOthers(t *testing.T) {
+	type rwc struct {
+		io.ReadWriteCloser
+	}
+	for _, status := range []int{http.StatusSwitchingProtocols, http.StatusOK, http.StatusTemporaryRedirect} {
+		body := rwc{}
+		resp := &http.Response{StatusCode: status, Body: body}
+		BoundErrorBody(resp)
+		if resp.Body != io.ReadCloser(body) {
+			t.Errorf("%d: body is now %T", status, resp.Body)
+		}
+	}
+	for _, status := range []int{http.StatusBadRequest, http.StatusTooManyRequests, 529} {
+		resp := &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader("x"))}
+		BoundErrorBody(resp)
+		if _, ok := resp.Body.(*timedBody); !ok {
+			t.Errorf("%d: body not bounded", status)
+		}
+		resp.Body.Close()
+	}
 }

@@ -74,13 +74,17 @@ func TestRequestTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A small object followed by spaces past the limit is as large.
+	padded := `{"model":"m","messages":[{"role":"user","content":"hi"}]}` + strings.Repeat(" ", maxBody)
 	for path, typ := range map[string]string{"/v1/chat/completions": "invalid_request_error", "/v1/messages": "request_too_large"} {
-		resp := post(t, ts.URL+path, "steady", string(body))
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"type":"`+typ+`"`) ||
-			!strings.Contains(string(b), "the body is larger than 8388608 bytes") {
-			t.Errorf("%s: %d %s", path, resp.StatusCode, b)
+		for _, body := range []string{string(body), padded} {
+			resp := post(t, ts.URL+path, "steady", body)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"type":"`+typ+`"`) ||
+				!strings.Contains(string(b), "the body is larger than 8388608 bytes") {
+				t.Errorf("%s: %d %s", path, resp.StatusCode, b)
+			}
 		}
 	}
 }

@@ -269,8 +269,8 @@ func readObject(body io.Reader) (json.RawMessage, error) {
 	dec := json.NewDecoder(body)
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		if tooLarge := new(*http.MaxBytesError); errors.As(err, tooLarge) {
-			return nil, fmt.Errorf("the body is larger than %d bytes: %w", (*tooLarge).Limit, err)
+		if e := tooLarge(err); e != nil {
+			return nil, e
 		}
 		return nil, errors.New(notObject + err.Error())
 	}
@@ -278,7 +278,21 @@ func readObject(body io.Reader) (json.RawMessage, error) {
 		return nil, fmt.Errorf(notObject+"it is %s", raw[:min(len(raw), 20)])
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		// What follows the object may be what runs past the limit.
+		if e := tooLarge(err); e != nil {
+			return nil, e
+		}
 		return nil, errors.New(notObject + "more follows the object")
 	}
 	return raw, nil
+}
+
+// tooLarge returns the error of a body past its limit when err is
+// http.MaxBytesReader's, nil otherwise.
+func tooLarge(err error) error {
+	var mb *http.MaxBytesError
+	if !errors.As(err, &mb) {
+		return nil
+	}
+	return fmt.Errorf("the body is larger than %d bytes: %w", mb.Limit, err)
 }
