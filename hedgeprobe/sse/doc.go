@@ -14,8 +14,11 @@
 // (NewHTTPError, NewPayloadError) or *ConnectionError, and its dropped
 // keepalives timed through a Tap in the SDK client's transport and
 // KeepaliveRoute (or Keepalives, for an item type whose zero value is not a
-// keepalive). The classification rules and the typing of a stream's end
-// that the adapters share are internal to hedgeprobe.
+// keepalive), the read of its error bodies bounded as the raw routes bound
+// theirs (BoundErrorBody from the SDK's middleware, or BoundErrorBodies in
+// its transport), and a header that carries a key kept off other hosts on
+// a redirect (HeadersStayOnHost). The classification rules and the typing
+// of a stream's end that the adapters share are internal to hedgeprobe.
 //
 // The canonical loop, with hedgeprobe wrapping the raw route:
 //
