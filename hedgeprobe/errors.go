@@ -196,8 +196,8 @@ const maxChain = 64
 
 // exercise calls, on err and on every error in its chain, each method that
 // errors.Is, errors.As and hedgeprobe's classifications call (IsTransient,
-// retryAfter, outcomeOf, errorType, isPanic): Error, Transient,
-// RetryAfter, ErrorType, Is, As and Unwrap. Calling the classifications
+// retryAfter, outcomeOf, errorType, isPanic, statusText): Error,
+// Transient, RetryAfter, ErrorType, StatusText, Is, As and Unwrap. Calling the classifications
 // alone would not do: each stops at its first match, and a method deeper in
 // the chain that another one reaches would go untried.
 func exercise(err error, budget *int) {
@@ -214,6 +214,9 @@ func exercise(err error, budget *int) {
 	}
 	if e, ok := err.(errorTyper); ok {
 		_ = e.ErrorType()
+	}
+	if e, ok := err.(statusTexter); ok {
+		_ = e.StatusText()
 	}
 	if e, ok := err.(interface{ Is(error) bool }); ok {
 		_ = e.Is(ErrCannotContinue)

@@ -316,12 +316,24 @@ func errorType(err error) string {
 	}
 }
 
-// statusText is an error's text as a span's status description: valid
-// UTF-8 and at most maxStatusText bytes, cut between characters. The text
-// is the upstream's as much as hedgeprobe's (an error payload's message),
-// and a span is not the place for a 1 MiB one.
+// statusTexter is an error with a text for span statuses of its own,
+// without what Error quotes of the upstream's words (sse.UpstreamError).
+type statusTexter interface {
+	error
+	StatusText() string
+}
+
+// statusText is an error's text as a span's status description: its
+// Error, but for an error in its chain that has a StatusText, whose text
+// stands in for its Error there (an upstream's message can quote the
+// prompt or the answer, which spans do not record); valid UTF-8, and at
+// most maxStatusText bytes, cut between characters.
 func statusText(err error) string {
-	s := validUTF8(err.Error())
+	s := err.Error()
+	if st, ok := errors.AsType[statusTexter](err); ok {
+		s = strings.Replace(s, st.Error(), st.StatusText(), 1)
+	}
+	s = validUTF8(s)
 	if len(s) <= maxStatusText {
 		return s
 	}

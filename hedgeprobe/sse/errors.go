@@ -92,6 +92,16 @@ func (e *UpstreamError) Error() string {
 	return b.String()
 }
 
+// StatusText is Error without the message: what hedgeprobe writes into a
+// span's status. An upstream's message, or the start of a body without an
+// error object, can quote the request (a validation error that echoes its
+// input, a resume's prefix) or the answer, and spans record neither.
+func (e *UpstreamError) StatusText() string {
+	c := *e
+	c.Message = ""
+	return c.Error()
+}
+
 // Transient reports whether another attempt may succeed.
 func (e *UpstreamError) Transient() bool {
 	if e.MidStream {
