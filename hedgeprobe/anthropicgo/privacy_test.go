@@ -66,8 +66,9 @@ func assertNoMarker(t *testing.T, spans tracetest.SpanStubs, marker string) {
 	}
 }
 
-// Privacy (outside review, case 1 through anthropicgo): the SDK finds no error message in the 422,
-// mapError reads the body (streamend.Undecoded → sse.NewResponseError).
+// Privacy (outside review, case 1 through anthropicgo): the SDK finds no
+// error message in the 422, mapError reads the body (streamend.Undecoded →
+// sse.NewResponseError).
 func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	spans := spansOfOneCall(t, func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -85,8 +86,9 @@ func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	assertNoMarker(t, spans, "SECRET-PROMPT")
 }
 
-// Privacy (outside review): an "event: error" whose data is a text delta is not quoted
-// by anthropicgo (the SDK's error has no message), unlike the raw route.
+// Privacy (outside review): an "event: error" whose data is a text delta is
+// not quoted by anthropicgo (the SDK's error has no message), unlike the raw
+// route.
 func TestErrorEventDataNotInSpans(t *testing.T) {
 	spans := spansOfOneCall(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")

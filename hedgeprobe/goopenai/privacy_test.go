@@ -17,9 +17,9 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
 )
 
-// Privacy (outside review, case 1 through goopenai): MapError hands go-openai's RequestError body to
-// sse.NewResponseError, whose start, with the echoed prompt, becomes the
-// error text on both span statuses.
+// Privacy (outside review, case 1 through goopenai): MapError hands go-
+// openai's RequestError body to sse.NewResponseError, whose start, with the
+// echoed prompt, becomes the error text on both span statuses.
 func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

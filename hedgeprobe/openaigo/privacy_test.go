@@ -18,10 +18,11 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
 )
 
-// Privacy (outside review, case 1 through openaigo): openai-go finds no error message in a 422 whose
-// body is FastAPI's {"detail": …}; mapError reads the body again
-// (streamend.Undecoded → sse.NewResponseError), whose start, with the
-// echoed prompt, becomes the error text on both span statuses.
+// Privacy (outside review, case 1 through openaigo): openai-go finds no
+// error message in a 422 whose body is FastAPI's {"detail": …}; mapError
+// reads the body again (streamend.Undecoded → sse.NewResponseError), whose
+// start, with the echoed prompt, becomes the error text on both span
+// statuses.
 func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

@@ -66,11 +66,11 @@ func traced[T any](t *testing.T, items hedgeprobe.Items[T], route hedgeprobe.Rou
 	return exp.GetSpans(), err
 }
 
-// Privacy (outside review, case 1): an error response without an "error" member (FastAPI/pydantic
-// validation, as vLLM and many OpenAI-compatible servers send it) echoes
-// the request's input; fillFromPayload quotes the body's first 200 bytes
-// as the UpstreamError's Message, and hedgeprobe writes Error() into both
-// span statuses: the user's prompt is recorded.
+// Privacy (outside review, case 1): an error response without an "error"
+// member (FastAPI/pydantic validation, as vLLM and many OpenAI-compatible
+// servers send it) echoes the request's input; fillFromPayload quotes the
+// body's first 200 bytes as the UpstreamError's Message, and hedgeprobe
+// writes Error() into both span statuses: the user's prompt is recorded.
 func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	const prompt = "SECRET-PROMPT my diagnosis is"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -93,11 +93,11 @@ func TestPromptEchoedInErrorBodyNotInSpans(t *testing.T) {
 	noMarker(t, spans, "SECRET-PROMPT")
 }
 
-// Privacy (outside review, case 2): an OpenAI-compatible "event: error" whose data has no error
-// object: eventError keeps the data's start (printable) as Message, where
-// NewPayloadError refuses to quote data without an error object. A
-// proxy that tags a chunk of the answer "error" puts completion text in
-// the span statuses.
+// Privacy (outside review, case 2): an OpenAI-compatible "event: error"
+// whose data has no error object: eventError keeps the data's start
+// (printable) as Message, where NewPayloadError refuses to quote data
+// without an error object. A proxy that tags a chunk of the answer "error"
+// puts completion text in the span statuses.
 func TestOpenAIErrorEventDataNotInSpans(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -113,8 +113,9 @@ func TestOpenAIErrorEventDataNotInSpans(t *testing.T) {
 	noMarker(t, spans, "SECRET-ANSWER")
 }
 
-// Privacy (outside review, case 3): the same on the Anthropic route: payloadError of an "event:
-// error" whose data is not an error payload quotes the data.
+// Privacy (outside review, case 3): the same on the Anthropic route:
+// payloadError of an "event: error" whose data is not an error payload
+// quotes the data.
 func TestAnthropicErrorEventDataNotInSpans(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -130,10 +131,10 @@ func TestAnthropicErrorEventDataNotInSpans(t *testing.T) {
 	noMarker(t, spans, "SECRET-ANSWER")
 }
 
-// Privacy (outside review, case 1b): the same fallback carries completion text: a resume attempt
-// sends the delivered text as the prefix (an assistant message), and an
-// upstream whose 4xx body echoes its input puts the answer in the resume
-// attempt's span status.
+// Privacy (outside review, case 1b): the same fallback carries completion
+// text: a resume attempt sends the delivered text as the prefix (an
+// assistant message), and an upstream whose 4xx body echoes its input puts
+// the answer in the resume attempt's span status.
 func TestResumePrefixEchoedInErrorBodyNotInSpans(t *testing.T) {
 	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -176,9 +177,9 @@ func TestResumePrefixEchoedInErrorBodyNotInSpans(t *testing.T) {
 	noMarker(t, exp.GetSpans(), "SECRET-ANSWER")
 }
 
-// Privacy (outside review, case 4): an error object whose message quotes the input (vLLM's
-// validation errors: pydantic's text with input_value=…) is written whole
-// into both span statuses.
+// Privacy (outside review, case 4): an error object whose message quotes the
+// input (vLLM's validation errors: pydantic's text with input_value=…) is
+// written whole into both span statuses.
 func TestPromptQuotedInErrorMessageNotInSpans(t *testing.T) {
 	const prompt = "SECRET-PROMPT my diagnosis is"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
