@@ -66,6 +66,10 @@ func assertNoMarker(t *testing.T, spans tracetest.SpanStubs, marker string) {
 	}
 }
 
+// The cases below say how an upstream's words reached the span statuses
+// before they carried UpstreamError.StatusText; each asserts that the words
+// now reach no span.
+
 // Privacy (outside review, case 1 through anthropicgo): the SDK finds no
 // error message in the 422, mapError reads the body (streamend.Undecoded →
 // sse.NewResponseError).

@@ -17,6 +17,10 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
 )
 
+// The cases below say how an upstream's words reached the span statuses
+// before they carried UpstreamError.StatusText; each asserts that the words
+// now reach no span.
+
 // Privacy (outside review, case 1 through goopenai): MapError hands go-
 // openai's RequestError body to sse.NewResponseError, whose start, with the
 // echoed prompt, becomes the error text on both span statuses.

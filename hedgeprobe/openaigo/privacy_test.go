@@ -18,6 +18,10 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
 )
 
+// The cases below say how an upstream's words reached the span statuses
+// before they carried UpstreamError.StatusText; each asserts that the words
+// now reach no span.
+
 // Privacy (outside review, case 1 through openaigo): openai-go finds no
 // error message in a 422 whose body is FastAPI's {"detail": …}; mapError
 // reads the body again (streamend.Undecoded → sse.NewResponseError), whose

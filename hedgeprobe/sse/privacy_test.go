@@ -66,6 +66,10 @@ func traced[T any](t *testing.T, items hedgeprobe.Items[T], route hedgeprobe.Rou
 	return exp.GetSpans(), err
 }
 
+// The cases below say how an upstream's words reached the span statuses
+// before they carried UpstreamError.StatusText; each asserts that the words
+// now reach no span.
+
 // Privacy (outside review, case 1): an error response without an "error"
 // member (FastAPI/pydantic validation, as vLLM and many OpenAI-compatible
 // servers send it) echoes the request's input; fillFromPayload quotes the
