@@ -15,9 +15,9 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
-// Traced runs one call of route, one attempt, through a Prober of items
-// whose spans go to an in-memory exporter, and returns the spans and the
-// call's error.
+// Traced runs one call over routes, read to its end and closed, through a
+// Prober of cfg and items whose spans go to an in-memory exporter, and
+// returns the spans and the ended Stream (its Err and Stats).
 func Traced[T any](t *testing.T, items hedgeprobe.Items[T], cfg hedgeprobe.Config, routes ...hedgeprobe.Route[T]) (tracetest.SpanStubs, *hedgeprobe.Stream[T]) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
