@@ -301,7 +301,7 @@ func panel(p Panel) cog.Builder[dashboard.Panel] {
 			// scrapes every 5 s; a 15 s scrape still gives four), or
 			// increase has too little to see.
 			Interval(heatmapStep).
-			Height(8).Span(12).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
+			Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
 	}
 	return timeseries.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
 		Unit(p.Unit).Min(0).Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatTimeSeries))

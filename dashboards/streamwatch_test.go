@@ -198,3 +198,30 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 		}
 	}
 }
+
+// Grafana's grid is 24 columns wide. The builder starts a new line only
+// after a panel has overflowed, so a panel too wide for what is left of
+// its line ends past the edge, and Grafana moves it (and the panels after
+// it) when it loads the dashboard.
+func TestPanelsFitTheGrid(t *testing.T) {
+	raw, err := JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			GridPos struct {
+				X, W int
+			} `json:"gridPos"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Panels {
+		if end := p.GridPos.X + p.GridPos.W; end > 24 {
+			t.Errorf("panel %q: x=%d w=%d ends at column %d of 24", p.Title, p.GridPos.X, p.GridPos.W, end)
+		}
+	}
+}
