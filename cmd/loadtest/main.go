@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -87,12 +88,10 @@ func main() {
 	}
 }
 
+// known lists the pipelines by name, sorted, so -h and the error for an
+// unknown name read the same on every run.
 func known() []string {
-	var ks []string
-	for k := range pipelines {
-		ks = append(ks, k)
-	}
-	return ks
+	return slices.Sorted(maps.Keys(pipelines))
 }
 
 // tally is what one pipeline did over every slice.

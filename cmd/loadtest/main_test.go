@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -63,5 +64,15 @@ func TestParseCPULine(t *testing.T) {
 	}
 	if _, err := machineCPU(); err != nil {
 		t.Errorf("machineCPU on this machine: %v", err)
+	}
+}
+
+// The pipelines' names come from a map; -h and the error for an unknown
+// name list them sorted, not in the map's order of the day.
+func TestKnownSorted(t *testing.T) {
+	for range 5 {
+		if k := known(); len(k) != len(pipelines) || !slices.IsSorted(k) {
+			t.Fatalf("known() = %v", k)
+		}
 	}
 }
