@@ -104,6 +104,12 @@ func (s *Stream[T]) drain(d time.Duration) {
 			return
 		}
 		s.handle(ev)
+		if s.out.ready() {
+			// The caller has an item to read: it goes first, before a
+			// later event (a failure) can end the call; the deadline is
+			// judged again at the next step, on the state this left.
+			return
+		}
 	}
 }
 

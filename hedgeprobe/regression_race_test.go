@@ -282,3 +282,67 @@ func TestRegressionCloseTiedWithAttemptStallWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// Regression (rule 4: the winner's items reach the caller each exactly
+// once): when the driver woke on a deadline it handled, in one go, every
+// event queued before it — and if one put a chunk before the caller and a
+// later one ended the call (a fatal error, or a transient one with nothing
+// left to resume), the call ended with the chunk unread: counted received,
+// never delivered. Handled one event at a time the caller read it, so
+// whether it did was select's coin. Here the committed stream's "B" ties
+// with the resume deadline and a fatal error follows at once; 200 runs
+// took the timer's branch in about half of them.
+func TestRegressionChunkBeforeFailureAtDeadline(t *testing.T) {
+	boom := errors.New("boom")
+	lost := 0
+	for range 200 {
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", []step{content(time.Second, "A"), content(2*time.Second, "B"), fail(0, boom)})
+			b := continuing("b", []step{hang()})
+			p := mustNew(t, resumeCfg(), withText())
+			s := p.Stream(t.Context(), a.route(), b.route())
+			g := drain(s, time.Now())
+			if !errors.Is(g.err, boom) {
+				t.Fatalf("err %v, want boom", g.err)
+			}
+			if joined(g) != "AB" {
+				lost++
+				if lost == 1 {
+					t.Logf("caller read %q, want \"AB\"; received %d content chunks, delivered %d",
+						joined(g), s.Stats().Attempts[0].ContentChunks, s.Stats().ChunksDelivered)
+				}
+			}
+		})
+	}
+	if lost > 0 {
+		t.Fatalf("%d of 200 runs lost the chunk received before the failure", lost)
+	}
+}
+
+// The same before commit: the primary's first chunk, which commits it,
+// ties with the TTFT hedge deadline, and the primary then fails: the
+// caller reads "A" before the error.
+func TestRegressionCommitBeforeFailureAtDeadline(t *testing.T) {
+	boom := errors.New("boom")
+	lost := 0
+	for range 200 {
+		synctest.Test(t, func(t *testing.T) {
+			a := continuing("a", []step{content(time.Second, "A"), fail(0, boom)})
+			b := continuing("b", []step{hang()})
+			cfg := resumeCfg()
+			cfg.HedgeAfter = time.Second
+			p := mustNew(t, cfg, withText())
+			s := p.Stream(t.Context(), a.route(), b.route())
+			g := drain(s, time.Now())
+			if !errors.Is(g.err, boom) {
+				t.Fatalf("err %v, want boom", g.err)
+			}
+			if joined(g) != "A" {
+				lost++
+			}
+		})
+	}
+	if lost > 0 {
+		t.Fatalf("%d of 200 runs lost the committed chunk received before the failure", lost)
+	}
+}
