@@ -85,8 +85,9 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 // refused to continue: that route is not asked again for a while, and the
 // call goes on. Once a continuation has content
 // the route has accepted it, and a fatal error is the stream's own, as on
-// any attempt. A panic is never a refusal: it is a bug in the caller's
-// code or an adapter, and fails the call wherever it happens. An end that
+// any attempt. A panic is never a refusal, nor is ErrNilSource: each is a
+// bug in the caller's code or an adapter, and fails the call wherever it
+// happens. An end that
 // the caller's Close or cancel caused is not a failure: fail finishes the
 // call as canceled instead.
 func (s *Stream[T]) fail(a *attempt[T], err error) {
@@ -103,7 +104,7 @@ func (s *Stream[T]) fail(a *attempt[T], err error) {
 func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	now := time.Now()
 	transient := IsTransient(err)
-	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err)
+	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err) && !errors.Is(err, ErrNilSource)
 	s.end(a, AttemptFailed, err, now, false) // counts a transient err against the route
 	if refused {
 		// A refusal is the route's answer to continuations in general; a
@@ -136,9 +137,10 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
 		r.errorHedge = true
-	case transient && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
+	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
 		// After commit, the committed stream or the last resume racing it
-		// failed, and nothing carries the answer on: resume it now. While
+		// failed (or was refused: that route only is not asked again),
+		// and nothing carries the answer on: resume it now. While
 		// a resume still races, it carries on alone: another would
 		// continue the same text, for another token.
 		r.resumeNow = true

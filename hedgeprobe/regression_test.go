@@ -1478,3 +1478,59 @@ func (s *errAfterOne) Next() bool     { s.n++; return s.n == 1 }
 func (s *errAfterOne) Current() chunk { return chunk{Kind: Content, Text: "x"} }
 func (s *errAfterOne) Err() error     { return s.err }
 func (s *errAfterOne) Close() error   { return nil }
+
+// Regression (rule 10; ResumeRefused: "the call goes on"): the committed
+// stream fails mid-answer with a transient error and the resume it asks
+// for at once goes to b, which refuses the continuation (400). c can
+// continue and MaxAttempts allows a third attempt, so the call goes on
+// there, as it does when b fails with a transient error instead. It used
+// to end with the committed stream's error: only a transient failure
+// asked for the next resume at once.
+func TestRegressionRefusedResumeGoesOn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bErr error
+	}{
+		{"b fails transiently", &statusErr{code: 503}},
+		{"b refuses", &statusErr{code: 400}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(time.Second, "A"), fail(500*time.Millisecond, &statusErr{code: 502})})
+				b := continuing("b")
+				b.openErr = tc.bErr
+				c := continuing("c", []step{content(100*time.Millisecond, " B")})
+				var resumes []ResumeEvent
+				p := mustNew(t, resumeCfg(), withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+				s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+				g := drain(s, time.Now())
+				if g.err != nil || joined(g) != "A B" {
+					t.Fatalf("caller read %q, err %v; want \"A B\" from a resume on c (c opened %d times; resume events %+v)",
+						joined(g), g.err, c.opened(), resumes)
+				}
+			})
+		})
+	}
+}
+
+// Regression (ErrNilSource: "it is fatal"): a resume attempt whose Open
+// returned neither a Source nor an error was taken for the route refusing
+// continuations — the call went on and the route was not asked to
+// continue for ResumeRefusedFor. Like a panic, it is a bug in the route's
+// code, not the route's answer, so it ends the call.
+func TestRegressionNilSourceOnResumeIsFatal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), content(3*time.Second, "B")})
+		var resumes []ResumeEvent
+		b := Route[chunk]{Name: "b", Continues: true, Open: func(ctx context.Context, at Attempt) (Source[chunk], error) {
+			return nil, nil
+		}}
+		p := mustNew(t, resumeCfg(), withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		s := p.Stream(t.Context(), a.route(), b)
+		g := drain(s, time.Now())
+		if !errors.Is(g.err, ErrNilSource) {
+			t.Fatalf("caller read %q, err %v, resume events %+v; want the call failed with ErrNilSource",
+				joined(g), g.err, resumes)
+		}
+	})
+}
