@@ -217,11 +217,19 @@ type RouteOptions struct {
 //
 // Build client with option.WithMaxRetries(0): under hedging a retry is
 // another attempt, which hedgeprobe launches and budgets itself.
+//
+// The route asks for stream_options.include_usage (Tokens needs it)
+// unless params set it, or Continue is sse.ContinuePrefixEcho: Mistral's
+// API refuses the field (422, extra_forbidden) and reports usage on its
+// last chunk all the same. Another server that refuses it is sent none
+// with option.WithJSONDel("stream_options") in RequestOptions.
 func Route(name string, client openai.Client, params openai.ChatCompletionNewParams, o RouteOptions) hedgeprobe.Route[Chunk] {
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
-	if !params.StreamOptions.IncludeUsage.Valid() {
+	// Mistral's API refuses stream_options (422, extra_forbidden) and
+	// reports usage on its last chunk all the same.
+	if !params.StreamOptions.IncludeUsage.Valid() && o.Continue != sse.ContinuePrefixEcho {
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 	}
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {

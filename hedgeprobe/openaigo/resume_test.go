@@ -199,3 +199,39 @@ func TestResumeToolCall(t *testing.T) {
 		return acc.Choices[0].Message.Content, calls, acc.Choices[0].FinishReason, stream.Err()
 	})
 }
+
+// Mistral's API refuses stream_options (422, extra_forbidden): a
+// ContinuePrefixEcho route sends none, on its first attempt and on a
+// resume; any other route asks for usage; option.WithJSONDel takes it out
+// of any route.
+func TestStreamOptions(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
+		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
+	p := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story")}}
+	for _, tc := range []struct {
+		name string
+		o    openaigo.RouteOptions
+		sent bool
+	}{
+		{"DeepSeek", openaigo.RouteOptions{Continue: sse.ContinuePrefix}, true},
+		{"Mistral", openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
+		{"deleted", openaigo.RouteOptions{Continue: sse.ContinuePrefix, RequestOptions: []option.RequestOption{option.WithJSONDel("stream_options")}}, false},
+	} {
+		r := openaigo.Route("r", client, p, tc.o)
+		for _, a := range []hedgeprobe.Attempt{
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
+			{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"},
+		} {
+			src, err := r.Open(t.Context(), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adaptertest.Drain(t, src)
+			body := up.Next(t)
+			if so, sent := body["stream_options"]; sent != tc.sent {
+				t.Errorf("%s, %s: stream_options %v (sent: %v), want sent: %v", tc.name, a.Trigger, so, sent, tc.sent)
+			}
+		}
+	}
+}

@@ -48,8 +48,12 @@ type Message struct {
 }
 
 // OpenAIRequest describes a chat-completions call on an OpenAI-compatible
-// upstream. The route always sends "stream": true and
-// "stream_options": {"include_usage": true}.
+// upstream. The route always sends "stream": true, and
+// "stream_options": {"include_usage": true} unless Continue is
+// ContinuePrefixEcho or Params["stream_options"] is nil: Mistral's API
+// refuses the field (422, extra_forbidden), as may other servers that
+// refuse fields they do not know, and Mistral reports usage on its last
+// chunk all the same.
 type OpenAIRequest struct {
 	// Provider is the gen_ai.provider.name; default "openai".
 	Provider string
@@ -64,7 +68,8 @@ type OpenAIRequest struct {
 	// Messages is the conversation.
 	Messages []Message
 	// Params holds further body fields (temperature, max_tokens, tools…);
-	// they cannot override model, messages, stream or stream_options.
+	// they cannot override model, messages, stream or stream_options —
+	// but a nil Params["stream_options"] leaves stream_options out.
 	Params map[string]any
 	// Header holds extra request headers.
 	Header http.Header
@@ -102,7 +107,11 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	body["model"] = req.Model
 	body["messages"] = req.Messages
 	body["stream"] = true
-	body["stream_options"] = map[string]any{"include_usage": true}
+	if so, set := req.Params["stream_options"]; (set && so == nil) || req.Continue == ContinuePrefixEcho {
+		delete(body, "stream_options")
+	} else {
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
 	// Marshalled once: every attempt sends the same bytes.
 	buf, merr := json.Marshal(body)
 	url := strings.TrimRight(req.BaseURL, "/") + "/chat/completions"

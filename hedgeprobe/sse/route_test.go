@@ -3,6 +3,7 @@ package sse
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -145,5 +146,50 @@ func TestRouteServer(t *testing.T) {
 		if r := AnthropicRoute("a", AnthropicRequest{BaseURL: c.base, Model: "m"}); r.ServerAddress != c.addr || r.ServerPort != c.port {
 			t.Errorf("Anthropic route on %q: server %q port %d, want %q %d", c.base, r.ServerAddress, r.ServerPort, c.addr, c.port)
 		}
+	}
+}
+
+// Mistral's API refuses stream_options (422, extra_forbidden), so a
+// ContinuePrefixEcho route sends none, on its first attempt and on a
+// resume; a nil Params["stream_options"] leaves it out on any route; and
+// every other route asks for usage.
+func TestOpenAIRouteStreamOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cont     Continuation
+		params   map[string]any
+		resume   bool
+		expected bool
+	}{
+		{"default", ContinueNone, nil, false, true},
+		{"vLLM resume", ContinueFinalMessage, map[string]any{"continue_final_message": true}, true, true},
+		{"Mistral", ContinuePrefixEcho, nil, false, false},
+		{"Mistral resume", ContinuePrefixEcho, nil, true, false},
+		{"left out", ContinueNone, map[string]any{"stream_options": nil}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts, ch := capture(t, "data: [DONE]\n\n")
+			r := OpenAIRoute("r", OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Continue: tc.cont, Params: tc.params,
+				Messages: []Message{{Role: "user", Content: "a story"}}})
+			at := hedgeprobe.Attempt{}
+			if tc.resume {
+				at = hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"}
+			}
+			src, err := r.Open(t.Context(), at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for src.Next() {
+			}
+			_ = src.Close()
+			body := (<-ch).body
+			so, ok := body["stream_options"]
+			if ok != tc.expected {
+				t.Fatalf("stream_options %v (sent: %v), want sent: %v; body %v", so, ok, tc.expected, body)
+			}
+			if ok && fmt.Sprint(so) != "map[include_usage:true]" {
+				t.Fatalf("stream_options %v", so)
+			}
+		})
 	}
 }
