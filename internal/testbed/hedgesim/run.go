@@ -35,8 +35,9 @@ type Row struct {
 }
 
 // Run plays sc.Calls calls through every strategy of Strategies, each
-// strategy on its own goroutine making its calls one after another. It
-// must run inside a synctest bubble (see SwapHedgedQueue for hedgedhttp).
+// strategy on its own goroutine starting its calls sc.Interarrival apart
+// (or one after another). It must run inside a synctest bubble (see
+// SwapHedgedQueue for hedgedhttp).
 func Run(ctx context.Context, sc Scenario) (*Report, error) {
 	strategies, err := Strategies()
 	if err != nil {
@@ -53,9 +54,18 @@ func RunWith(ctx context.Context, sc Scenario, strategies []Strategy) (*Report, 
 		rep.Rows[i].Strategy = s
 		wg.Go(func() {
 			res := make([]Result, sc.Calls)
+			var calls sync.WaitGroup
 			for n := range res {
-				res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true})
+				if sc.Interarrival <= 0 {
+					res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true})
+					continue
+				}
+				if n > 0 {
+					time.Sleep(sc.Interarrival)
+				}
+				calls.Go(func() { res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true}) })
 			}
+			calls.Wait()
 			rep.Rows[i].Results = res
 			rep.Rows[i].Summary = summarize(res)
 		})

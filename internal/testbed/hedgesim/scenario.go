@@ -22,9 +22,17 @@ type Scenario struct {
 	// different attempts still see the same upstream behaviour for the
 	// attempts they share.
 	Seed uint64
-	// Calls is the number of logical calls each strategy makes, one after
-	// another.
+	// Calls is the number of logical calls each strategy makes.
 	Calls int
+	// Interarrival starts call n at n × Interarrival, whatever the calls
+	// before it do (open loop, as a service's callers arrive), so every
+	// strategy makes the same call at the same virtual time: the 5-minute
+	// window of an adaptive hedge delay then holds as many samples in
+	// every row, and a row that waits out silences does not hedge on a
+	// colder sketch than one that cuts them. Zero makes each call start
+	// when the one before it ended (closed loop, one caller), where a
+	// row's own speed sets how warm its sketch is.
+	Interarrival time.Duration
 
 	// TTFTMedian and TTFTSigma shape the lognormal time from an attempt's
 	// request to its first content chunk. The median 1.6 s is the users'
@@ -67,8 +75,8 @@ type Scenario struct {
 	// OutageRetryAfter, when set, is the Retry-After of the outage's 503s.
 	OutageRetryAfter time.Duration
 	// FlapCalls, when set, makes the outage flap: the route is down for
-	// FlapCalls calls, up for the next FlapCalls, and so on (calls last
-	// about 5 s, so 2 is "down 10 s, up 10 s").
+	// FlapCalls calls, up for the next FlapCalls, and so on (calls start
+	// Interarrival apart, so 2 is "down 12 s, up 12 s" at 6 s).
 	FlapCalls int
 	// During the calls in [StormFrom, StormTo) × Calls each attempt on
 	// either route is refused with 429 and Retry-After = RetryAfter with
@@ -90,6 +98,12 @@ func SeedScenario(calls int) Scenario {
 	return sc
 }
 
+// interarrival is the time between two calls' starts: about the length of
+// a call without a silence (headers, a 1.6 s median first chunk, 2–4 s of
+// chunks), so calls overlap mostly while one waits out a silence — and
+// the 5-minute window of the adaptive delay holds 50 calls' samples.
+const interarrival = 6 * time.Second
+
 // DefaultScenario is the stall-heavy scenario of the report: 20 % of
 // streams fall silent for a median 55 s, a 5 % outage of the primary and a
 // 5 % 429 storm on both routes.
@@ -97,6 +111,7 @@ func DefaultScenario(calls int) Scenario {
 	return Scenario{
 		Seed:           20261130,
 		Calls:          calls,
+		Interarrival:   interarrival,
 		TTFTMedian:     1600 * time.Millisecond,
 		TTFTSigma:      0.5,
 		HeaderDelay:    200 * time.Millisecond,
@@ -127,6 +142,11 @@ func (sc Scenario) Markdown() string {
 	b.WriteString("| parameter | value |\n|---|---|\n")
 	w("seed", fmt.Sprint(sc.Seed))
 	w("calls per strategy", fmt.Sprint(sc.Calls))
+	if sc.Interarrival > 0 {
+		w("arrivals", fmt.Sprintf("call n starts at n × %v, whatever the calls before it do (open loop)", sc.Interarrival))
+	} else {
+		w("arrivals", "each call starts when the one before it ended (closed loop)")
+	}
 	w("TTFT", fmt.Sprintf("lognormal, median %v, sigma %.2g (p95 ≈ %v)", sc.TTFTMedian, sc.TTFTSigma,
 		lognormalQuantile(sc.TTFTMedian, sc.TTFTSigma, 1.645).Round(100*time.Millisecond)))
 	w("response headers", fmt.Sprintf("at %v (200), before the first token", sc.HeaderDelay))

@@ -30,8 +30,9 @@ type Result struct {
 	// Hedges is the number of hedges hedgeprobe launched (outer retries
 	// excluded): what the hedge budget bounds.
 	Hedges int
-	// Streams is the number of hedgeprobe Streams opened (1 + retries);
-	// each adds HedgeBudget tokens to the bucket.
+	// Streams is the number of hedgeprobe Streams opened, or of requests
+	// made through hedgedhttp's client (1 + retries); a Stream adds
+	// HedgeBudget tokens to the bucket.
 	Streams int
 	// Wasted counts content chunks received and not part of the answer:
 	// hedge losers', a resumed attempt's after the resume took over, and
@@ -69,6 +70,8 @@ type Strategy struct {
 	Hedged *hedgedhttp.Client
 	// run makes the call-th call.
 	run func(ctx context.Context, c *call) Result
+	// prober is the hedgeprobe strategy's Prober.
+	prober *hedgeprobe.Prober[Chunk]
 }
 
 // Shared production-style settings of the hedgeprobe strategies.
@@ -112,7 +115,7 @@ func Strategies() ([]Strategy, error) {
 		return nil, err
 	}
 	out = append(out, Strategy{Name: "hedgedhttp (headers)",
-		Config: fmt.Sprintf("cristalhq/hedgedhttp v0.9.2, Upto 2, Delay %v; first response (any status) wins", hedgedDelay),
+		Config: fmt.Sprintf("cristalhq/hedgedhttp v0.9.2, Upto 2, Delay %v; first response (any status) wins, + one retry on a 429 or 5xx", hedgedDelay),
 		Hedged: hc,
 		run:    func(ctx context.Context, c *call) Result { return viaHTTP(ctx, hc, c) }})
 
@@ -121,11 +124,11 @@ func Strategies() ([]Strategy, error) {
 		cfg        hedgeprobe.Config
 		retry      bool
 	}{
-		// The two baselines have no route ejection: neither bhope/hedge
-		// nor LangChain has one. A Retry-After still keeps the TTFT-only
-		// row's hedges off a route until then (hedgeprobe's pushback has
-		// no switch).
-		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (bhope/hedge-style: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog, no route ejection, + one retry",
+		// The two baselines have no route ejection: neither failsafe-go's
+		// hedge policy nor LangChain has one. A Retry-After still keeps the
+		// TTFT-only row's hedges off a route until then (hedgeprobe's
+		// pushback has no switch).
+		{"TTFT-only hedge", "hedgeprobe, StallAfter 0 (failsafe-go hedge-policy style on the first chunk: TTFT is the only trigger, plus errors), adaptive p95 delay, no watchdog, no route ejection, + one retry",
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
 		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, no route ejection, then one retry on the other route", watchdogTimeout),
 			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
@@ -225,7 +228,7 @@ func probe(name, desc string, cfg hedgeprobe.Config, retry bool) (Strategy, erro
 	// Report the config with New's defaults filled in, as the budget
 	// assertion needs the real HedgeBudget and HedgeBurst.
 	c := p.Config()
-	return Strategy{Name: name, Config: desc, Probe: &c, run: ps.call}, nil
+	return Strategy{Name: name, Config: desc, Probe: &c, run: ps.call, prober: p}, nil
 }
 
 // direct reads one attempt on the primary to its end, no watchdog.
@@ -255,35 +258,40 @@ func direct(ctx context.Context, c *call) Result {
 	return r
 }
 
-// probeStrategy makes calls through one Prober. Its calls run one after
-// another on one goroutine, and OnThrottle runs on the goroutine calling
-// Next, so tally needs no lock.
+// probeStrategy makes calls through one Prober, several at a time.
 type probeStrategy struct {
 	p     *hedgeprobe.Prober[Chunk]
 	retry bool
-	tally *Result
 }
+
+// tallyKey carries a call's Result in the context it gives Prober.Stream,
+// where the hooks find it: the Prober's hooks are shared by the calls in
+// flight, and each runs on the goroutine calling its own call's Next or
+// Close, so a call's tally needs no lock.
+type tallyKey struct{}
+
+func tallyOf(ctx context.Context) *Result { return ctx.Value(tallyKey{}).(*Result) }
 
 func (ps *probeStrategy) onHedge(e hedgeprobe.HedgeEvent) {
 	switch e.Trigger {
 	case hedgeprobe.TriggerTTFT:
-		ps.tally.ByTrigger[byTTFT]++
+		tallyOf(e.Context).ByTrigger[byTTFT]++
 	case hedgeprobe.TriggerStall:
-		ps.tally.ByTrigger[byStall]++
+		tallyOf(e.Context).ByTrigger[byStall]++
 	case hedgeprobe.TriggerError:
-		ps.tally.ByTrigger[byError]++
+		tallyOf(e.Context).ByTrigger[byError]++
 	}
 }
 
 func (ps *probeStrategy) onResume(e hedgeprobe.ResumeEvent) {
 	if e.Skipped == "" {
-		ps.tally.ByTrigger[byResume]++
+		tallyOf(e.Context).ByTrigger[byResume]++
 	}
 }
 
 func (ps *probeStrategy) onThrottle(e hedgeprobe.ThrottleEvent) {
 	if e.Reason == hedgeprobe.ThrottlePushback {
-		ps.tally.ThrottledPushback++
+		tallyOf(e.Context).ThrottledPushback++
 	}
 }
 
@@ -300,8 +308,7 @@ var ErrGarbled = errors.New("hedgesim: the answer is not chunks 0…N−1 in ord
 func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 	start := time.Now()
 	r := Result{TTFT: -1}
-	ps.tally = &r
-	defer func() { ps.tally = nil }()
+	ctx = context.WithValue(ctx, tallyKey{}, &r)
 	p, retry := ps.p, ps.retry
 	routes := []hedgeprobe.Route[Chunk]{c.route(Primary), c.route(Secondary)}
 	if p.Config().MaxAttempts == 1 {
@@ -366,19 +373,37 @@ var (
 )
 
 // viaHTTP makes the call through hedgedhttp and reads the winner's SSE
-// body; no watchdog (hedgedhttp has none).
+// body; no watchdog (hedgedhttp has none). A winner that is a 429 or a
+// 5xx is retried once, the other route first, as the caller's fallback
+// chain would, and as the other competitors' rows are.
 func viaHTTP(ctx context.Context, client *hedgedhttp.Client, c *call) Result {
+	start := time.Now()
 	hc := &httpCall{call: c}
 	r := readHTTP(ctx, client, hc)
+	r.Streams = 1
+	tries := []*httpCall{hc}
+	if se, ok := errors.AsType[*StatusError](r.Err); ok && se.Transient() {
+		retry := &httpCall{call: c, first: 1}
+		tries = append(tries, retry)
+		offset := time.Since(start)
+		r = readHTTP(ctx, client, retry)
+		r.Done += offset
+		if r.TTFT >= 0 {
+			r.TTFT += offset
+		}
+		r.Streams = 2
+	}
 	// Every round trip hedgedhttp made has returned by now (the winner's
 	// body is closed, losers were cancelled); a loser still in its header
 	// wait is counted as an attempt all the same.
-	hc.mu.Lock()
-	defer hc.mu.Unlock()
-	r.Attempts = hc.trips
 	var received int64
-	for _, b := range hc.bodies {
-		received += int64(b.s.content)
+	for _, t := range tries {
+		t.mu.Lock()
+		r.Attempts += t.trips
+		for _, b := range t.bodies {
+			received += int64(b.s.content)
+		}
+		t.mu.Unlock()
 	}
 	r.Wasted = received - r.read
 	return r.Result

@@ -230,7 +230,8 @@ func (c *call) openAt(ctx context.Context, name string, k int) (hedgeprobe.Sourc
 
 // transport is the in-memory http.RoundTripper under hedgedhttp. The call
 // travels in the request context; its n-th round trip goes to route n mod 2
-// (primary, then secondary), as a hedge to another provider would.
+// (primary, then secondary, as a hedge to another provider would; the
+// other way round for a retry).
 type transport struct{}
 
 type callKey struct{}
@@ -238,6 +239,9 @@ type callKey struct{}
 // httpCall is a call plus the round trips hedgedhttp made for it.
 type httpCall struct {
 	*call
+	// first is the index of the route of the first round trip: 0 the
+	// primary, 1 the secondary (a retry on the other route).
+	first  int
 	trips  int
 	bodies []*body
 }
@@ -248,7 +252,7 @@ func (transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("hedgesim: request without a call")
 	}
 	hc.mu.Lock()
-	name := [2]string{Primary, Secondary}[hc.trips%2]
+	name := [2]string{Primary, Secondary}[(hc.first+hc.trips)%2]
 	hc.trips++
 	hc.mu.Unlock()
 	s := newScript(req.Context(), hc.sc, hc.nextDraw(name))
