@@ -287,7 +287,10 @@ var ErrContinuation = errors.New("goopenai: RouteOptions.Continue: go-openai can
 // Route returns a hedgeprobe route named name that streams req with
 // client: each attempt calls CreateChatCompletionStream under its own
 // context and wraps the stream in a Source. It sets
-// stream_options.include_usage unless req sets StreamOptions.
+// stream_options.include_usage unless req sets StreamOptions or
+// sse.RefusesStreamOptions says the upstream refuses the field (Mistral's
+// API, provider sse.ProviderMistralAI, which reports usage on its last
+// chunk all the same).
 //
 // go-openai has no retries of its own; its errors carry no headers, so a
 // 429 from it reaches hedgeprobe without its Retry-After.
@@ -295,7 +298,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
-	if req.StreamOptions == nil {
+	if req.StreamOptions == nil && !sse.RefusesStreamOptions(o.Provider, o.Continue) {
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {

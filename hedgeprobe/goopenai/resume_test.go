@@ -180,3 +180,29 @@ func TestResumeToolCall(t *testing.T) {
 		}
 	})
 }
+
+// Mistral's API refuses stream_options (422, extra_forbidden): a route of
+// provider mistral_ai sends none; any other asks for usage unless the
+// request sets StreamOptions itself.
+func TestStreamOptions(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	cfg := openai.DefaultConfig("test")
+	cfg.BaseURL = up.URL
+	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
+	client := openai.NewClientWithConfig(cfg)
+	req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "a story"}}}
+	for _, tc := range []struct {
+		name     string
+		provider string
+		sent     bool
+	}{{"OpenAI", "", true}, {"Mistral", sse.ProviderMistralAI, false}} {
+		src, err := goopenai.Route("r", client, req, goopenai.RouteOptions{Provider: tc.provider}).Open(t.Context(), hedgeprobe.Attempt{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		adaptertest.Drain(t, src)
+		if so, sent := up.Next(t)["stream_options"]; sent != tc.sent {
+			t.Errorf("%s: stream_options %v (sent: %v), want sent: %v", tc.name, so, sent, tc.sent)
+		}
+	}
+}

@@ -219,17 +219,16 @@ type RouteOptions struct {
 // another attempt, which hedgeprobe launches and budgets itself.
 //
 // The route asks for stream_options.include_usage (Tokens needs it)
-// unless params set it, or Continue is sse.ContinuePrefixEcho: Mistral's
-// API refuses the field (422, extra_forbidden) and reports usage on its
-// last chunk all the same. Another server that refuses it is sent none
-// with option.WithJSONDel("stream_options") in RequestOptions.
+// unless params set it, or sse.RefusesStreamOptions says the upstream
+// refuses the field (Mistral's API: provider sse.ProviderMistralAI, or
+// Continue sse.ContinuePrefixEcho), which reports usage on its last chunk
+// all the same. Another server that refuses it is sent none with
+// option.WithJSONDel("stream_options") in RequestOptions.
 func Route(name string, client openai.Client, params openai.ChatCompletionNewParams, o RouteOptions) hedgeprobe.Route[Chunk] {
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
-	// Mistral's API refuses stream_options (422, extra_forbidden) and
-	// reports usage on its last chunk all the same.
-	if !params.StreamOptions.IncludeUsage.Valid() && o.Continue != sse.ContinuePrefixEcho {
+	if !params.StreamOptions.IncludeUsage.Valid() && !sse.RefusesStreamOptions(o.Provider, o.Continue) {
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 	}
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {

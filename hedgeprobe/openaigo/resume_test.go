@@ -200,10 +200,10 @@ func TestResumeToolCall(t *testing.T) {
 	})
 }
 
-// Mistral's API refuses stream_options (422, extra_forbidden): a
-// ContinuePrefixEcho route sends none, on its first attempt and on a
-// resume; any other route asks for usage; option.WithJSONDel takes it out
-// of any route.
+// Mistral's API refuses stream_options (422, extra_forbidden): a Mistral
+// route — provider mistral_ai, or ContinuePrefixEcho — sends none, on its
+// first attempt and on a resume; any other route asks for usage;
+// option.WithJSONDel takes it out of any route.
 func TestStreamOptions(t *testing.T) {
 	up := adaptertest.CaptureBodies(t)
 	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
@@ -215,7 +215,8 @@ func TestStreamOptions(t *testing.T) {
 		sent bool
 	}{
 		{"DeepSeek", openaigo.RouteOptions{Continue: sse.ContinuePrefix}, true},
-		{"Mistral", openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
+		{"Mistral by continuation", openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
+		{"Mistral by provider", openaigo.RouteOptions{Provider: sse.ProviderMistralAI, Continue: sse.ContinuePrefix}, false},
 		{"deleted", openaigo.RouteOptions{Continue: sse.ContinuePrefix, RequestOptions: []option.RequestOption{option.WithJSONDel("stream_options")}}, false},
 	} {
 		r := openaigo.Route("r", client, p, tc.o)

@@ -6,6 +6,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
 var (
@@ -231,4 +232,42 @@ func TestE2EResumeOpenAIToolCall(t *testing.T) {
 		}
 		return content, out, finish, stream.Err()
 	})
+}
+
+// A Mistral route — by its provider or by its way of continuing — sends no
+// stream_options, which fakellm's Mistral stand-in (steady-prefix-echo)
+// answers with a 422, and still counts the answer's tokens from the usage
+// on its last chunk, on a first attempt and on a resume.
+func TestE2EMistralUsage(t *testing.T) {
+	up := adaptertest.Start(t)
+	for _, tc := range []struct {
+		name     string
+		provider string
+		how      sse.Continuation
+	}{
+		{"by provider", sse.ProviderMistralAI, sse.ContinuePrefix},
+		{"by continuation", "", sse.ContinuePrefixEcho},
+	} {
+		r := sse.OpenAIRoute("mistral", sse.OpenAIRequest{BaseURL: up.ProfileURL("steady-prefix-echo") + "/v1", Model: "m",
+			Provider: tc.provider, Continue: tc.how, Messages: []sse.Message{{Role: "user", Content: "a story"}}})
+		for _, a := range []hedgeprobe.Attempt{
+			{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
+			{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: fakellm.Script(7)},
+		} {
+			src, err := r.Open(t.Context(), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tokens int64
+			for src.Next() {
+				if n, ok := sse.OpenAITokens(src.Current()); ok {
+					tokens = n
+				}
+			}
+			if err := src.Err(); err != nil || tokens == 0 {
+				t.Errorf("%s, %s: err %v, %d output tokens", tc.name, a.Trigger, err, tokens)
+			}
+			_ = src.Close()
+		}
+	}
 }

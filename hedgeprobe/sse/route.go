@@ -49,11 +49,9 @@ type Message struct {
 
 // OpenAIRequest describes a chat-completions call on an OpenAI-compatible
 // upstream. The route always sends "stream": true, and
-// "stream_options": {"include_usage": true} unless Continue is
-// ContinuePrefixEcho or Params["stream_options"] is nil: Mistral's API
-// refuses the field (422, extra_forbidden), as may other servers that
-// refuse fields they do not know, and Mistral reports usage on its last
-// chunk all the same.
+// "stream_options": {"include_usage": true} unless RefusesStreamOptions
+// says the upstream refuses it or Params["stream_options"] is nil (for
+// another server that refuses fields it does not know).
 type OpenAIRequest struct {
 	// Provider is the gen_ai.provider.name; default "openai".
 	Provider string
@@ -93,6 +91,21 @@ type OpenAIRequest struct {
 	Continue Continuation
 }
 
+// ProviderMistralAI is Mistral's gen_ai.provider.name in the OpenTelemetry
+// GenAI semantic conventions.
+const ProviderMistralAI = "mistral_ai"
+
+// RefusesStreamOptions reports whether an OpenAI-compatible upstream
+// refuses the request field stream_options: Mistral's API answers it with
+// a 422 (extra_forbidden) on every request, and reports usage on its last
+// chunk without being asked. A route is taken for Mistral's by its
+// provider (ProviderMistralAI) or by the way it continues an answer
+// (ContinuePrefixEcho, Mistral's). The routes of this package, openaigo
+// and goopenai leave the field out for such an upstream.
+func RefusesStreamOptions(provider string, c Continuation) bool {
+	return provider == ProviderMistralAI || c == ContinuePrefixEcho
+}
+
 // OpenAIRoute returns the hedgeprobe route named name that streams req.
 // Each attempt is its own HTTP request whose context is the attempt's, so
 // cancelling the attempt aborts the request and its body.
@@ -107,7 +120,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	body["model"] = req.Model
 	body["messages"] = req.Messages
 	body["stream"] = true
-	if so, set := req.Params["stream_options"]; (set && so == nil) || req.Continue == ContinuePrefixEcho {
+	if so, set := req.Params["stream_options"]; (set && so == nil) || RefusesStreamOptions(req.Provider, req.Continue) {
 		delete(body, "stream_options")
 	} else {
 		body["stream_options"] = map[string]any{"include_usage": true}

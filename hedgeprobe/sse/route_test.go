@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	otelsemconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
@@ -150,26 +152,31 @@ func TestRouteServer(t *testing.T) {
 }
 
 // Mistral's API refuses stream_options (422, extra_forbidden), so a
-// ContinuePrefixEcho route sends none, on its first attempt and on a
-// resume; a nil Params["stream_options"] leaves it out on any route; and
-// every other route asks for usage.
+// Mistral route — provider mistral_ai, or ContinuePrefixEcho — sends none,
+// on its first attempt and on a resume; a nil Params["stream_options"]
+// leaves it out on any route; and every other route asks for usage.
 func TestOpenAIRouteStreamOptions(t *testing.T) {
+	if ProviderMistralAI != otelsemconv.GenAIProviderNameMistralAI.Value.AsString() {
+		t.Fatalf("ProviderMistralAI %q is not the semantic conventions' %q", ProviderMistralAI, otelsemconv.GenAIProviderNameMistralAI.Value.AsString())
+	}
 	for _, tc := range []struct {
 		name     string
+		provider string
 		cont     Continuation
 		params   map[string]any
 		resume   bool
-		expected bool
+		sent     bool
 	}{
-		{"default", ContinueNone, nil, false, true},
-		{"vLLM resume", ContinueFinalMessage, map[string]any{"continue_final_message": true}, true, true},
-		{"Mistral", ContinuePrefixEcho, nil, false, false},
-		{"Mistral resume", ContinuePrefixEcho, nil, true, false},
-		{"left out", ContinueNone, map[string]any{"stream_options": nil}, false, false},
+		{"default", "", ContinueNone, nil, false, true},
+		{"vLLM resume", "", ContinueFinalMessage, map[string]any{"continue_final_message": true}, true, true},
+		{"Mistral by continuation", "", ContinuePrefixEcho, nil, false, false},
+		{"Mistral by continuation, resume", "", ContinuePrefixEcho, nil, true, false},
+		{"Mistral by provider", ProviderMistralAI, ContinueNone, nil, false, false},
+		{"left out", "", ContinueNone, map[string]any{"stream_options": nil}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts, ch := capture(t, "data: [DONE]\n\n")
-			r := OpenAIRoute("r", OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Continue: tc.cont, Params: tc.params,
+			r := OpenAIRoute("r", OpenAIRequest{BaseURL: ts.URL + "/v1", Model: "m", Provider: tc.provider, Continue: tc.cont, Params: tc.params,
 				Messages: []Message{{Role: "user", Content: "a story"}}})
 			at := hedgeprobe.Attempt{}
 			if tc.resume {
@@ -183,11 +190,11 @@ func TestOpenAIRouteStreamOptions(t *testing.T) {
 			}
 			_ = src.Close()
 			body := (<-ch).body
-			so, ok := body["stream_options"]
-			if ok != tc.expected {
-				t.Fatalf("stream_options %v (sent: %v), want sent: %v; body %v", so, ok, tc.expected, body)
+			so, sent := body["stream_options"]
+			if sent != tc.sent {
+				t.Fatalf("stream_options %v (sent: %v), want sent: %v; body %v", so, sent, tc.sent, body)
 			}
-			if ok && fmt.Sprint(so) != "map[include_usage:true]" {
+			if sent && fmt.Sprint(so) != "map[include_usage:true]" {
 				t.Fatalf("stream_options %v", so)
 			}
 		})

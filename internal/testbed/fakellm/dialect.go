@@ -72,10 +72,14 @@ func (d openaiDialect) usage(r *run) map[string]any {
 }
 
 func (d openaiDialect) finish(r *run) {
+	var usage map[string]any
+	if r.p.usage() && r.p.UsageOnFinish {
+		usage = d.usage(r)
+	}
 	r.write("", d.chunk(r, []map[string]any{{
 		"index": 0, "delta": map[string]any{}, "finish_reason": "stop",
-	}}, nil))
-	if r.p.usage() && r.req.StreamOptions != nil && r.req.StreamOptions.IncludeUsage {
+	}}, usage))
+	if r.p.usage() && !r.p.UsageOnFinish && r.req.StreamOptions != nil && r.req.StreamOptions.IncludeUsage {
 		r.write("", d.chunk(r, []map[string]any{}, d.usage(r)))
 	}
 	r.writeRaw("data: [DONE]\n\n")

@@ -50,6 +50,14 @@ type Profile struct {
 	// with stream_options.include_usage) or usage on message_delta
 	// (Anthropic, always). Default true.
 	Usage *bool `yaml:"usage"`
+	// UsageOnFinish puts the usage on the OpenAI endpoint's finish_reason
+	// chunk, whether the request asked for it or not, as Mistral's API
+	// does, instead of a chunk of its own.
+	UsageOnFinish bool `yaml:"usage_on_finish"`
+	// RefuseFields are top-level request fields the OpenAI endpoint
+	// answers with a 422, as an API that refuses fields it does not know
+	// does (Mistral's: "extra_forbidden", stream_options among them).
+	RefuseFields []string `yaml:"refuse_fields"`
 	// Silences are pauses after given chunks.
 	Silences []Silence `yaml:"silences"`
 	// Error sends an error payload mid-stream and ends the response.

@@ -158,3 +158,34 @@ func TestChunksShareCreated(t *testing.T) {
 		}
 	})
 }
+
+// steady-prefix-echo plays Mistral's API: a request with stream_options
+// gets a 422 "extra_forbidden" before anything streams, and one without
+// it has its usage on the finish_reason chunk — a continuation included
+// (80 tokens: 40 chunks of 2, the repeat of the prefix not counted).
+func TestMistralLikeUsage(t *testing.T) {
+	ts := startServer(t, 0.001)
+	resp := post(t, ts.URL+"/v1/chat/completions", "steady-prefix-echo",
+		chatBody(t, script(3), map[string]any{"stream_options": map[string]any{"include_usage": true}}, map[string]any{"prefix": true}))
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "extra_forbidden") {
+		t.Fatalf("stream_options: %d %s, want 422 extra_forbidden", resp.StatusCode, body)
+	}
+	for _, tc := range []struct {
+		prefix string
+		tokens int64
+	}{{"", 80}, {script(7), 66}} {
+		resp := post(t, ts.URL+"/v1/chat/completions", "steady-prefix-echo", chatBody(t, tc.prefix, nil, map[string]any{"prefix": true}))
+		onFinish := false // the usage rode on the finish_reason chunk
+		tokens := func(c sse.ChatChunk) (int64, bool) {
+			n, ok := sse.OpenAITokens(c)
+			onFinish = onFinish || ok && len(c.Choices) > 0 && c.Choices[0].FinishReason != ""
+			return n, ok
+		}
+		got := drain(sse.NewOpenAIStream(resp, sse.StreamOptions{}), sse.ClassifyOpenAI, tokens, chatText)
+		if got.err != nil || got.tokens != tc.tokens || !onFinish {
+			t.Errorf("prefix %q: err %v, %d tokens (on the finish chunk: %v); want %d on the finish chunk", tc.prefix, got.err, got.tokens, onFinish, tc.tokens)
+		}
+	}
+}

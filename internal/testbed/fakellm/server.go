@@ -163,6 +163,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, d, http.StatusBadRequest, "invalid_request_error", "", "fakellm: "+err.Error())
 		return
 	}
+	if field := refused(raw, d, p); field != "" {
+		rec.status, rec.outcome = http.StatusUnprocessableEntity, "refused_field"
+		writeError(w, d, http.StatusUnprocessableEntity, "invalid_request_error", "extra_forbidden",
+			"fakellm: body."+field+": Extra inputs are not permitted")
+		return
+	}
 	asks, err := asksContinuation(&req, d, p)
 	if err == nil && asks {
 		// A model that refuses prefill refuses any, whatever its text:
@@ -249,6 +255,24 @@ func (r *request) check() error {
 		}
 	}
 	return nil
+}
+
+// refused returns the first of the profile's RefuseFields the request
+// body has at its top level, on the OpenAI endpoint; "" when none.
+func refused(raw json.RawMessage, d dialect, p *Profile) string {
+	if _, isOpenAI := d.(openaiDialect); !isOpenAI || len(p.RefuseFields) == 0 {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return ""
+	}
+	for _, f := range p.RefuseFields {
+		if _, ok := fields[f]; ok {
+			return f
+		}
+	}
+	return ""
 }
 
 func writeError(w http.ResponseWriter, d dialect, status int, typ, code, msg string) {
