@@ -35,9 +35,11 @@
 // or completion text is ever recorded. A failed span's status is its
 // error's text: a Source's error should not quote what the upstream
 // streamed (the sse routes and the adapters never quote a 2xx body that
-// is not a stream: where they read one, it is in sse.ProtocolError.Body);
-// an upstream's own error message is kept, and the start of an error
-// status's body that is not JSON stands for one.
+// is not a stream: where they read one, it is in sse.ProtocolError.Body).
+// An upstream's own error message, which can quote the request or the
+// answer, is left out of the status (sse.UpstreamError.StatusText: its
+// status, type and code stay) and kept in Stream.Err for the caller; so
+// is a recovered panic's value, of which the status names the type.
 //
 // Goroutines: one per attempt reads its Source; the goroutine calling Next
 // drives the race (no coordinator goroutine). After a Streaming commit

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -182,12 +183,30 @@ func vetError(route string, err error) (vetted error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %v", ErrSourcePanic, route, r)
+			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %w", ErrSourcePanic, route, panicValue{r})
 		}
 	}()
 	budget := maxChain
 	exercise(err, &budget)
 	return err
+}
+
+// panicValue is a recovered panic's value in an error wrapping
+// ErrOpenPanic, ErrSourcePanic, ErrClassifierPanic or ErrExtractorPanic.
+// Error quotes the value, for the caller (Stream.Err) and its logs; the
+// spans record StatusText, which does not: a value the caller's code
+// panicked with can quote the item it was given — answer text — while the
+// message of a runtime error (an index out of range, a nil map) cannot.
+type panicValue struct{ v any }
+
+func (p panicValue) Error() string { return fmt.Sprint(p.v) }
+
+// StatusText names the value's type, or gives a runtime error's message.
+func (p panicValue) StatusText() string {
+	if re, ok := p.v.(runtime.Error); ok {
+		return re.Error()
+	}
+	return fmt.Sprintf("a panic value of type %T", p.v)
 }
 
 // maxChain bounds the errors exercise visits: a chain that long (or one

@@ -1534,3 +1534,44 @@ func TestRegressionNilSourceOnResumeIsFatal(t *testing.T) {
 		}
 	})
 }
+
+// Regression (privacy: no answer text in a span's status): a recovered
+// panic's value went into the spans' status descriptions, and a value the
+// caller's code panics with can quote the item it was given. The status
+// now names the value's type (a runtime error keeps its message, which
+// quotes nothing); Err still quotes the value, for the caller.
+func TestRegressionPanicValueNotInStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opt    itemsOpt
+		status string // what the status says of the value instead
+	}{
+		{"token count", withTokens(func(c chunk) (int64, bool) { panic("unexpected usage item: " + c.Text) }), "a panic value of type string"},
+		{"response model", withModel(func(c chunk) (string, bool) { panic(fmt.Errorf("no model in %q", c.Text)) }), "a panic value of type *errors.errorString"},
+		{"runtime error", withTokens(func(c chunk) (int64, bool) { return int64([]byte(c.Text)[len(c.Text)+1]), true }), "index out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, exp := recorded(t, Config{MaxAttempts: 1}, tc.opt)
+				s := p.Stream(t.Context(), newUpstream("a", []step{content(time.Second, "the answer is SECRET")}).route())
+				for s.Next() {
+				}
+				if !errors.Is(s.Err(), ErrExtractorPanic) {
+					t.Fatalf("err %v, want ErrExtractorPanic", s.Err())
+				}
+				if tc.name != "runtime error" && !strings.Contains(s.Err().Error(), "SECRET") {
+					t.Errorf("err %q: the caller's error lost the panic value", s.Err())
+				}
+				spans := exp.GetSpans()
+				if len(spans) != 2 {
+					t.Fatalf("%d spans, want the call's and the attempt's", len(spans))
+				}
+				for _, sp := range spans {
+					if d := sp.Status.Description; strings.Contains(d, "SECRET") || !strings.Contains(d, tc.status) {
+						t.Errorf("span %q: status %q, want %q and no answer text", sp.Name, d, tc.status)
+					}
+				}
+			})
+		})
+	}
+}

@@ -330,7 +330,7 @@ type statusTexter interface {
 // most maxStatusText bytes, cut between characters.
 func statusText(err error) string {
 	s := err.Error()
-	if st, ok := errors.AsType[statusTexter](err); ok {
+	if st, ok := errors.AsType[statusTexter](err); ok && st.Error() != "" {
 		s = strings.Replace(s, st.Error(), st.StatusText(), 1)
 	}
 	s = validUTF8(s)
