@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -709,77 +707,6 @@ func TestResumeFollows(t *testing.T) {
 				t.Fatalf("the continuation counted %d content chunks: its item failed before it counted", st.Attempts[1].ContentChunks)
 			}
 		})
-	})
-}
-
-// Exactly once, under stress: thousands of calls whose streams fall
-// silent after commit at random points and recover at random times, with
-// continuations that may stall too. The caller's text is always one
-// contiguous prefix of the script, continued without a gap or a repeat,
-// and the whole script whenever the call ends ok.
-func TestResumeExactlyOnceStress(t *testing.T) {
-	words := make([]string, 40)
-	for i := range words {
-		words[i] = fmt.Sprintf("w%d ", i)
-	}
-	script := strings.Join(words, "")
-	synctest.Test(t, func(t *testing.T) {
-		rng := rand.New(rand.NewPCG(7, 11))
-		var mu sync.Mutex
-		route := func(name string) Route[chunk] {
-			return Route[chunk]{Name: name, Model: "m", Continues: true, Open: func(ctx context.Context, a Attempt) (Source[chunk], error) {
-				if !strings.HasPrefix(script, a.Prefix) {
-					return nil, fmt.Errorf("prefix %q is not a prefix of the script", a.Prefix)
-				}
-				k := len(strings.Fields(a.Prefix))
-				if a.Prefix != strings.Join(words[:k], "") {
-					return nil, fmt.Errorf("prefix %q does not end at a word", a.Prefix)
-				}
-				mu.Lock()
-				stallAt, stallFor := rng.IntN(60), time.Duration(rng.IntN(8000))*time.Millisecond
-				mu.Unlock()
-				steps := []step{control(50*time.Millisecond, "role")}
-				for i, w := range words[k:] {
-					d := 20 * time.Millisecond
-					if i == 0 {
-						d = 300 * time.Millisecond
-					}
-					if i == stallAt {
-						d += stallFor
-					}
-					steps = append(steps, content(d, w))
-				}
-				steps = append(steps, control(10*time.Millisecond, "stop"))
-				return &scripted{route: name, ctx: ctx, steps: steps, closed: make(chan struct{})}, nil
-			}}
-		}
-		p := mustNew(t, Config{HedgeAfter: time.Hour, ResumeAfter: time.Second, StallTimeout: 4 * time.Second,
-			MaxAttempts: 5, HedgeBudget: 1}, withText())
-		var ok, resumed int
-		for range 2000 {
-			s := p.Stream(t.Context(), route("a"), route("b"), route("c"))
-			g := drain(s, time.Now())
-			text := joined(g)
-			if !strings.HasPrefix(script, text) {
-				t.Fatalf("caller read %q: not a prefix of the script", text)
-			}
-			st := s.Stats()
-			if st.Outcome == OutcomeOK {
-				ok++
-				if text != script {
-					t.Fatalf("ok call read %q", text)
-				}
-			} else if !errors.Is(g.err, ErrStallTimeout) {
-				t.Fatalf("outcome %q err %v", st.Outcome, g.err)
-			}
-			if len(st.Attempts) > 1 {
-				resumed++
-			}
-		}
-		if resumed < 500 || ok < 1500 {
-			t.Fatalf("ok %d resumed %d of 2000: the stress did not exercise resume", ok, resumed)
-		}
-		t.Logf("2000 calls: %d ok, %d resumed", ok, resumed)
 	})
 }
 

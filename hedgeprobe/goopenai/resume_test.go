@@ -93,11 +93,7 @@ func TestItemsResponse(t *testing.T) {
 // hedgeprobe.ErrCannotContinue before any request. The caller's request is
 // left as it was.
 func TestResumeExtendsPrefill(t *testing.T) {
-	up := adaptertest.CaptureBodies(t)
-	cfg := openai.DefaultConfig("test")
-	cfg.BaseURL = up.URL
-	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
-	client := openai.NewClientWithConfig(cfg)
+	up, client := capturing(t)
 	user := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: "a story"}
 	for _, tc := range []struct {
 		name string
@@ -185,11 +181,7 @@ func TestResumeToolCall(t *testing.T) {
 // provider mistral_ai sends none; any other asks for usage unless the
 // request sets StreamOptions itself.
 func TestStreamOptions(t *testing.T) {
-	up := adaptertest.CaptureBodies(t)
-	cfg := openai.DefaultConfig("test")
-	cfg.BaseURL = up.URL
-	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
-	client := openai.NewClientWithConfig(cfg)
+	up, client := capturing(t)
 	req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "a story"}}}
 	for _, tc := range []struct {
 		name     string
@@ -205,4 +197,14 @@ func TestStreamOptions(t *testing.T) {
 			t.Errorf("%s: stream_options %v (sent: %v), want sent: %v", tc.name, so, sent, tc.sent)
 		}
 	}
+}
+
+// capturing returns an upstream that records each request body and
+// answers a one-chunk stream, and a go-openai client of it.
+func capturing(t *testing.T) (*adaptertest.Bodies, *openai.Client) {
+	up := adaptertest.CaptureBodies(t)
+	cfg := openai.DefaultConfig("test")
+	cfg.BaseURL = up.URL
+	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
+	return up, openai.NewClientWithConfig(cfg)
 }
