@@ -161,8 +161,18 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	if s.life.closed {
 		return nil, false
 	}
-	if l.trigger != TriggerPrimary && !s.p.budget.take() {
-		return nil, true
+	started := false
+	if l.trigger != TriggerPrimary {
+		if !s.p.budget.take() {
+			return nil, true
+		}
+		// A span processor that panics in Start below launches nothing:
+		// the token goes back, as the admission does (see launch).
+		defer func() {
+			if !started {
+				s.p.budget.giveBack()
+			}
+		}()
 	}
 	a = &attempt[T]{
 		idx: len(s.attempts), route: route, trigger: l.trigger,
@@ -194,6 +204,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	s.race.admitted = admission{}
 	s.attempts = append(s.attempts, a)
 	s.life.wg.Add(1)
+	started = true
 	return a, false
 }
 

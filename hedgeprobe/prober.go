@@ -166,6 +166,13 @@ func (b *budget) refill() {
 // token.
 const tokenSlack = 1e-9
 
+// giveBack returns a token taken for an attempt that never started.
+func (b *budget) giveBack() {
+	b.mu.Lock()
+	b.tokens = min(b.burst, b.tokens+1)
+	b.mu.Unlock()
+}
+
 func (b *budget) take() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -242,13 +242,42 @@ func TestRegressionPanicDoesNotWedgeCall(t *testing.T) {
 			}
 		})
 	})
+	// A hedge whose span's Start panicked never launched: its budget
+	// token goes back, as its admission does (rule 3: a hedge takes one).
+	t.Run("hedge span panic", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(panicOnStart{hedge: true, started: new(atomic.Int32)}))
+			defer tp.Shutdown(context.Background())
+			p := mustNew(t, Config{HedgeAfter: 100 * time.Millisecond, MaxAttempts: 2, HedgeBurst: 5}, WithTracerProvider(tp))
+			a := newUpstream("a", texts("a", 1, time.Second, 0))
+			b := newUpstream("b", texts("b", 1, 10*time.Millisecond, 0))
+			s := p.Stream(t.Context(), a.route(), b.route())
+			var r any
+			func() {
+				defer func() { r = recover() }()
+				for s.Next() {
+				}
+			}()
+			s.Close()
+			if r != "attempt span" || len(s.Stats().Attempts) != 1 {
+				t.Fatalf("recovered %v, %d attempts; want the hedge's span panic and the primary alone", r, len(s.Stats().Attempts))
+			}
+			if got := p.budget.tokens; got != 5 {
+				t.Errorf("the bucket holds %v tokens after a hedge that never launched, want 5", got)
+			}
+		})
+	})
 }
 
-// panicOnStart is a span processor that panics when an attempt span starts.
-type panicOnStart struct{}
+// panicOnStart is a span processor that panics when an attempt span
+// starts: every one, or with hedge set the second only (the first hedge).
+type panicOnStart struct {
+	hedge   bool
+	started *atomic.Int32
+}
 
-func (panicOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
-	if s.SpanKind() == trace.SpanKindClient {
+func (p panicOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.SpanKind() == trace.SpanKindClient && (!p.hedge || p.started.Add(1) == 2) {
 		panic("attempt span")
 	}
 }
