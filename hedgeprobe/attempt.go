@@ -69,7 +69,10 @@ type attempt[T any] struct {
 	stallSpent time.Duration // value of last when the stall trigger fired; -1 never
 	tokens     int64
 	hasTokens  bool
-	rec        *attemptRecorder
+	// uncounted: a failure route health does not count (cut off by the
+	// call's TTFT watchdog before its hedge delay; see finish).
+	uncounted bool
+	rec       *attemptRecorder
 	// answer is, on a resume attempt whose items reach the caller, the
 	// latest content item the caller had before its first (Items.Relabel),
 	// set then: a pointer, as an SDK's item can weigh kilobytes. Used on

@@ -162,7 +162,7 @@ func isPanic(err error) bool {
 // unhealthy counts a's transient failure (an error, or a watchdog timeout
 // of an attempt committed or racing) against its route's health.
 func (s *Stream[T]) unhealthy(a *attempt[T], err error, now time.Time) {
-	if !IsTransient(err) {
+	if !IsTransient(err) || a.uncounted {
 		return
 	}
 	ev, ejected := s.p.health.failure(a.route.Name, now, retryAfter(err), a.adm.epoch, a.adm.probe)
@@ -262,6 +262,13 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 		case outcome == OutcomeCanceled:
 			s.end(a, AttemptCanceled, nil, now, false)
 		case a == w || outcome == OutcomeTTFTTimeout:
+			// An attempt the call's TTFT watchdog cut off sooner than its
+			// own hedge delay, launched late in the call's TTFT budget,
+			// tells nothing about its route — as in the delay sketch
+			// (observeCensored) — so route health does not count it; the
+			// attempts that had that long (the primary had the whole
+			// budget) are counted.
+			a.uncounted = outcome == OutcomeTTFTTimeout && now.Sub(a.launchAt) < min(a.delay, s.p.cfg.TTFTTimeout)
 			s.end(a, AttemptFailed, err, now, true)
 		default:
 			s.end(a, AttemptCanceled, nil, now, false)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1603,4 +1604,28 @@ func TestRegressionPanicValueNotInStatus(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Regression (rule 11; the delay sketch's censoring): the call's TTFT
+// watchdog failed every live attempt, and route health counted each — a
+// healthy route hedged to 100 ms before the deadline was ejected after
+// three such calls. An attempt cut off sooner than its hedge delay is not
+// counted now; the primary, which had the whole TTFT budget, still is.
+func TestRegressionTTFTTimeoutSparesLateHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ejected []string
+		p := mustNew(t, Config{HedgeAfter: 9900 * time.Millisecond, TTFTTimeout: 10 * time.Second, MaxAttempts: 2},
+			OnEject(func(e RouteEvent) { ejected = append(ejected, e.Route) }))
+		for range 3 {
+			a := newUpstream("a", []step{hang()})
+			b := newUpstream("b", texts("b", 1, 500*time.Millisecond, 0))
+			g := drain(p.Stream(t.Context(), a.route(), b.route()), time.Now())
+			if !errors.Is(g.err, ErrTTFTTimeout) {
+				t.Fatalf("err %v, want a TTFT timeout", g.err)
+			}
+		}
+		if !slices.Equal(ejected, []string{"a"}) {
+			t.Errorf("ejected %v, want a alone: b was never given more than 100 ms", ejected)
+		}
+	})
 }
