@@ -188,7 +188,7 @@ func TestAdaptiveDelayFewSamplesHedgeMore(t *testing.T) {
 	})
 }
 
-// Regression: the book kept an entry (five sketches, ~2 KiB) for every
+// Regression: the book kept an entry (five sketches, 6–23 KiB) for every
 // route × model it ever saw, so a caller naming a model per tenant or per
 // request grew its Prober without bound. Entries whose window fell empty
 // are swept out, at most once a window, when a new route × model comes;

@@ -87,7 +87,7 @@ type Route[T any] struct {
 	// bytes) is kept while a stream started before it runs, which must
 	// never undo it, and, past 64 ejected names, forgotten at an ejection
 	// after every such stream has ended. The adaptive delay's state
-	// per route × model (~2 KiB) is dropped at the first sweep after its
+	// per route × model (6–23 KiB) is dropped at the first sweep after its
 	// window has emptied (a sweep comes with a new route × model, at most
 	// once a window), a refused continuation's at the next refusal after
 	// it has ended, and a route's health entry when the route is next
