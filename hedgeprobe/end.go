@@ -34,15 +34,16 @@ func (s *Stream[T]) end(a *attempt[T], o AttemptOutcome, err error, now time.Tim
 	// probed route); content alone is not, since a stream that stalls
 	// after its first chunk is the failure this project is about. A probe
 	// that ended without telling (it lost a race, the caller hung up, a
-	// fatal error) frees the probe for the next call; a transient failure
-	// is counted by unhealthy, and ejects a probed route again.
+	// fatal error, a failure not counted) frees the probe for the next
+	// call; a transient failure is counted by unhealthy, and ejects a
+	// probed route again.
 	switch {
 	case o == AttemptWinner:
 		if ev, restored := s.p.health.success(a.route.Name, a.adm.epoch); restored {
 			ev.Context = s.ctx
 			s.obs.restore(ev, now)
 		}
-	case a.adm.probe && !(o == AttemptFailed && IsTransient(err)):
+	case a.adm.probe && !(o == AttemptFailed && IsTransient(err) && !a.uncounted):
 		s.p.health.abandon(a.route.Name, a.adm.epoch)
 	}
 	if o == AttemptCanceled && a != s.race.winner {

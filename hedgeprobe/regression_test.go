@@ -1629,3 +1629,33 @@ func TestRegressionTTFTTimeoutSparesLateHedge(t *testing.T) {
 		}
 	})
 }
+
+// A probe of an ejected route that the call's TTFT timeout cut off before
+// its hedge delay gives no verdict (the failure is not counted), so it
+// must give the probe back, as any probe without a verdict does: else no
+// later attempt could probe the route, and it would never return.
+func TestRegressionUncountedProbeGivesTheProbeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeAfter: 9900 * time.Millisecond, TTFTTimeout: 10 * time.Second, MaxAttempts: 2,
+			EjectFailures: 1, EjectBase: 10 * time.Second})
+		b := newUpstream("b", []step{fail(10*time.Millisecond, &statusErr{code: 503})},
+			texts("b", 1, 500*time.Millisecond, 0), texts("b", 1, 500*time.Millisecond, 0))
+		c := newUpstream("c", texts("c", 1, 100*time.Millisecond, 0))
+		// b fails: ejected for 10 s; c answers.
+		drain(p.Stream(t.Context(), b.route(), c.route()), time.Now())
+		time.Sleep(10 * time.Second)
+		// b's ejection is over: the hedge to it, 100 ms before the call's
+		// TTFT timeout, is its probe.
+		a := newUpstream("a", []step{hang()})
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if g := drain(s, time.Now()); !errors.Is(g.err, ErrTTFTTimeout) || len(s.Stats().Attempts) != 2 {
+			t.Fatalf("err %v, %d attempts; want a TTFT timeout after a hedge to b", g.err, len(s.Stats().Attempts))
+		}
+		// The probe is free again: the next call probes b first.
+		s = p.Stream(t.Context(), b.route(), c.route())
+		drain(s, time.Now())
+		if st := s.Stats(); st.Attempts[0].Route != "b" || st.WinnerRoute != "b" {
+			t.Fatalf("the next call started on %s, won by %s: b's probe was never given back", st.Attempts[0].Route, st.WinnerRoute)
+		}
+	})
+}
