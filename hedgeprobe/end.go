@@ -263,13 +263,18 @@ func (s *Stream[T]) finish(err error, outcome Outcome) {
 		case outcome == OutcomeCanceled:
 			s.end(a, AttemptCanceled, nil, now, false)
 		case a == w || outcome == OutcomeTTFTTimeout:
-			// An attempt the call's TTFT watchdog cut off sooner than its
+			// A hedge the call's TTFT watchdog cut off sooner than its
 			// own hedge delay, launched late in the call's TTFT budget,
 			// tells nothing about its route — as in the delay sketch
 			// (observeCensored) — so route health does not count it; the
-			// attempts that had that long (the primary had the whole
-			// budget) are counted.
-			a.uncounted = outcome == OutcomeTTFTTimeout && now.Sub(a.launchAt) < min(a.delay, s.p.cfg.TTFTTimeout)
+			// hedges that had that long are counted, and the primary
+			// always is: it had the whole budget. Timed, the primary
+			// would fall short of it whenever its delay is at least the
+			// timeout (a cold route's, HedgeMaxDelay) by the time between
+			// the call's start and its launch (a span processor's
+			// OnStart, a listener), and its route would never be ejected.
+			a.uncounted = outcome == OutcomeTTFTTimeout && a.trigger != TriggerPrimary &&
+				now.Sub(a.launchAt) < min(a.delay, s.p.cfg.TTFTTimeout)
 			s.end(a, AttemptFailed, err, now, true)
 		default:
 			s.end(a, AttemptCanceled, nil, now, false)

@@ -1659,3 +1659,48 @@ func TestRegressionUncountedProbeGivesTheProbeBack(t *testing.T) {
 		}
 	})
 }
+
+// slowOnStart is a span processor whose OnStart of every span but an
+// attempt's (kind CLIENT) takes a millisecond — an exporter-side processor
+// or a sampler at work — so the primary launches a millisecond after the
+// call started.
+type slowOnStart struct{}
+
+func (slowOnStart) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	if s.SpanKind() != trace.SpanKindClient {
+		time.Sleep(time.Millisecond)
+	}
+}
+func (slowOnStart) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (slowOnStart) Shutdown(context.Context) error   { return nil }
+func (slowOnStart) ForceFlush(context.Context) error { return nil }
+
+// Regression (rule 11): a primary that hung for the call's whole TTFT
+// budget went uncounted whenever its hedge delay was at least the timeout
+// (a cold route's is HedgeMaxDelay, 10 s) and anything took time between
+// the call's start and the primary's launch: it ran a millisecond short of
+// min(delay, TTFTTimeout), and its route was never ejected.
+func TestRegressionTTFTTimeoutCountsThePrimary(t *testing.T) {
+	for _, slow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slow_span_start=%v", slow), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opts []sdktrace.TracerProviderOption
+				if slow {
+					opts = append(opts, sdktrace.WithSpanProcessor(slowOnStart{}))
+				}
+				tp := sdktrace.NewTracerProvider(opts...)
+				defer func() { _ = tp.Shutdown(context.Background()) }()
+				var ejected []string
+				p := mustNew(t, Config{TTFTTimeout: 5 * time.Second, MaxAttempts: 1, EjectFailures: 1},
+					WithTracerProvider(tp), OnEject(func(e RouteEvent) { ejected = append(ejected, e.Route) }))
+				a := newUpstream("a", []step{hang()})
+				if g := drain(p.Stream(t.Context(), a.route()), time.Now()); !errors.Is(g.err, ErrTTFTTimeout) {
+					t.Fatalf("err %v, want a TTFT timeout", g.err)
+				}
+				if !slices.Equal(ejected, []string{"a"}) {
+					t.Errorf("ejected %v, want [a]: the primary hung for the whole TTFT budget", ejected)
+				}
+			})
+		})
+	}
+}
