@@ -183,7 +183,7 @@ func vetError(route string, err error) (vetted error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %w", ErrSourcePanic, route, panicValue{r})
+			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %w", ErrSourcePanic, route, recovered(r))
 		}
 	}()
 	budget := maxChain
@@ -192,22 +192,40 @@ func vetError(route string, err error) (vetted error) {
 }
 
 // panicValue is a recovered panic's value in an error wrapping
-// ErrOpenPanic, ErrSourcePanic, ErrClassifierPanic or ErrExtractorPanic.
-// Error quotes the value, for the caller (Stream.Err) and its logs; the
-// spans record StatusText, which does not: a value the caller's code
-// panicked with can quote the item it was given — answer text — while the
-// message of a runtime error (an index out of range, a nil map) cannot.
-type panicValue struct{ v any }
+// ErrOpenPanic, ErrSourcePanic, ErrClassifierPanic or ErrExtractorPanic
+// (made by recovered). Error quotes the value, for the caller (Stream.Err)
+// and its logs; the spans record StatusText, which does not: a value the
+// caller's code panicked with can quote the item it was given — answer
+// text — while the message of a runtime error (an index out of range, a
+// nil map) cannot.
+type panicValue struct{ text, status string }
 
-func (p panicValue) Error() string { return fmt.Sprint(p.v) }
+// recovered describes a recovered panic's value. It formats the value
+// once, here, under a recover of its own: formatting calls the value's
+// Error or String method — the caller's code, which fmt guards against a
+// first panic but not against one in formatting that panic's value — and
+// an error whose text changed from one call to the next could not be
+// found in a status to be replaced. A value that cannot be formatted is
+// named by its type.
+func recovered(r any) (p panicValue) {
+	p.status = fmt.Sprintf("a panic value of type %T", r)
+	p.text = p.status
+	defer func() {
+		if recover() != nil {
+			p.text = p.status
+		}
+	}()
+	if re, ok := r.(runtime.Error); ok {
+		p.status = re.Error()
+	}
+	p.text = fmt.Sprint(r)
+	return p
+}
+
+func (p panicValue) Error() string { return p.text }
 
 // StatusText names the value's type, or gives a runtime error's message.
-func (p panicValue) StatusText() string {
-	if re, ok := p.v.(runtime.Error); ok {
-		return re.Error()
-	}
-	return fmt.Sprintf("a panic value of type %T", p.v)
-}
+func (p panicValue) StatusText() string { return p.status }
 
 // maxChain bounds the errors exercise visits: a chain that long (or one
 // that loops) is not walked to its end.

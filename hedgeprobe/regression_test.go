@@ -1704,3 +1704,30 @@ func TestRegressionTTFTTimeoutCountsThePrimary(t *testing.T) {
 		})
 	}
 }
+
+// Regression (privacy): a span's status replaced the first occurrence of a
+// panic value's text, and a short value — a streamed token such as "he" —
+// also occurs in the status's fixed prefix ("hedgeprobe: …"): the prefix
+// was mangled and the value, at the end, stayed.
+func TestRegressionShortPanicValueLeavesTheStatus(t *testing.T) {
+	for _, text := range []string{"he", "o", "token count", "a panic value"} {
+		t.Run(text, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, exp := recorded(t, Config{MaxAttempts: 1},
+					withTokens(func(c chunk) (int64, bool) { panic(c.Text) }))
+				s := p.Stream(t.Context(), newUpstream("a", []step{content(time.Second, text)}).route())
+				for s.Next() {
+				}
+				if !errors.Is(s.Err(), ErrExtractorPanic) || !strings.HasSuffix(s.Err().Error(), ": "+text) {
+					t.Fatalf("err %v, want ErrExtractorPanic quoting the value", s.Err())
+				}
+				want := "hedgeprobe: an Items function panicked: token count: a panic value of type string"
+				for _, sp := range exp.GetSpans() {
+					if d := sp.Status.Description; d != want {
+						t.Errorf("span %q: status %q, want %q", sp.Name, d, want)
+					}
+				}
+			})
+		})
+	}
+}

@@ -324,15 +324,35 @@ type statusTexter interface {
 }
 
 // statusText is an error's text as a span's status description: its
-// Error, but for an error in its chain that has a StatusText, whose text
+// Error, but for each error in its tree that has a StatusText, whose text
 // stands in for its Error there (an upstream's message can quote the
-// prompt or the answer, which spans do not record); valid UTF-8, and at
-// most maxStatusText bytes, cut between characters.
+// prompt or the answer, and a panic's value the item it was given, which
+// spans do not record); valid UTF-8, and at most maxStatusText bytes, cut
+// between characters.
 func statusText(err error) string {
 	s := err.Error()
-	if st, ok := errors.AsType[statusTexter](err); ok && st.Error() != "" {
-		s = strings.Replace(s, st.Error(), st.StatusText(), 1)
+	budget := maxChain
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || budget <= 0 {
+			return
+		}
+		budget--
+		if st, ok := e.(statusTexter); ok {
+			// Its text covers whatever it wraps.
+			s = substitute(s, st.Error(), st.StatusText())
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
 	}
+	walk(err)
 	s = validUTF8(s)
 	if len(s) <= maxStatusText {
 		return s
@@ -342,6 +362,24 @@ func statusText(err error) string {
 		i--
 	}
 	return s[:i] + "…"
+}
+
+// substitute puts repl in s where quote is. An error that wraps another
+// ("…: %w") ends with its text, so a suffix is taken for it; elsewhere a
+// single occurrence is; and where quote occurs more than once — a short
+// text, such as a streamed token, can occur in the fixed words around
+// it — every occurrence goes, as which one it is cannot be told, and a
+// mangled status is better than one that quotes the answer.
+func substitute(s, quote, repl string) string {
+	switch {
+	case quote == "":
+		return s
+	case strings.HasSuffix(s, quote):
+		return s[:len(s)-len(quote)] + repl
+	case strings.Count(s, quote) == 1:
+		return strings.Replace(s, quote, repl, 1)
+	}
+	return strings.ReplaceAll(s, quote, repl)
 }
 
 // maxStatusText caps a span's status description.

@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -686,4 +687,61 @@ func TestStatusTextCapped(t *testing.T) {
 			}
 		}
 	})
+}
+
+// quotingError is an error whose Error quotes words spans must not record
+// and whose StatusText leaves them out, as sse.UpstreamError's does.
+type quotingError struct{ quote string }
+
+func (e quotingError) Error() string      { return e.quote }
+func (e quotingError) StatusText() string { return "[left out]" }
+
+// TestStatusTextLeavesQuotesOut: every error in the tree with a
+// StatusText has its text replaced — at the end, alone, or everywhere when
+// it also occurs in the words around it — and joined errors each.
+func TestStatusTextLeavesQuotesOut(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("route %q: %w", "a", quotingError{"SECRET"}), `route "a": [left out]`},
+		{fmt.Errorf("%w (after 3 chunks)", quotingError{"SECRET"}), `[left out] (after 3 chunks)`},
+		{fmt.Errorf("route %q: %w", "a", quotingError{"a"}), `route "a": [left out]`},
+		{fmt.Errorf("%w, route %q", quotingError{"a"}, "a"), `[left out], route "[left out]"`},
+		{errors.Join(quotingError{"ONE"}, fmt.Errorf("wrapped: %w", quotingError{"TWO"})), "[left out]\nwrapped: [left out]"},
+		{fmt.Errorf("outer: %w", fmt.Errorf("inner: %w", quotingError{""})), "outer: inner: "},
+		{errors.New("plain"), "plain"},
+	} {
+		if got := statusText(tc.err); got != tc.want {
+			t.Errorf("statusText(%q) = %q, want %q", tc.err.Error(), got, tc.want)
+		}
+	}
+}
+
+// unprintable panics in String with itself: fmt quotes a first panic in a
+// String method, but re-panics on one while formatting that panic's value.
+type unprintable struct{}
+
+func (unprintable) String() string { panic(unprintable{}) }
+
+// TestRecoveredFormatsOnce: a panic's value is formatted when it is
+// recovered, and a value that cannot be formatted is named by its type
+// instead of panicking again where the error is read (Err, the spans).
+func TestRecoveredFormatsOnce(t *testing.T) {
+	p := recovered(unprintable{})
+	if want := "a panic value of type hedgeprobe.unprintable"; p.Error() != want || p.StatusText() != want {
+		t.Errorf("Error %q, StatusText %q, want %q for both", p.Error(), p.StatusText(), want)
+	}
+	var re runtime.Error
+	func() {
+		defer func() { re = recover().(runtime.Error) }()
+		var m map[string]int
+		m["x"]++
+	}()
+	if p := recovered(re); p.Error() != re.Error() || p.StatusText() != re.Error() {
+		t.Errorf("runtime error: Error %q, StatusText %q, want %q", p.Error(), p.StatusText(), re.Error())
+	}
+	if p := recovered("he"); p.Error() != "he" || p.StatusText() != "a panic value of type string" {
+		t.Errorf("string: Error %q, StatusText %q", p.Error(), p.StatusText())
+	}
 }
