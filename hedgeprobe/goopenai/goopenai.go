@@ -287,10 +287,11 @@ var ErrContinuation = errors.New("goopenai: RouteOptions.Continue: go-openai can
 // Route returns a hedgeprobe route named name that streams req with
 // client: each attempt calls CreateChatCompletionStream under its own
 // context and wraps the stream in a Source. It sets
-// stream_options.include_usage unless req sets StreamOptions or
+// stream_options.include_usage unless req sets StreamOptions. Where
 // sse.RefusesStreamOptions says the upstream refuses the field (Mistral's
 // API, provider sse.ProviderMistralAI, which reports usage on its last
-// chunk all the same).
+// chunk all the same), it sends none, even when req sets it — a request
+// is often shared by every route of a call.
 //
 // go-openai has no retries of its own; its errors carry no headers, so a
 // 429 from it reaches hedgeprobe without its Retry-After.
@@ -298,7 +299,10 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
-	if req.StreamOptions == nil && !sse.RefusesStreamOptions(o.Provider, o.Continue) {
+	switch {
+	case sse.RefusesStreamOptions(o.Provider, o.Continue):
+		req.StreamOptions = nil
+	case req.StreamOptions == nil:
 		req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	}
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {

@@ -183,12 +183,22 @@ func TestResumeToolCall(t *testing.T) {
 func TestStreamOptions(t *testing.T) {
 	up, client := capturing(t)
 	req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "a story"}}}
+	// The request every route of a call shares, usage asked for by the
+	// caller: a Mistral route sends none all the same.
+	asked := req
+	asked.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	for _, tc := range []struct {
 		name     string
+		req      openai.ChatCompletionRequest
 		provider string
 		sent     bool
-	}{{"OpenAI", "", true}, {"Mistral", sse.ProviderMistralAI, false}} {
-		src, err := goopenai.Route("r", client, req, goopenai.RouteOptions{Provider: tc.provider}).Open(t.Context(), hedgeprobe.Attempt{})
+	}{
+		{"OpenAI", req, "", true},
+		{"OpenAI, asked", asked, "", true},
+		{"Mistral", req, sse.ProviderMistralAI, false},
+		{"Mistral, asked", asked, sse.ProviderMistralAI, false},
+	} {
+		src, err := goopenai.Route("r", client, tc.req, goopenai.RouteOptions{Provider: tc.provider}).Open(t.Context(), hedgeprobe.Attempt{})
 		if err != nil {
 			t.Fatal(err)
 		}

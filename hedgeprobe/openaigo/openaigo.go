@@ -219,16 +219,20 @@ type RouteOptions struct {
 // another attempt, which hedgeprobe launches and budgets itself.
 //
 // The route asks for stream_options.include_usage (Tokens needs it)
-// unless params set it, or sse.RefusesStreamOptions says the upstream
+// unless params set it. Where sse.RefusesStreamOptions says the upstream
 // refuses the field (Mistral's API: provider sse.ProviderMistralAI, or
 // Continue sse.ContinuePrefixEcho), which reports usage on its last chunk
-// all the same. Another server that refuses it is sent none with
+// all the same, it sends none, even when params set it — params are
+// often shared by every route of a call. Another server that refuses it is sent none with
 // option.WithJSONDel("stream_options") in RequestOptions.
 func Route(name string, client openai.Client, params openai.ChatCompletionNewParams, o RouteOptions) hedgeprobe.Route[Chunk] {
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
-	if !params.StreamOptions.IncludeUsage.Valid() && !sse.RefusesStreamOptions(o.Provider, o.Continue) {
+	switch {
+	case sse.RefusesStreamOptions(o.Provider, o.Continue):
+		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
+	case !params.StreamOptions.IncludeUsage.Valid():
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 	}
 	open := func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {

@@ -209,17 +209,25 @@ func TestStreamOptions(t *testing.T) {
 	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
 		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
 	p := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("a story")}}
+	// The params every route of a call shares, usage asked for by the
+	// caller: a Mistral route sends none all the same.
+	asked := p
+	asked.StreamOptions.IncludeUsage = openai.Bool(true)
 	for _, tc := range []struct {
-		name string
-		o    openaigo.RouteOptions
-		sent bool
+		name   string
+		params openai.ChatCompletionNewParams
+		o      openaigo.RouteOptions
+		sent   bool
 	}{
-		{"DeepSeek", openaigo.RouteOptions{Continue: sse.ContinuePrefix}, true},
-		{"Mistral by continuation", openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
-		{"Mistral by provider", openaigo.RouteOptions{Provider: sse.ProviderMistralAI, Continue: sse.ContinuePrefix}, false},
-		{"deleted", openaigo.RouteOptions{Continue: sse.ContinuePrefix, RequestOptions: []option.RequestOption{option.WithJSONDel("stream_options")}}, false},
+		{"DeepSeek", p, openaigo.RouteOptions{Continue: sse.ContinuePrefix}, true},
+		{"DeepSeek, asked", asked, openaigo.RouteOptions{Continue: sse.ContinuePrefix}, true},
+		{"Mistral by continuation", p, openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
+		{"Mistral by provider", p, openaigo.RouteOptions{Provider: sse.ProviderMistralAI, Continue: sse.ContinuePrefix}, false},
+		{"Mistral by continuation, asked", asked, openaigo.RouteOptions{Continue: sse.ContinuePrefixEcho}, false},
+		{"Mistral by provider, asked", asked, openaigo.RouteOptions{Provider: sse.ProviderMistralAI}, false},
+		{"deleted", p, openaigo.RouteOptions{Continue: sse.ContinuePrefix, RequestOptions: []option.RequestOption{option.WithJSONDel("stream_options")}}, false},
 	} {
-		r := openaigo.Route("r", client, p, tc.o)
+		r := openaigo.Route("r", client, tc.params, tc.o)
 		for _, a := range []hedgeprobe.Attempt{
 			{Index: 0, Trigger: hedgeprobe.TriggerPrimary},
 			{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once upon"},
