@@ -314,6 +314,23 @@ func (p *Profile) validate(key string) error {
 	if d := p.Disconnect; d != nil && (d.AfterChunk < 0 || d.AfterChunk > p.Chunks) {
 		return fmt.Errorf("%s.disconnect.after_chunk: %d is outside 0..chunks (%d)", key, d.AfterChunk, p.Chunks)
 	}
+	if p.UsageOnFinish && !p.usage() {
+		return fmt.Errorf("%s.usage_on_finish: needs usage, which is false", key)
+	}
+	for i, f := range p.RefuseFields {
+		k := fmt.Sprintf("%s.refuse_fields[%d]", key, i)
+		if f == "" || strings.Contains(f, ".") {
+			// The request is matched on its top-level keys alone.
+			hint := ""
+			if top, _, ok := strings.Cut(f, "."); ok && top != "" {
+				hint = fmt.Sprintf(" (refuse %s)", top)
+			}
+			return fmt.Errorf("%s: %q is not a top-level request field%s", k, f, hint)
+		}
+		if slices.Index(p.RefuseFields, f) < i {
+			return fmt.Errorf("%s: %q is listed twice", k, f)
+		}
+	}
 	return p.Continuation.validate(key + ".continuation")
 }
 

@@ -56,6 +56,11 @@ func TestParseErrors(t *testing.T) {
 		{"disconnect past end", "default: a\nprofiles: {a: {chunks: 3, disconnect: {after_chunk: 9}}}\n", "profiles.a.disconnect.after_chunk: 9 is outside 0..chunks (3)"},
 		{"empty profile", "default: a\nprofiles: {a: }\n", "profiles.a: empty profile"},
 		{"negative max", "default: a\nprofiles: {a: {ttft: {median: 1s, sigma: 1, max: -5s}}}\n", "profiles.a.ttft.max: -5s is negative"},
+		// Keys that could never take effect were accepted without a word.
+		{"empty refused field", "default: a\nprofiles: {a: {chunks: 1, refuse_fields: [\"\"]}}\n", `profiles.a.refuse_fields[0]: "" is not a top-level request field`},
+		{"nested refused field", "default: a\nprofiles: {a: {chunks: 1, refuse_fields: [stream_options.include_usage]}}\n", `profiles.a.refuse_fields[0]: "stream_options.include_usage" is not a top-level request field (refuse stream_options)`},
+		{"refused twice", "default: a\nprofiles: {a: {chunks: 1, refuse_fields: [stream_options, stream_options]}}\n", `profiles.a.refuse_fields[1]: "stream_options" is listed twice`},
+		{"usage on finish without usage", "default: a\nprofiles: {a: {chunks: 1, usage: false, usage_on_finish: true}}\n", "profiles.a.usage_on_finish: needs usage, which is false"},
 		// The YAML decoder's bare "EOF" said nothing.
 		{"empty file", "", "parse profiles: the file is empty: it needs a default and profiles"},
 		{"only a comment", "# profiles\n", "parse profiles: the file is empty"},
