@@ -229,6 +229,7 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 	if o.Provider == "" {
 		o.Provider = "openai"
 	}
+	o.Continue = sse.ContinuationOf(o.Provider, o.Continue)
 	switch {
 	case sse.RefusesStreamOptions(o.Provider, o.Continue):
 		params.StreamOptions = openai.ChatCompletionStreamOptionsParam{}

@@ -42,6 +42,21 @@ func TestResumeAfterCallerPrefill(t *testing.T) {
 
 // route is the openai-go route of one fakellm profile that continues in
 // the way how.
+// TestResumeMistralByProvider: a route whose provider is Mistral's,
+// continuing with ContinuePrefix, drops the repeat of the prefix its
+// answer starts with (sse.ContinuationOf): the caller reads the script
+// once.
+func TestResumeMistralByProvider(t *testing.T) {
+	up := adaptertest.Start(t)
+	mistral := openaigo.Route("steady-prefix-echo", newClient(t, up, "steady-prefix-echo", false), params,
+		openaigo.RouteOptions{Provider: sse.ProviderMistralAI, Continue: sse.ContinuePrefix})
+	res := adapter.ResumeCall(t, adaptertest.ResumeConfig, readText, route(t, up, "stall", sse.ContinueNone), mistral)
+	res.Check(t, adaptertest.ResumeCase{Attempts: []adaptertest.WantAttempt{
+		{Trigger: hedgeprobe.TriggerPrimary, Route: "stall", Outcome: hedgeprobe.AttemptCanceled},
+		{Trigger: hedgeprobe.TriggerResume, Route: "steady-prefix-echo", Outcome: hedgeprobe.AttemptWinner},
+	}})
+}
+
 func route(t *testing.T, up *adaptertest.Upstream, profile string, how sse.Continuation) hedgeprobe.Route[openaigo.Chunk] {
 	return openaigo.Route(profile, newClient(t, up, profile, false), params, openaigo.RouteOptions{Continue: how})
 }

@@ -26,7 +26,8 @@ const (
 	// "add_generation_prompt": false to the body (vLLM, SGLang).
 	ContinueFinalMessage
 	// ContinuePrefix marks the trailing assistant message "prefix": true
-	// (DeepSeek, whose answer is the continuation alone).
+	// (DeepSeek, whose answer is the continuation alone). On a route whose
+	// provider is Mistral's it is ContinuePrefixEcho (ContinuationOf).
 	ContinuePrefix
 	// ContinuePrefixEcho is ContinuePrefix for an upstream whose answer
 	// repeats the prefix before the continuation (Mistral: its own guide

@@ -106,6 +106,18 @@ func RefusesStreamOptions(provider string, c Continuation) bool {
 	return provider == ProviderMistralAI || c == ContinuePrefixEcho
 }
 
+// ContinuationOf is how a route continues an answer, given its provider
+// and its Continue: ContinuePrefix on Mistral's API (ProviderMistralAI),
+// whose answer repeats the prefix, is ContinuePrefixEcho — else the
+// caller would read the delivered text twice. The routes of this package
+// and openaigo continue so.
+func ContinuationOf(provider string, c Continuation) Continuation {
+	if provider == ProviderMistralAI && c == ContinuePrefix {
+		return ContinuePrefixEcho
+	}
+	return c
+}
+
 // OpenAIRoute returns the hedgeprobe route named name that streams req.
 // Each attempt is its own HTTP request whose context is the attempt's, so
 // cancelling the attempt aborts the request and its body.
@@ -113,6 +125,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	if req.Provider == "" {
 		req.Provider = "openai"
 	}
+	req.Continue = ContinuationOf(req.Provider, req.Continue)
 	body := maps.Clone(req.Params)
 	if body == nil {
 		body = map[string]any{}
