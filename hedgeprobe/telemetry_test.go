@@ -735,8 +735,8 @@ func TestRecoveredFormatsOnce(t *testing.T) {
 	var re runtime.Error
 	func() {
 		defer func() { re = recover().(runtime.Error) }()
-		var m map[string]int
-		m["x"]++
+		at := func(s []int, i int) int { return s[i] }
+		at(nil, 3)
 	}()
 	if p := recovered(re); p.Error() != re.Error() || p.StatusText() != re.Error() {
 		t.Errorf("runtime error: Error %q, StatusText %q, want %q", p.Error(), p.StatusText(), re.Error())
