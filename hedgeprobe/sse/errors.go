@@ -23,7 +23,7 @@ import (
 // the route away until then. An error payload in a 200 response (inside the
 // stream, or as its whole JSON body) is transient unless its type names a
 // request problem (invalid_request_error, authentication_error,
-// permission_error, not_found_error, request_too_large). Its code is not
+// billing_error, permission_error, not_found_error, request_too_large). Its code is not
 // read as a status: vLLM's servers report whatever fails during
 // generation, after the request was accepted, as "BadRequestError" with
 // code 400, where another attempt may well succeed.
@@ -106,8 +106,8 @@ func (e *UpstreamError) StatusText() string {
 func (e *UpstreamError) Transient() bool {
 	if e.MidStream {
 		switch e.Type {
-		case "invalid_request_error", "authentication_error", "permission_error",
-			"not_found_error", "request_too_large":
+		case "invalid_request_error", "authentication_error", "billing_error",
+			"permission_error", "not_found_error", "request_too_large":
 			return false
 		}
 		return true

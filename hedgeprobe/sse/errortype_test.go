@@ -33,6 +33,23 @@ func TestUpstreamErrorType(t *testing.T) {
 	}
 }
 
+// TestMidStreamTransient: an error payload inside a stream is as transient
+// as the status its type is paired with — Anthropic's billing_error is a
+// 402, fatal, and was hedged mid-stream.
+func TestMidStreamTransient(t *testing.T) {
+	for typ, status := range map[string]int{
+		"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+		"permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+		"rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+		"server_error": 500,
+	} {
+		mid := (&UpstreamError{MidStream: true, Type: typ}).Transient()
+		if http := (&UpstreamError{StatusCode: status, Type: typ}).Transient(); mid != http {
+			t.Errorf("%s: transient %v mid-stream, %v as HTTP %d", typ, mid, http, status)
+		}
+	}
+}
+
 // TestErrorTypeOnSpans: a provider's HTTP error is reported on the attempt
 // and call spans by its status, the code the GenAI conventions ask for
 // (it was the Go type, "*sse.UpstreamError", for every status).
