@@ -51,13 +51,15 @@ func Tokens(e Event) (int64, bool) {
 // the cache's reads and writes, which Anthropic counts apart and the GenAI
 // conventions count in. Those of message_delta's cumulative usage are not
 // read, as in sse.AnthropicItems: the API may send them in part (null
-// cache counts), and the part would replace the whole.
+// cache counts), and the part would replace the whole. As there too, 0 is
+// not reported: no prompt has no token.
 func inputTokens(e Event) (int64, bool) {
 	if e.Type != "message_start" {
 		return 0, false
 	}
 	u := &e.Message.Usage
-	return u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, e.Message.JSON.Usage.Valid()
+	n := u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+	return n, n > 0 && e.Message.JSON.Usage.Valid()
 }
 
 // Items tells a hedgeprobe.Prober about anthropic-sdk-go events:

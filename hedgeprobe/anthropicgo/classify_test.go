@@ -2,6 +2,7 @@ package anthropicgo_test
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
@@ -9,6 +10,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
 func TestClassify(t *testing.T) {
@@ -42,6 +44,31 @@ func TestTokens(t *testing.T) {
 	_ = json.Unmarshal([]byte(`{"type":"message_start","message":{"usage":{"output_tokens":1}}}`), &e)
 	if _, ok := anthropicgo.Tokens(e); ok {
 		t.Fatal("tokens on message_start")
+	}
+}
+
+// TestInputTokensAsSSE: Items reads message_start's input tokens as
+// sse.AnthropicItems does — the cache's reads and writes counted in, and 0
+// taken for not reported (no prompt has no token; a compatible server
+// that counts them later sends 0 first) — so the SDK's route and the raw
+// one record the same on the same upstream.
+func TestInputTokensAsSSE(t *testing.T) {
+	for _, js := range []string{
+		`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":0,"output_tokens":0}}}`,
+		`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":7,"cache_read_input_tokens":20,"cache_creation_input_tokens":3,"output_tokens":1}}}`,
+		`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[]}}`,
+		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":9,"output_tokens":15}}`,
+	} {
+		var e anthropicgo.Event
+		var se sse.AnthropicEvent
+		if err := errors.Join(json.Unmarshal([]byte(js), &e), json.Unmarshal([]byte(js), &se)); err != nil {
+			t.Fatal(err)
+		}
+		n, ok := anthropicgo.Items.InputTokens(e)
+		sn, sok := sse.AnthropicItems.InputTokens(se)
+		if n != sn || ok != sok {
+			t.Errorf("%s: anthropicgo %d, %v; sse %d, %v", js, n, ok, sn, sok)
+		}
 	}
 }
 
