@@ -192,10 +192,16 @@ func (anthropicDialect) statusType(status int) string {
 		return "overloaded_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
 	case http.StatusForbidden:
 		return "permission_error"
 	case http.StatusNotFound:
 		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
 	}
 	if status >= 500 {
 		return "api_error"
@@ -211,6 +217,8 @@ func (anthropicDialect) errorStatus(typ string) int {
 		return http.StatusBadRequest
 	case "authentication_error":
 		return http.StatusUnauthorized
+	case "billing_error":
+		return http.StatusPaymentRequired
 	case "permission_error":
 		return http.StatusForbidden
 	case "not_found_error":
@@ -219,6 +227,8 @@ func (anthropicDialect) errorStatus(typ string) int {
 		return http.StatusRequestEntityTooLarge
 	case "rate_limit_error":
 		return http.StatusTooManyRequests
+	case "timeout_error":
+		return http.StatusGatewayTimeout
 	case "overloaded_error":
 		return 529
 	}

@@ -189,3 +189,22 @@ func TestMistralLikeUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicErrorStatuses: each of Anthropic's error types goes with
+// its status both ways, as its API pairs them (billing_error, a fatal 402,
+// was a transient 500, and timeout_error a 500 for a 504).
+func TestAnthropicErrorStatuses(t *testing.T) {
+	for typ, status := range map[string]int{
+		"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+		"permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+		"rate_limit_error": 429, "api_error": 500, "timeout_error": 504, "overloaded_error": 529,
+	} {
+		d := anthropicDialect{}
+		if got := d.errorStatus(typ); got != status {
+			t.Errorf("errorStatus(%q) = %d, want %d", typ, got, status)
+		}
+		if got := d.statusType(status); got != typ {
+			t.Errorf("statusType(%d) = %q, want %q", status, got, typ)
+		}
+	}
+}
