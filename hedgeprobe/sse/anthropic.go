@@ -143,7 +143,7 @@ func decodeAnthropic(provider string, ev Event) (e AnthropicEvent, emit, end boo
 	}
 	data := bytes.TrimSpace(ev.Data)
 	if ev.Type == "error" {
-		return e, false, false, payloadError(provider, data)
+		return e, false, false, eventError(provider, data)
 	}
 	if len(data) == 0 {
 		return AnthropicEvent{Type: "ping", Received: ev.Received}, ev.Type == "ping", false, nil

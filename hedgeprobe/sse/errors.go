@@ -303,8 +303,8 @@ func fillFromObject(e *UpstreamError, obj *errorObject) {
 	}
 }
 
-// eventError builds the UpstreamError of an event typed "error" in an
-// OpenAI-compatible stream: its data is an {"error": …} payload, as in a
+// eventError builds the UpstreamError of an event typed "error" (OpenAI-
+// compatible or Anthropic): its data is an {"error": …} payload, as in a
 // data event, or, from some proxies, the error object itself.
 func eventError(provider string, data []byte) *UpstreamError {
 	e := &UpstreamError{Provider: provider, MidStream: true}

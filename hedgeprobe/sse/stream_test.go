@@ -126,6 +126,12 @@ func TestAnthropicStreamEnds(t *testing.T) {
 				var ue *UpstreamError
 				return errors.As(err, &ue) && ue.MidStream && ue.Type == "overloaded_error" && ue.Transient()
 			}},
+		// From a proxy: the error object without its envelope.
+		{"bare error object", start + "event: error\ndata: {\"type\":\"billing_error\",\"message\":\"no credit\"}\n\n",
+			[]string{"message_start"}, func(err error) bool {
+				var ue *UpstreamError
+				return errors.As(err, &ue) && ue.MidStream && ue.Type == "billing_error" && ue.Message == "no credit" && !ue.Transient()
+			}},
 		{"comment is an item", ": hi\n\n" + stop, []string{"", "message_stop"}, func(err error) bool { return err == nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
