@@ -118,6 +118,12 @@ type Exemplar struct {
 	SpanID  pcommon.SpanID
 }
 
+// links reports whether ex names a span. One without a trace or span id
+// (a producer that propagates no context, a hand-built batch) would lead
+// nowhere, and would take a slot — the first exemplars win — from one
+// that leads to its trace: it is not kept.
+func (ex Exemplar) links() bool { return !ex.TraceID.IsEmpty() && !ex.SpanID.IsEmpty() }
+
 // Series is one attribute set of one metric.
 type Series struct {
 	service string
@@ -211,7 +217,8 @@ func (st *Store) newSeries(d Desc, service string, now pcommon.Timestamp) *Serie
 }
 
 // Observe records v in a histogram series with bounds (those of its Desc)
-// and keeps ex as an exemplar while the series has room for one. Callers
+// and keeps ex as an exemplar while the series has room for one (and ex
+// names a span). Callers
 // pass finite, non-negative values only.
 func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	// Buckets are upper-inclusive, (b[i-1], b[i]], as in OTLP.
@@ -220,7 +227,7 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	s.counts[i]++
 	s.count++
 	s.sum += v
-	if len(s.exemplars) < s.maxEx {
+	if len(s.exemplars) < s.maxEx && ex.links() {
 		s.exemplars = append(s.exemplars, exemplar{value: v, Exemplar: ex})
 	}
 }
@@ -243,7 +250,7 @@ func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) {
 	s.overflow(int64(n))
 	s.count += n
 	s.sum += sum
-	if len(s.exemplars) < s.maxEx {
+	if len(s.exemplars) < s.maxEx && ex.links() {
 		s.exemplars = append(s.exemplars, exemplar{value: sum / float64(n), Exemplar: ex})
 	}
 }

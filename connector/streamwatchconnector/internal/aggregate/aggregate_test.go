@@ -139,13 +139,34 @@ func TestExistingSeriesNoAlloc(t *testing.T) {
 	st.Series(1, "svc", a, 1)
 	// Fill the exemplar buffer so that steady state is measured.
 	s := st.Series(0, "svc", a, 1)
-	s.Observe(descs[0].Bounds, 1, Exemplar{})
-	s.Observe(descs[0].Bounds, 1, Exemplar{})
+	s.Observe(descs[0].Bounds, 1, linked)
+	s.Observe(descs[0].Bounds, 1, linked)
 	allocs := testing.AllocsPerRun(1000, func() {
-		st.Series(0, "svc", a, 1).Observe(descs[0].Bounds, 0.5, Exemplar{Time: 3})
+		st.Series(0, "svc", a, 1).Observe(descs[0].Bounds, 0.5, linked)
 		st.Series(1, "svc", a, 1).Add(1)
 	})
 	assert.Zero(t, allocs)
+}
+
+// linked is an exemplar that names a span.
+var linked = Exemplar{Time: 1, TraceID: pcommon.TraceID{1}, SpanID: pcommon.SpanID{2}}
+
+// TestExemplarNamesASpan: an observation from a span without a trace or
+// span id is counted but kept as no exemplar — it would lead nowhere and
+// take the slot of one that leads to its trace.
+func TestExemplarNamesASpan(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 1, MaxExemplars: 1})
+	s := st.Series(0, "svc", key(), 1)
+	s.Observe(descs[0].Bounds, 1, Exemplar{Time: 1})
+	s.Observe(descs[0].Bounds, 2, Exemplar{Time: 1, TraceID: pcommon.TraceID{1}})
+	s.ObserveCounts([]uint64{1}, 0.001, Exemplar{Time: 1, SpanID: pcommon.SpanID{1}})
+	s.Observe(descs[0].Bounds, 4, linked)
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v", 2, false)
+	dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, uint64(4), dp.Count())
+	require.Equal(t, 1, dp.Exemplars().Len())
+	assert.Equal(t, 4.0, dp.Exemplars().At(0).DoubleValue(), "the one exemplar that names a span")
 }
 
 // TestEmitPerService: one ResourceMetrics per service, cumulative start
@@ -224,12 +245,12 @@ func TestObserveCountsAsObserve(t *testing.T) {
 func TestLeadingZero(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 3, MaxExemplars: 2, LeadingZero: true})
 	h := st.Series(0, "svc", key("k", "a"), 1)
-	h.Observe(descs[0].Bounds, 1.5, Exemplar{Time: 1})
+	h.Observe(descs[0].Bounds, 1.5, linked)
 	st.Series(0, "svc", key("k", "b"), 1)
 	st.Series(0, "svc", key("k", "c"), 1)
 	over := st.Series(0, "svc", key("k", "d"), 1) // past the cap
 	require.Equal(t, 3, st.Len(0))
-	over.Observe(descs[0].Bounds, 3, Exemplar{Time: 1})
+	over.Observe(descs[0].Bounds, 3, linked)
 	st.Series(1, "svc", key("k", "a"), 1).Add(4)
 
 	emit := func(now pcommon.Timestamp, last bool) (hist []pmetric.HistogramDataPoint, sum []pmetric.NumberDataPoint) {
