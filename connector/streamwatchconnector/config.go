@@ -150,11 +150,15 @@ func promLabel(k string) string {
 	return l
 }
 
+// MinInterval is the shortest flush interval: shorter (a "15us" meant as
+// "15s") would copy every series all the time and burn a core.
+const MinInterval = 100 * time.Millisecond
+
 // Validate checks the configuration and reports every invalid field.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("interval must be positive, got %s", c.Interval))
+	if c.Interval < MinInterval {
+		errs = append(errs, fmt.Errorf("interval must be at least %s (each flush copies every series), got %s", MinInterval, c.Interval))
 	}
 	if c.MaxSeries < 1 {
 		errs = append(errs, fmt.Errorf("max_series must be at least 1, got %d", c.MaxSeries))

@@ -67,8 +67,8 @@ func TestConfigInvalid(t *testing.T) {
 		raw  map[string]any
 		want string
 	}{
-		{"zero interval", map[string]any{"interval": "0s"}, "interval must be positive, got 0s"},
-		{"negative interval", map[string]any{"interval": "-5s"}, "interval must be positive, got -5s"},
+		{"zero interval", map[string]any{"interval": "0s"}, "interval must be at least 100ms (each flush copies every series), got 0s"},
+		{"negative interval", map[string]any{"interval": "-5s"}, "interval must be at least 100ms (each flush copies every series), got -5s"},
 		{"zero max_series", map[string]any{"max_series": 0}, "max_series must be at least 1, got 0"},
 		{"negative max_series", map[string]any{"max_series": -3}, "max_series must be at least 1, got -3"},
 		{"negative exemplars", map[string]any{"exemplars": map[string]any{"max_per_data_point": -1}},
@@ -183,11 +183,23 @@ func TestConfigUnknownKey(t *testing.T) {
 	require.ErrorContains(t, err, "flush_interval")
 }
 
+// TestConfigIntervalFloor: an interval in micro- or nanoseconds (a typo
+// for seconds) is refused; 100ms is the shortest.
+func TestConfigIntervalFloor(t *testing.T) {
+	for in, ok := range map[string]bool{"15us": false, "99ms": false, "100ms": true, "15s": true} {
+		cfg := createDefaultConfig().(*Config)
+		require.NoError(t, confmap.NewFromStringMap(map[string]any{"interval": in}).Unmarshal(cfg))
+		if err := cfg.Validate(); (err == nil) != ok {
+			t.Errorf("interval %s: Validate() = %v, want accepted: %v", in, err, ok)
+		}
+	}
+}
+
 func TestConfigSeveralErrors(t *testing.T) {
 	cfg := &Config{Interval: 0, MaxSeries: 0, StallThreshold: time.Second}
 	err := cfg.Validate()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "interval must be positive")
+	assert.Contains(t, err.Error(), "interval must be at least 100ms (each flush copies every series), got 0s")
 	assert.Contains(t, err.Error(), "max_series must be at least 1")
 }
 
@@ -204,7 +216,7 @@ func FuzzConfig(f *testing.F) {
 		if !stallthresholdtest.Accepts(doc, cfg) {
 			return
 		}
-		if cfg.Interval <= 0 || cfg.MaxSeries < 1 || cfg.Exemplars.MaxPerDataPoint < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {
+		if cfg.Interval < MinInterval || cfg.MaxSeries < 1 || cfg.Exemplars.MaxPerDataPoint < 0 || stallthreshold.Check(cfg.StallThreshold) != nil {
 			t.Fatalf("accepted %+v from %q", cfg, doc)
 		}
 		for _, d := range cfg.Dimensions {
@@ -233,7 +245,7 @@ func TestConfigFractionalCounts(t *testing.T) {
 		{"with other errors", "max_series: 2.5\nexemplars: {max_per_data_point: 1.5}\ninterval: 0s", []string{
 			"max_series must be a whole number, got 2.5",
 			"exemplars::max_per_data_point must be a whole number, got 1.5",
-			"interval must be positive, got 0s"}},
+			"interval must be at least 100ms (each flush copies every series), got 0s"}},
 		{"whole", "max_series: 2.0\nexemplars: {max_per_data_point: 3.0}", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
