@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,6 +38,7 @@ func TestResumeExactlyOnceStress(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				scripts := rand.New(rand.NewPCG(3, 5))
+				var scriptsMu sync.Mutex
 				caller := rand.New(rand.NewPCG(9, 1))
 				route := func(name string) Route[chunk] {
 					return Route[chunk]{Name: name, Model: "m", Continues: true, Open: func(ctx context.Context, a Attempt) (Source[chunk], error) {
@@ -44,10 +46,12 @@ func TestResumeExactlyOnceStress(t *testing.T) {
 						if a.Prefix != strings.Join(words[:k], "") {
 							return nil, fmt.Errorf("prefix %q does not end at a word of the text", a.Prefix)
 						}
-						// Open runs on the driver's goroutine, one at a time.
+						// Open runs on its attempt's goroutine: two can overlap.
+						scriptsMu.Lock()
 						stallAt, stallFor := scripts.IntN(40), time.Duration(scripts.IntN(80))*100*time.Millisecond
 						keepalives := scripts.IntN(2) == 0
 						chaos, failAt := scripts.IntN(20), scripts.IntN(40)
+						scriptsMu.Unlock()
 						if chaotic {
 							switch {
 							case chaos == 0 && a.Trigger == TriggerResume:
