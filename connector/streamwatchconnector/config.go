@@ -20,8 +20,8 @@ type Config struct {
 	// per metric, so a shorter interval buys freshness with CPU and a
 	// longer one delays every panel. Scraped, the metrics need a scrape
 	// more often than this, or a flush (a new series' leading zero, an
-	// exemplar) can go unseen. Must be positive and written with a unit: a
-	// bare number would be nanoseconds.
+	// exemplar) can go unseen. At least MinInterval (100ms) and written with
+	// a unit: a bare number would be nanoseconds.
 	Interval time.Duration `mapstructure:"interval"`
 
 	// MaxSeries caps the series (attribute sets) each metric keeps. Past it,
