@@ -257,7 +257,7 @@ func (s *Stream[T]) recoverSource(a *attempt[T]) {
 }
 
 func sourcePanic[T any](a *attempt[T], r any) error {
-	return fmt.Errorf("%w: route %q: %w", ErrSourcePanic, a.route.Name, recovered(r))
+	return panicked(ErrSourcePanic, fmt.Sprintf("route %q", a.route.Name), r)
 }
 
 // closeQuietly closes src, ignoring its error and a panic: by then the
@@ -271,7 +271,7 @@ func closeQuietly[T any](src Source[T]) {
 func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			src, err = nil, fmt.Errorf("%w: route %q: %w", ErrOpenPanic, a.route.Name, recovered(r))
+			src, err = nil, panicked(ErrOpenPanic, fmt.Sprintf("route %q", a.route.Name), r)
 		}
 	}()
 	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix})
@@ -294,7 +294,7 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 func (s *Stream[T]) classifySafe(v T) (k Kind, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %w", ErrClassifierPanic, recovered(r))
+			err = panicked(ErrClassifierPanic, "", r)
 		}
 	}()
 	return s.p.items.Classify(v), nil

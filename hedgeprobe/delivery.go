@@ -1,7 +1,6 @@
 package hedgeprobe
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -267,7 +266,7 @@ func (s *Stream[T]) describe(a *attempt[T], k Kind, v T) (err error) {
 	var asking string
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s: %w", ErrExtractorPanic, asking, recovered(r))
+			err = panicked(ErrExtractorPanic, asking, r)
 		}
 	}()
 	it, rec := &s.p.items, a.rec
@@ -307,7 +306,7 @@ func (s *Stream[T]) describe(a *attempt[T], k Kind, v T) (err error) {
 func (s *Stream[T]) countTokens(a *attempt[T], v T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: token count: %w", ErrExtractorPanic, recovered(r))
+			err = panicked(ErrExtractorPanic, "token count", r)
 		}
 	}()
 	if n, ok := s.p.items.OutputTokens(v); ok {

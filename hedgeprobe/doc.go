@@ -39,7 +39,10 @@
 // An upstream's own error message, which can quote the request or the
 // answer, is left out of the status (sse.UpstreamError.StatusText: its
 // status, type and code stay) and kept in Stream.Err for the caller; so
-// is a recovered panic's value, of which the status names the type.
+// is a recovered panic's value, of which the status names the type (a
+// runtime error keeps its message). Where such a text cannot be told apart
+// in the error's — a wrapper of the caller's formats it otherwise — the
+// status withholds the whole text and names the error's type.
 //
 // Goroutines: one per attempt reads its Source; the goroutine calling Next
 // drives the race (no coordinator goroutine). After a Streaming commit

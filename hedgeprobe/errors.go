@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -183,7 +184,7 @@ func vetError(route string, err error) (vetted error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			vetted = fmt.Errorf("%w: route %q: a method of its error panicked: %w", ErrSourcePanic, route, recovered(r))
+			vetted = panicked(ErrSourcePanic, fmt.Sprintf("route %q: a method of its error panicked", route), r)
 		}
 	}()
 	budget := maxChain
@@ -191,41 +192,58 @@ func vetError(route string, err error) (vetted error) {
 	return err
 }
 
-// panicValue is a recovered panic's value in an error wrapping
-// ErrOpenPanic, ErrSourcePanic, ErrClassifierPanic or ErrExtractorPanic
-// (made by recovered). Error quotes the value, for the caller (Stream.Err)
-// and its logs; the spans record StatusText, which does not: a value the
-// caller's code panicked with can quote the item it was given — answer
-// text — while the message of a runtime error (an index out of range, a
-// nil map) cannot.
-type panicValue struct{ text, status string }
-
-// recovered describes a recovered panic's value. It formats the value
-// once, here, under a recover of its own: formatting calls the value's
-// Error or String method — the caller's code, which fmt guards against a
-// first panic but not against one in formatting that panic's value — and
-// an error whose text changed from one call to the next could not be
-// found in a status to be replaced. A value that cannot be formatted is
-// named by its type.
-func recovered(r any) (p panicValue) {
-	p.status = fmt.Sprintf("a panic value of type %T", r)
-	p.text = p.status
-	defer func() {
-		if recover() != nil {
-			p.text = p.status
-		}
-	}()
-	if re, ok := r.(runtime.Error); ok {
-		p.status = re.Error()
-	}
-	p.text = fmt.Sprint(r)
-	return p
+// panicError is a recovered panic of code hedgeprobe calls: kind is the
+// sentinel it matches (ErrOpenPanic, ErrSourcePanic, ErrClassifierPanic or
+// ErrExtractorPanic), where says where it happened ("" or `route "a"`,
+// "token count", …). Error quotes the panic's value, for the caller
+// (Stream.Err) and its logs; the spans record StatusText, which does not:
+// a value the caller's code panicked with can quote the item it was given
+// — answer text — while the message of one of Go's runtime errors (an
+// index out of range, a nil map) cannot. It builds both texts itself, so
+// a status never depends on finding the value inside the message.
+type panicError struct {
+	kind          error
+	where         string
+	value, status string
 }
 
-func (p panicValue) Error() string { return p.text }
+// panicked describes the panic r recovered as kind, where. It formats the
+// value once, here, under a recover of its own: formatting calls the
+// value's Error or String method — the caller's code, which fmt guards
+// against a first panic but not against one in formatting that panic's
+// value. A value that cannot be formatted is named by its type. Only the
+// runtime's own errors keep their message in the status: a caller's type
+// that implements runtime.Error is the caller's text.
+func panicked(kind error, where string, r any) (e *panicError) {
+	e = &panicError{kind: kind, where: where, status: fmt.Sprintf("a panic value of type %T", r)}
+	e.value = e.status
+	defer func() {
+		if recover() != nil {
+			e.value = e.status
+		}
+	}()
+	if re, ok := r.(runtime.Error); ok && strings.HasPrefix(strings.TrimPrefix(fmt.Sprintf("%T", r), "*"), "runtime.") {
+		e.status = re.Error()
+	}
+	e.value = fmt.Sprint(r)
+	return e
+}
 
-// StatusText names the value's type, or gives a runtime error's message.
-func (p panicValue) StatusText() string { return p.status }
+func (e *panicError) Error() string { return e.text(e.value) }
+
+// StatusText is Error with the value's type, or a runtime error's
+// message, in place of the value.
+func (e *panicError) StatusText() string { return e.text(e.status) }
+
+// Unwrap returns kind: errors.Is(err, ErrSourcePanic) and the like.
+func (e *panicError) Unwrap() error { return e.kind }
+
+func (e *panicError) text(value string) string {
+	if e.where == "" {
+		return e.kind.Error() + ": " + value
+	}
+	return e.kind.Error() + ": " + e.where + ": " + value
+}
 
 // maxChain bounds the errors exercise visits: a chain that long (or one
 // that loops) is not walked to its end.

@@ -1,7 +1,6 @@
 package hedgeprobe
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -109,7 +108,7 @@ func textOf[T any](text func(T) (string, bool), items []item[T], max int) (strin
 func relabelSafe[T any](relabel func(answer, v T) T, answer, v T) (out T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: relabel: %w", ErrExtractorPanic, recovered(r))
+			err = panicked(ErrExtractorPanic, "relabel", r)
 		}
 	}()
 	return relabel(answer, v), nil
@@ -120,7 +119,7 @@ func relabelSafe[T any](relabel func(answer, v T) T, answer, v T) (out T, err er
 func followsSafe[T any](follows func(T) bool, v T) (ok bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: follows: %w", ErrExtractorPanic, recovered(r))
+			err = panicked(ErrExtractorPanic, "follows", r)
 		}
 	}()
 	return follows(v), nil
@@ -131,7 +130,7 @@ func followsSafe[T any](follows func(T) bool, v T) (ok bool, err error) {
 func openingSafe[T any](opening func(T) bool, v T) (opens bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: opening: %w", ErrExtractorPanic, recovered(r))
+			err = panicked(ErrExtractorPanic, "opening", r)
 		}
 	}()
 	return opening(v), nil
@@ -142,7 +141,7 @@ func openingSafe[T any](opening func(T) bool, v T) (opens bool, err error) {
 func textSafe[T any](text func(T) (string, bool), v T) (s string, ok bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: text: %w", ErrExtractorPanic, recovered(r))
+			err = panicked(ErrExtractorPanic, "text", r)
 		}
 	}()
 	s, ok = text(v)

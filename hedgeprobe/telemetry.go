@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -324,35 +325,19 @@ type statusTexter interface {
 }
 
 // statusText is an error's text as a span's status description: its
-// Error, but for each error in its tree that has a StatusText, whose text
-// stands in for its Error there (an upstream's message can quote the
+// Error, but for each error in its tree that has a StatusText (whose text
+// stands in for its Error there: an upstream's message can quote the
 // prompt or the answer, and a panic's value the item it was given, which
 // spans do not record); valid UTF-8, and at most maxStatusText bytes, cut
-// between characters.
+// between characters. Where such an error's text cannot be told apart in
+// the whole — the tree is too large to walk, or a wrapper formats it
+// otherwise — the status fails closed: withheld says what kind of error
+// it was, and quotes nothing.
 func statusText(err error) string {
-	s := err.Error()
-	budget := maxChain
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil || budget <= 0 {
-			return
-		}
-		budget--
-		if st, ok := e.(statusTexter); ok {
-			// Its text covers whatever it wraps.
-			s = substitute(s, st.Error(), st.StatusText())
-			return
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				walk(e)
-			}
-		}
+	s, ok := leaveOut(err)
+	if !ok {
+		s = withheld(err)
 	}
-	walk(err)
 	s = validUTF8(s)
 	if len(s) <= maxStatusText {
 		return s
@@ -364,22 +349,79 @@ func statusText(err error) string {
 	return s[:i] + "…"
 }
 
-// substitute puts repl in s where quote is. An error that wraps another
-// ("…: %w") ends with its text, so a suffix is taken for it; elsewhere a
-// single occurrence is; and where quote occurs more than once — a short
-// text, such as a streamed token, can occur in the fixed words around
-// it — every occurrence goes, as which one it is cannot be told, and a
-// mangled status is better than one that quotes the answer.
-func substitute(s, quote, repl string) string {
-	switch {
-	case quote == "":
-		return s
-	case strings.HasSuffix(s, quote):
-		return s[:len(s)-len(quote)] + repl
-	case strings.Count(s, quote) == 1:
-		return strings.Replace(s, quote, repl, 1)
+// leaveOut returns err's text with each StatusText in place of its
+// error's text, or false where one's text is not found in it.
+func leaveOut(err error) (string, bool) {
+	s := err.Error()
+	quoting, walked := statusTexters(err)
+	if !walked {
+		return "", false
 	}
-	return strings.ReplaceAll(s, quote, repl)
+	// The longest first: a text that holds another is replaced whole.
+	slices.SortStableFunc(quoting, func(a, b statusTexter) int { return len(b.Error()) - len(a.Error()) })
+	for _, st := range quoting {
+		quote, repl := st.Error(), st.StatusText()
+		switch n := strings.Count(s, quote); {
+		case quote == "":
+		case n == 1:
+			s = strings.Replace(s, quote, repl, 1)
+		case n > 1:
+			// Which occurrence is the error's own cannot be told: a
+			// mangled status is better than one that quotes the answer.
+			s = strings.ReplaceAll(s, quote, repl)
+		default:
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// statusTexters returns the errors in err's tree that have a StatusText —
+// not those under one, whose text its own covers — and whether the whole
+// tree was walked (at most maxChain errors: a chain that long, or one
+// that loops, is not). An error that gives one only through its As method
+// counts too, as errors.As would find it.
+func statusTexters(err error) (found []statusTexter, walked bool) {
+	budget := maxChain
+	var walk func(error) bool
+	walk = func(e error) bool {
+		if e == nil {
+			return true
+		}
+		if budget--; budget < 0 {
+			return false
+		}
+		if st, ok := e.(statusTexter); ok {
+			found = append(found, st)
+			return true
+		}
+		if a, ok := e.(interface{ As(any) bool }); ok {
+			var st statusTexter
+			if a.As(&st) && st != nil {
+				found = append(found, st)
+				return true
+			}
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if !walk(e) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	walked = walk(err)
+	return found, walked
+}
+
+// withheld is the status of an error whose quoted words could not be left
+// out of its text: its error.type, and what became of the text.
+func withheld(err error) string {
+	return errorType(err) + ": the error's text is withheld: it quotes words spans do not record, which could not be told apart from the rest"
 }
 
 // maxStatusText caps a span's status description.
