@@ -223,8 +223,9 @@ type RouteOptions struct {
 // refuses the field (Mistral's API: provider sse.ProviderMistralAI, or
 // Continue sse.ContinuePrefixEcho), which reports usage on its last chunk
 // all the same, it sends none, even when params set it — params are
-// often shared by every route of a call. Another server that refuses it is sent none with
-// option.WithJSONDel("stream_options") in RequestOptions.
+// often shared by every route of a call. Another server that refuses it
+// is sent none with option.WithJSONDel("stream_options") in
+// RequestOptions.
 func Route(name string, client openai.Client, params openai.ChatCompletionNewParams, o RouteOptions) hedgeprobe.Route[Chunk] {
 	if o.Provider == "" {
 		o.Provider = "openai"

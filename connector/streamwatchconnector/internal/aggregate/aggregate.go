@@ -218,8 +218,7 @@ func (st *Store) newSeries(d Desc, service string, now pcommon.Timestamp) *Serie
 
 // Observe records v in a histogram series with bounds (those of its Desc)
 // and keeps ex as an exemplar while the series has room for one (and ex
-// names a span). Callers
-// pass finite, non-negative values only.
+// names a span). Callers pass finite, non-negative values only.
 func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	// Buckets are upper-inclusive, (b[i-1], b[i]], as in OTLP.
 	s.overflow(1)
