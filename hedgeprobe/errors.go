@@ -187,8 +187,7 @@ func vetError(route string, err error) (vetted error) {
 			vetted = panicked(ErrSourcePanic, fmt.Sprintf("route %q: a method of its error panicked", route), r)
 		}
 	}()
-	budget := maxChain
-	exercise(err, &budget)
+	exercise(err)
 	return err
 }
 
@@ -245,49 +244,71 @@ func (e *panicError) text(value string) string {
 	return e.kind.Error() + ": " + e.where + ": " + value
 }
 
-// maxChain bounds the errors exercise visits: a chain that long (or one
-// that loops) is not walked to its end.
+// maxChain bounds the errors walkErrors visits: a chain that long (or
+// one that loops) is not walked to its end.
 const maxChain = 64
+
+// walkErrors calls visit on err and, where visit returns true, on the
+// errors it wraps (Unwrap, one or many), depth first, on at most
+// maxChain errors in all. It returns false where it stopped short.
+func walkErrors(err error, visit func(error) (descend bool)) bool {
+	budget := maxChain
+	var walk func(error) bool
+	walk = func(e error) bool {
+		if e == nil {
+			return true
+		}
+		if budget--; budget < 0 {
+			return false
+		}
+		if !visit(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if !walk(e) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return walk(err)
+}
 
 // exercise calls, on err and on every error in its chain, each method that
 // errors.Is, errors.As and hedgeprobe's classifications call (IsTransient,
 // retryAfter, outcomeOf, errorType, isPanic, statusText): Error,
-// Transient, RetryAfter, ErrorType, StatusText, Is, As and Unwrap. Calling the classifications
-// alone would not do: each stops at its first match, and a method deeper in
-// the chain that another one reaches would go untried.
-func exercise(err error, budget *int) {
-	if err == nil || *budget <= 0 {
-		return
-	}
-	*budget--
-	_ = err.Error()
-	if e, ok := err.(TransientError); ok {
-		_ = e.Transient()
-	}
-	if e, ok := err.(RetryAfterError); ok {
-		_ = e.RetryAfter()
-	}
-	if e, ok := err.(errorTyper); ok {
-		_ = e.ErrorType()
-	}
-	if e, ok := err.(statusTexter); ok {
-		_ = e.StatusText()
-	}
-	if e, ok := err.(interface{ Is(error) bool }); ok {
-		_ = e.Is(ErrCannotContinue)
-	}
-	if e, ok := err.(interface{ As(any) bool }); ok {
-		var te *TimeoutError
-		_ = e.As(&te)
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		exercise(u.Unwrap(), budget)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			exercise(e, budget)
+// Transient, RetryAfter, ErrorType, StatusText, Is, As and Unwrap. Calling the classifications alone would not
+// do: each stops at its first match, and a method deeper in the chain that
+// another one reaches would go untried.
+func exercise(err error) {
+	walkErrors(err, func(err error) bool {
+		_ = err.Error()
+		if e, ok := err.(TransientError); ok {
+			_ = e.Transient()
 		}
-	}
+		if e, ok := err.(RetryAfterError); ok {
+			_ = e.RetryAfter()
+		}
+		if e, ok := err.(errorTyper); ok {
+			_ = e.ErrorType()
+		}
+		if e, ok := err.(statusTexter); ok {
+			_ = e.StatusText()
+		}
+		if e, ok := err.(interface{ Is(error) bool }); ok {
+			_ = e.Is(ErrCannotContinue)
+		}
+		if e, ok := err.(interface{ As(any) bool }); ok {
+			var te *TimeoutError
+			_ = e.As(&te)
+		}
+		return true
+	})
 }
 
 // retryAfter returns the Retry-After hint in err's chain, or 0.

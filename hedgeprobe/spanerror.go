@@ -120,39 +120,20 @@ func leaveOut(err error) (string, bool) {
 // that loops, is not). An error that gives one only through its As method
 // counts too, as errors.As would find it.
 func statusTexters(err error) (found []statusTexter, walked bool) {
-	budget := maxChain
-	var walk func(error) bool
-	walk = func(e error) bool {
-		if e == nil {
-			return true
-		}
-		if budget--; budget < 0 {
-			return false
-		}
+	walked = walkErrors(err, func(e error) bool {
 		if st, ok := e.(statusTexter); ok {
 			found = append(found, st)
-			return true
+			return false
 		}
 		if a, ok := e.(interface{ As(any) bool }); ok {
 			var st statusTexter
 			if a.As(&st) && st != nil {
 				found = append(found, st)
-				return true
-			}
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			return walk(u.Unwrap())
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if !walk(e) {
-					return false
-				}
+				return false
 			}
 		}
 		return true
-	}
-	walked = walk(err)
+	})
 	return found, walked
 }
 

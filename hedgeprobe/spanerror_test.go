@@ -116,3 +116,4 @@ func TestPanickedFormatsOnce(t *testing.T) {
 		t.Errorf("no where: %q", e.Error())
 	}
 }
+
