@@ -282,7 +282,8 @@ func walkErrors(err error, visit func(error) (descend bool)) bool {
 // exercise calls, on err and on every error in its chain, each method that
 // errors.Is, errors.As and hedgeprobe's classifications call (IsTransient,
 // retryAfter, outcomeOf, errorType, isPanic, statusText): Error,
-// Transient, RetryAfter, ErrorType, StatusText, Is, As and Unwrap. Calling the classifications alone would not
+// Transient, RetryAfter, ErrorType, StatusText, Is, As (with each target
+// those ask for) and Unwrap. Calling the classifications alone would not
 // do: each stops at its first match, and a method deeper in the chain that
 // another one reaches would go untried.
 func exercise(err error) {
@@ -305,7 +306,9 @@ func exercise(err error) {
 		}
 		if e, ok := err.(interface{ As(any) bool }); ok {
 			var te *TimeoutError
-			_ = e.As(&te)
+			var et errorTyper
+			var st statusTexter
+			_, _, _ = e.As(&te), e.As(&et), e.As(&st)
 		}
 		return true
 	})

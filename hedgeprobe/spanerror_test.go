@@ -117,3 +117,25 @@ func TestPanickedFormatsOnce(t *testing.T) {
 	}
 }
 
+// asPanics is an error whose As panics for the targets statusText and
+// errorType ask for (a status texter, an error typer), not for others.
+type asPanics struct{}
+
+func (asPanics) Error() string { return "upstream failed" }
+func (asPanics) As(target any) bool {
+	switch target.(type) {
+	case *statusTexter, *errorTyper:
+		panic("As")
+	}
+	return false
+}
+
+// TestVetErrorTriesEveryAsTarget: a Source's error is checked with every
+// As target hedgeprobe's span code asks for, so a method that panics on
+// one fails the attempt (ErrSourcePanic) instead of panicking where a span
+// ends, on the caller's goroutine.
+func TestVetErrorTriesEveryAsTarget(t *testing.T) {
+	if err := vetError("a", asPanics{}); !errors.Is(err, ErrSourcePanic) {
+		t.Fatalf("vetError = %v, want ErrSourcePanic", err)
+	}
+}
