@@ -61,14 +61,16 @@ type Config struct {
 	// shipped collector config reads it from.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
 
-	// Dimensions are extra span attribute keys added to every metric of the
-	// span they are found on (values recorded as strings; absent keys are
-	// left out). Each adds cardinality, bounded by max_series. Default none.
-	// A dimension may not repeat, be empty, name an attribute the connector
-	// sets itself, or become the same Prometheus label (every character
-	// other than a letter, digit or '_' turned into '_') as one of those or
-	// as le, quantile, job, instance, otel_scope_* or __*: a series with a
-	// label twice is dropped by the Prometheus exporter.
+	// Dimensions are extra attribute keys added to every metric of a span
+	// that has them, looked up on the span, then on its resource (values
+	// recorded as strings; keys on neither are left out). Each adds
+	// cardinality, bounded by max_series. Default none. A dimension may
+	// not repeat, be empty or other than UTF-8, name an attribute the
+	// connector sets itself, or become the same Prometheus label (every
+	// character other than a letter, digit or '_' turned into '_') as one
+	// of those or as le, quantile, job, instance, otel_scope_* or __*, or a
+	// label of underscores only: the Prometheus exporter drops a series
+	// with a label twice, and a metric with an invalid label.
 	Dimensions []string `mapstructure:"dimensions"`
 
 	// prevent unkeyed literal initialization
