@@ -132,6 +132,10 @@ func Strategies() ([]Strategy, error) {
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
 		{"watchdog + retry", fmt.Sprintf("LangChain stream_chunk_timeout style: hedgeprobe MaxAttempts 1, StallTimeout %v, no route ejection, then one retry on the other route", watchdogTimeout),
 			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: watchdogTimeout, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
+		// The same watchdog at the hedgeprobe rows' 30 s: how much of their
+		// gain over the row above is only the shorter timeout.
+		{"watchdog 30s + retry", fmt.Sprintf("as watchdog + retry with the hedgeprobe rows' StallTimeout %v: no hedge, no resume, no route ejection, then one retry on the other route", stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 1, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off, EjectFailures: hedgeprobe.NoEjection}, true},
 		{"hedgeprobe streaming", fmt.Sprintf("Streaming, HoldChunks 10, StallAfter %v, StallTimeout %v + one retry, no resume", stallAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, HoldChunks: 10,
 				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
@@ -141,6 +145,12 @@ func Strategies() ([]Strategy, error) {
 		{"hedgeprobe streaming + resume", fmt.Sprintf("Streaming, ResumeAfter %v, MaxAttempts 3, StallTimeout %v + one retry", resumeAfter, stallTimeout),
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
 				ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
+		// Streaming + resume's settings without the continuation: what
+		// resuming alone buys (hedgeprobe streaming also differs by its
+		// HoldChunks and StallAfter).
+		{"hedgeprobe streaming, resume off", fmt.Sprintf("Streaming, MaxAttempts 3, StallTimeout %v + one retry, no resume: streaming + resume without the continuation", stallTimeout),
+			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
+				ResumeAfter: hedgeprobe.Off, StallTimeout: stallTimeout}, true},
 		// Buffered + resume comes with the earlier stall trigger it can
 		// afford (a continuation, not a fresh answer): this row has the
 		// trigger without the continuation, so the two gains read apart.
