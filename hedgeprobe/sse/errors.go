@@ -53,16 +53,37 @@ func (e *UpstreamError) Unwrap() error { return e.Cause }
 // ErrorType is the error's error.type on hedgeprobe's spans: the code the
 // provider returned, as the GenAI conventions ask — the HTTP status, such
 // as "429"; for an error payload in a 200 response its type, such as
-// "overloaded_error", or "error_payload" without one (or with one longer
-// than 64 bytes, which is no code).
+// "overloaded_error", or "error_payload" without one, or with one that is
+// no code (see codeLike).
 func (e *UpstreamError) ErrorType() string {
 	switch {
 	case !e.MidStream && e.StatusCode != 0:
 		return strconv.Itoa(e.StatusCode)
-	case e.Type != "" && len(e.Type) <= 64:
+	case codeLike(e.Type):
 		return e.Type
 	}
 	return "error_payload"
+}
+
+// codeLike reports whether an upstream's error type or code reads as a
+// code — "rate_limit_exceeded", "invalid_request_error", "429",
+// "RESOURCE_EXHAUSTED" — and so may go into telemetry: at most 64 bytes of
+// ASCII letters, digits and _ . : - /. Anything else (a sentence, a JSON
+// object a proxy sent as the code) is upstream text, which can quote the
+// prompt or the answer as a message can.
+func codeLike(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_', c == '.', c == ':', c == '-', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Error returns the provider, status and message.
@@ -92,13 +113,21 @@ func (e *UpstreamError) Error() string {
 	return b.String()
 }
 
-// StatusText is Error without the message: what hedgeprobe writes into a
-// span's status. An upstream's message, or the start of a body without an
-// error object, can quote the request (a validation error that echoes its
-// input, a resume's prefix) or the answer, and spans record neither.
+// StatusText is Error without the message, and without a type or code
+// that is no code (see codeLike; "withheld" stands in for it): what
+// hedgeprobe writes into a span's status. An upstream's message, or the
+// start of a body without an error object, can quote the request (a
+// validation error that echoes its input, a resume's prefix) or the
+// answer, and spans record neither.
 func (e *UpstreamError) StatusText() string {
 	c := *e
 	c.Message = ""
+	if c.Type != "" && !codeLike(c.Type) {
+		c.Type = "withheld"
+	}
+	if c.Code != "" && !codeLike(c.Code) {
+		c.Code = "withheld"
+	}
 	return c.Error()
 }
 

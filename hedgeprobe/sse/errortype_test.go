@@ -26,6 +26,11 @@ func TestUpstreamErrorType(t *testing.T) {
 		{UpstreamError{MidStream: true, Type: "overloaded_error"}, "overloaded_error"},
 		{UpstreamError{MidStream: true}, "error_payload"},
 		{UpstreamError{MidStream: true, Type: strings.Repeat("x", 65)}, "error_payload"},
+		{UpstreamError{MidStream: true, Type: "RESOURCE_EXHAUSTED"}, "RESOURCE_EXHAUSTED"},
+		// A type that is a sentence is upstream text, which can quote the
+		// answer: it was the spans' error.type, and so a metric label.
+		{UpstreamError{MidStream: true, Type: "SECRET-ANSWER begins"}, "error_payload"},
+		{UpstreamError{MidStream: true, Type: `{"input":"x"}`}, "error_payload"},
 	} {
 		if got := tc.err.ErrorType(); got != tc.want {
 			t.Errorf("%+v: ErrorType %q, want %q", tc.err, got, tc.want)

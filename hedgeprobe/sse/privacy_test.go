@@ -106,3 +106,52 @@ func TestPromptQuotedInErrorMessageNotInSpans(t *testing.T) {
 	}
 	adaptertest.NoText(t, spans, "SECRET-PROMPT")
 }
+
+// An error object's type and code were kept whole in the statuses, up to
+// 1 KiB each: a validation layer that sends the offending input as the
+// code (an object, or a sentence), or a type that quotes it, put the
+// prompt there. Only a type or code that reads as a code is kept.
+func TestPromptInErrorTypeOrCodeNotInSpans(t *testing.T) {
+	for name, object := range map[string]func(req string) string{
+		"code object": func(req string) string {
+			return `{"message":"validation failed","type":"invalid_request_error","code":{"loc":["body"],"input":` + quote(req) + `}}`
+		},
+		"code sentence": func(req string) string {
+			return `{"message":"x","type":"invalid_request_error","code":` + quote("string_too_long: "+req) + `}`
+		},
+		"type sentence": func(req string) string { return `{"type":` + quote("string_too_long: "+req) + `}` },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprintf(w, `{"error":%s}`, object(string(b)))
+			}))
+			t.Cleanup(srv.Close)
+			spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: srv.URL, Model: "m",
+				Messages: []sse.Message{{Role: "user", Content: "SECRET-PROMPT my diagnosis is"}}}))
+			if s.Err() == nil {
+				t.Fatal("want the 400's error")
+			}
+			adaptertest.NoText(t, spans, "SECRET-PROMPT")
+		})
+	}
+}
+
+// The same mid-stream, where the type of an error event's payload was
+// also the spans' error.type.
+func TestAnswerInMidStreamErrorTypeNotInSpans(t *testing.T) {
+	url := serveSSE(t, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"SECRET-ANSWER begins\"}}]}\n\n"+
+		"event: error\ndata: {\"type\":\"SECRET-ANSWER begins\",\"message\":\"x\"}\n\n")
+	spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: url, Model: "m", Messages: hi}))
+	if s.Err() == nil {
+		t.Fatal("want the payload's error")
+	}
+	adaptertest.NoText(t, spans, "SECRET-ANSWER")
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
