@@ -4,6 +4,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/hedgeenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests with hedgeprobe's settings their own (see
+// hedgeenv) and checks that none leaks a goroutine.
+func TestMain(m *testing.M) {
+	hedgeenv.Unset()
+	goleak.VerifyTestMain(m)
+}

@@ -1,11 +1,11 @@
 package hedgesim
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/hedgeenv"
 )
 
 func TestMain(m *testing.M) {
@@ -13,15 +13,7 @@ func TestMain(m *testing.M) {
 	// STREAM__STALL_TIMEOUT_S set in the shell would give the rows that
 	// leave the watchdog off (TTFT-only, the zero-value Config) one, under
 	// their own names. The report describes the settings it sets alone, so
-	// every variable of hedgeprobe's prefixes (hedgeprobe.EnvHedgeAfter
-	// and the others; a later one too) is unset.
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		for _, prefix := range []string{"HEDGE__", "STREAM__", "ROUTE__"} {
-			if strings.HasPrefix(name, prefix) {
-				_ = os.Unsetenv(name)
-			}
-		}
-	}
+	// every variable of hedgeprobe's prefixes is unset.
+	hedgeenv.Unset()
 	goleak.VerifyTestMain(m)
 }

@@ -23,11 +23,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector"
+	"github.com/streamwatch/streamwatch/internal/testbed/hedgeenv"
 	"github.com/streamwatch/streamwatch/processor/streamwatchprocessor"
 	"github.com/streamwatch/streamwatch/semconv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests with hedgeprobe's settings their own (see
+// hedgeenv) and checks that none leaks a goroutine.
+func TestMain(m *testing.M) {
+	hedgeenv.Unset()
+	goleak.VerifyTestMain(m)
+}
 
 func decode(t *testing.T, r Request) ptrace.Traces {
 	t.Helper()
