@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -13,12 +14,13 @@ import (
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Kill ends the process with SIGKILL, as a crash would: no shutdown, no
-// last flush. It waits for the process to be gone.
+// last flush. It waits for the process to be gone. Its group goes with it,
+// as with Stop.
 func (p *Process) Kill() {
 	if p.Exited() {
 		return
 	}
-	_ = p.cmd.Process.Kill()
+	p.signal(syscall.SIGKILL)
 	<-p.done
 }
 

@@ -98,19 +98,30 @@ func (p *Process) Exited() bool {
 	}
 }
 
-// Stop sends SIGTERM, waits up to 10 s, then kills. It is idempotent.
+// Stop sends SIGTERM to the process's group, waits up to 10 s for the
+// process, then kills the group. It is idempotent. The group, not the
+// process alone: what it started (a shell's commands, a server's workers)
+// would otherwise outlive it.
 func (p *Process) Stop() error {
 	if p.Exited() {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
+		p.signal(syscall.SIGKILL)
 		<-p.done
 	}
 	return nil
+}
+
+// signal sends sig to the process's group (childAttr gives it its own),
+// or to the process alone when the group is gone.
+func (p *Process) signal(sig syscall.Signal) {
+	if syscall.Kill(-p.cmd.Process.Pid, sig) != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
 }
 
 // Log returns the process's output so far, for failure messages.
