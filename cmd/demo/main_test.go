@@ -6,9 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/streamwatch/streamwatch/internal/testbed/stack"
 	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // listening reads the address fakellm announces, and fails at once — not
 // after its timeout — when fakellm exits first (a bad -profiles file; when
