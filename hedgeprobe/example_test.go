@@ -56,7 +56,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	s := p.Stream(context.Background(), route("slow", time.Second), route("fast", time.Millisecond))
+	// A minute, not a second: the example's output names the winner, and a
+	// loaded machine must not let the slow route win. It is cancelled when
+	// the hedge wins, so the wait costs nothing.
+	s := p.Stream(context.Background(), route("slow", time.Minute), route("fast", time.Millisecond))
 	defer s.Close()
 	for s.Next() {
 		fmt.Println(s.Current())

@@ -1176,6 +1176,9 @@ func TestRegressionResumeFatalMidStream(t *testing.T) {
 		s = p.Stream(context.Background(), ivScriptRoute(script))
 		for s.Next() {
 		}
+		if len(events) == 0 {
+			t.Fatal("second call: no resume was tried; the checks below would pass on nothing")
+		}
 		for _, e := range events {
 			if e.Skipped != "" {
 				t.Errorf("second call: resume skipped %q (route barred by the first call's mid-stream error)", e.Skipped)
