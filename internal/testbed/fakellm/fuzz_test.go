@@ -50,8 +50,9 @@ func FuzzServe(f *testing.F) {
 	f.Add(false, "stall", []byte(`[]`))
 	f.Fuzz(func(t *testing.T, anthropic bool, profile string, body []byte) {
 		path := "/v1/chat/completions"
+		var d dialect = openaiDialect{}
 		if anthropic {
-			path = "/v1/messages"
+			path, d = "/v1/messages", anthropicDialect{}
 		}
 		synctest.Test(t, func(t *testing.T) {
 			s, err := New(Options{Config: cfg, Scale: 1})
@@ -70,8 +71,8 @@ func FuzzServe(f *testing.F) {
 			if profile == "" {
 				p, known = cfg.Profiles[cfg.Default], true
 			}
-			if known && (status == p.Status || (p.Continuation.Status != 0 && status == p.Continuation.Status) || status >= 500) {
-				return // scripted
+			if known && scripted(d, p, status) {
+				return
 			}
 			if status >= 500 {
 				t.Fatalf("status %d on profile %q: a request cannot cause a server error", status, profile)
@@ -81,4 +82,22 @@ func FuzzServe(f *testing.F) {
 			}
 		})
 	})
+}
+
+// scripted reports whether p answers some request with status by design:
+// its Status, its refusal of a continuation, or its mid-stream error, which
+// a request for a whole (not streamed) answer gets as a status. Any other
+// 5xx is fakellm failing on the request.
+func scripted(d dialect, p *Profile, status int) bool {
+	if status == p.Status || (p.Continuation.Status != 0 && status == p.Continuation.Status) {
+		return true
+	}
+	if p.Error == nil {
+		return false
+	}
+	typ := p.Error.Type
+	if typ == "" {
+		typ = d.midErrorType()
+	}
+	return status == d.errorStatus(typ)
 }
