@@ -66,11 +66,13 @@ type Config struct {
 	// recorded as strings; keys on neither are left out). Each adds
 	// cardinality, bounded by max_series. Default none. A dimension may
 	// not repeat, be empty or other than UTF-8, name an attribute the
-	// connector sets itself, or become the same Prometheus label (every
-	// character other than a letter, digit or '_' turned into '_') as one
-	// of those or as le, quantile, job, instance, otel_scope_* or __*, or a
-	// label of underscores only: the Prometheus exporter drops a series
-	// with a label twice, and a metric with an invalid label.
+	// connector sets itself or one that holds prompt or answer text
+	// (gen_ai.input.messages, gen_ai.prompt.*, …: see contentKeys), or
+	// become the same Prometheus label (every character other than a
+	// letter, digit or '_' turned into '_') as one of those or as le,
+	// quantile, job, instance, otel_scope_* or __*, or a label of
+	// underscores only: the Prometheus exporter drops a series with a
+	// label twice, and a metric with an invalid label.
 	Dimensions []string `mapstructure:"dimensions"`
 
 	// prevent unkeyed literal initialization
@@ -135,6 +137,37 @@ var rawChecks = stallthreshold.RawChecks{
 // convert and drops.
 var reservedLabels = map[string]bool{"le": true, "quantile": true, "job": true, "instance": true}
 
+// contentKeys and contentPrefixes are the span attributes that hold the
+// prompt, the answer or a tool call's arguments, as instrumentations
+// record them when their content capture is on: the GenAI conventions'
+// (gen_ai.input.messages and its kin), their older gen_ai.prompt and
+// gen_ai.completion (indexed, gen_ai.prompt.0.content, in OpenLLMetry), and
+// OpenInference's. As a dimension, such a text would be a metric label on
+// every series of the span: never a label, and unbounded cardinality.
+var (
+	contentKeys = map[string]bool{
+		"gen_ai.input.messages": true, "gen_ai.output.messages": true, "gen_ai.system_instructions": true,
+		"gen_ai.tool.call.arguments": true, "gen_ai.tool.call.result": true,
+		"gen_ai.prompt": true, "gen_ai.completion": true,
+		"input.value": true, "output.value": true,
+	}
+	contentPrefixes = []string{"gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages", "llm.output_messages"}
+)
+
+// isContent reports whether key is one of contentKeys or under one of
+// contentPrefixes.
+func isContent(key string) bool {
+	if contentKeys[key] {
+		return true
+	}
+	for _, p := range contentPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // promLabel is the Prometheus label a key becomes, as the exporter's
 // translation (UnderscoreEscapingWithSuffixes) makes it: every character
 // that is not an ASCII letter, a digit or '_' turned into '_', and "key_"
@@ -189,6 +222,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q would be the Prometheus label %s, which is not a valid label name", i, d, l))
 		case builtin[d]:
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q is already an attribute of the connector's metrics", i, d))
+		case isContent(d):
+			errs = append(errs, fmt.Errorf("dimensions[%d] %q holds prompt or answer text, which no metric label may carry", i, d))
 		case labels[l] == d:
 			errs = append(errs, fmt.Errorf("dimensions[%d] %q is listed twice", i, d))
 		case labels[l] != "":

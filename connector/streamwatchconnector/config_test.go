@@ -97,6 +97,13 @@ func TestConfigInvalid(t *testing.T) {
 		// odd bytes, say).
 		{"dimension not UTF-8", map[string]any{"dimensions": []any{"tenant\xff"}}, `dimensions[0] "tenant\xff" is not valid UTF-8`},
 		{"duplicate dimension", map[string]any{"dimensions": []any{"env", "env"}}, `dimensions[1] "env" is listed twice`},
+		// Text an instrumentation captured would be a label on every series.
+		{"prompt dimension", map[string]any{"dimensions": []any{"env", "gen_ai.input.messages"}},
+			`dimensions[1] "gen_ai.input.messages" holds prompt or answer text, which no metric label may carry`},
+		{"indexed prompt dimension", map[string]any{"dimensions": []any{"gen_ai.completion.0.content"}},
+			`dimensions[0] "gen_ai.completion.0.content" holds prompt or answer text, which no metric label may carry`},
+		{"OpenInference output", map[string]any{"dimensions": []any{"output.value"}},
+			`dimensions[0] "output.value" holds prompt or answer text, which no metric label may carry`},
 		// Two keys that become one Prometheus label would give a series
 		// the label twice, which the Prometheus exporter drops.
 		{"dimension as a builtin's label", map[string]any{"dimensions": []any{"streamwatch_route"}},
