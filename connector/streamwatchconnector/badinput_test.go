@@ -339,3 +339,49 @@ func TestLabelsNotUTF8(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int64{"svc|gpt-x|": 1, "svc-\uFFFD|gpt-\uFFFD|t\uFFFD1": 1}, calls)
 }
+
+// An error.type that is text, not a code, is recorded as "_OTHER": an
+// instrumentation that put an upstream's words there (which can quote the
+// prompt or the answer) made them a label of the duration.
+func TestErrorTypeThatIsText(t *testing.T) {
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for _, et := range []string{"SECRET-ANSWER begins", "429", "*net.OpError", `{"input":"x"}`} {
+		sp := spans.AppendEmpty()
+		validCall(sp)
+		sp.Attributes().PutStr(string(semconv.Outcome), semconv.OutcomeError)
+		sp.Attributes().PutStr(string(semconv.ErrorType), et)
+	}
+
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := connectortest.NewNopSettings(NewFactory().Type())
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	sink := &consumertest.MetricsSink{}
+	c, err := newConnector(set, createDefaultConfig().(*Config), sink)
+	require.NoError(t, err)
+	require.NoError(t, c.ConsumeTraces(context.Background(), td))
+	snapshot(t, c)
+
+	got := stagetest.Counters(t, tel)
+	assert.Equal(t, int64(2), got["otelcol_connector_streamwatch_invalid_values{attribute=error.type,reason=not_a_code}"], "telemetry %v", got)
+	types := map[string]uint64{}
+	for _, md := range sink.AllMetrics() {
+		assertSane(t, md)
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < ms.Len(); j++ {
+				if ms.At(j).Name() != semconv.MetricOperationDuration {
+					continue
+				}
+				dps := ms.At(j).Histogram().DataPoints()
+				for d := 0; d < dps.Len(); d++ {
+					et, _ := dps.At(d).Attributes().Get(string(semconv.ErrorType))
+					types[et.Str()] += dps.At(d).Count()
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]uint64{"_OTHER": 2, "429": 1, "*net.OpError": 1}, types)
+}

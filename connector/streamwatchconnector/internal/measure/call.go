@@ -1,6 +1,8 @@
 package measure
 
 import (
+	"strings"
+
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
@@ -64,16 +66,42 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 // errorType is the duration's error.type, which the GenAI conventions
 // require when the operation ended in an error: the call span's own (the
 // provider's status code, the watchdog's kind, …), "_OTHER" when a failed
-// call span has none. A call that ended ok has none.
+// call span has none, or one that is no code. A call that ended ok has
+// none.
 func (r *Recorder) errorType(outcome string) label {
 	if outcome == string(semconv.OutcomeOK) {
 		return label{}
 	}
 	l := r.labelAt(slotErrorType)
+	if l.ok && l.value != "" && !codeLike(l.value) {
+		r.p.Invalid(slotKeys[slotErrorType], ReasonNotACode)
+		l.ok = false
+	}
 	if !l.ok || l.value == "" {
 		l = label{key: slotKeys[slotErrorType], value: "_OTHER", ok: true}
 	}
 	return l
+}
+
+// codeLike reports whether an error.type reads as a code: a status
+// ("429"), a kind ("stall_timeout"), a type name ("*net.OpError",
+// "openai.RateLimitError", "java.net.SocketTimeoutException") — at most
+// 128 bytes of ASCII letters, digits and _ . : / * $ # @ + - [ ]. A value
+// with spaces or quotes is text, and an instrumentation's text can quote
+// the prompt or the answer, which no metric label may carry.
+func codeLike(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for i := range len(s) {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("_.:/*$#@+-[]", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // ejections counts the streamwatch.route.ejected events of a call span by

@@ -38,6 +38,9 @@ const (
 	// ReasonNotUTF8: a string used as a label that is not valid UTF-8; it
 	// is used with each run of invalid bytes replaced by U+FFFD.
 	ReasonNotUTF8 = "not_utf8"
+	// ReasonNotACode: an error.type that reads as text, not as a code
+	// (see codeLike); it is recorded as "_OTHER".
+	ReasonNotACode = "not_a_code"
 	// ReasonAnomaly: a derivation that is an anomaly (a malformed timeline,
 	// a negative gap, a first chunk before the span start), whether the
 	// processor or the connector derived it; reported on
