@@ -62,6 +62,20 @@ type statusTexter interface {
 	StatusText() string
 }
 
+// StatusText returns err's text as hedgeprobe's spans record it in their
+// status: without an upstream's message, a panic's value, or anything else
+// in it that can quote the prompt or the answer (an error that cannot be
+// told apart gives its type alone), valid UTF-8, at most 4 KiB; "" for
+// nil. Error keeps all of it: log StatusText where the log must not hold
+// what the caller sent or was sent — the error of a hook's AttemptEvent,
+// say.
+func StatusText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return statusText(err)
+}
+
 // statusText is an error's text as a span's status description: its
 // Error, but for each error in its tree that has a StatusText (whose text
 // stands in for its Error there: an upstream's message can quote the

@@ -139,3 +139,14 @@ func TestVetErrorTriesEveryAsTarget(t *testing.T) {
 		t.Fatalf("vetError = %v, want ErrSourcePanic", err)
 	}
 }
+
+// StatusText is the status's text, for the caller's logs; nil has none.
+func TestStatusTextExported(t *testing.T) {
+	if got := StatusText(nil); got != "" {
+		t.Errorf("StatusText(nil) = %q, want \"\"", got)
+	}
+	err := fmt.Errorf("route %q: %w", "a", quotingError{"SECRET"})
+	if got, want := StatusText(err), statusText(err); got != want || got != `route "a": [left out]` {
+		t.Errorf("StatusText = %q, want the span status's %q", got, want)
+	}
+}

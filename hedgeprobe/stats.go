@@ -37,7 +37,9 @@ type AttemptStats struct {
 	Trigger                Trigger
 	// Outcome is AttemptRunning while the attempt runs.
 	Outcome AttemptOutcome
-	// Err is the error of a failed attempt.
+	// Err is the error of a failed attempt. Its Error can quote the
+	// prompt or the answer (an upstream's message, a panic's value): log
+	// StatusText(Err) where that must not be kept.
 	Err error
 	// LaunchOffset is the time from the call's start to the launch.
 	LaunchOffset time.Duration
