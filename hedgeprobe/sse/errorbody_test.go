@@ -3,9 +3,12 @@ package sse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -145,4 +148,61 @@ func TestBoundErrorBodyLeavesOthers(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+}
+
+// statusTextShape is what an UpstreamError's StatusText may hold past its
+// provider and status: a type and a code that read as codes (or
+// "withheld"), and the Retry-After hint — nothing of the body's words.
+var statusTextShape = regexp.MustCompile(`^(: [A-Za-z0-9_.:/-]{1,64})?( \([A-Za-z0-9_.:/-]{1,64}\))?( \(retry after [0-9a-zµ.]+\))?$`)
+
+// FuzzResponseError: any error response — status, Retry-After, body — is
+// read without a panic into an error whose fields are bounded, whose
+// error.type is a status or a code, and whose status text quotes nothing
+// of the body but a type and a code that read as codes.
+func FuzzResponseError(f *testing.F) {
+	f.Add(uint16(429), "2", []byte(`{"error":{"message":"slow down","type":"rate_limit_error","code":"rate_limit_exceeded"}}`))
+	f.Add(uint16(400), "", []byte(`{"error":{"message":"x","type":"invalid_request_error","code":{"input":"SECRET"}}}`))
+	f.Add(uint16(200), "", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`))
+	f.Add(uint16(503), "Wed, 21 Oct 2015 07:28:00 GMT", []byte(`{"error":"text"}`))
+	f.Add(uint16(422), "", []byte(`{"detail":[{"loc":["body"],"input":"SECRET"}]}`))
+	f.Add(uint16(500), "-1", []byte("\xff\xfe not json"))
+	f.Fuzz(func(t *testing.T, code uint16, retryAfter string, body []byte) {
+		status := int(code)
+		if status < 100 || status > 599 {
+			status = 100 + status%500
+		}
+		h := http.Header{}
+		if retryAfter != "" {
+			h.Set("Retry-After", retryAfter)
+		}
+		e := NewResponseError("p", status, h, body, nil)
+		if e == nil {
+			t.Fatal("no error")
+		}
+		if len(e.Type) > maxErrorText || len(e.Code) > maxErrorText || len(e.Message) > maxErrorText {
+			t.Fatalf("type %d, code %d, message %d bytes: above %d", len(e.Type), len(e.Code), len(e.Message), maxErrorText)
+		}
+		if e.RetryAfterHint < 0 {
+			t.Fatalf("Retry-After %q gave %v", retryAfter, e.RetryAfterHint)
+		}
+		if et := e.ErrorType(); et != strconv.Itoa(status) && et != "error_payload" && !codeLike(et) {
+			t.Fatalf("error.type %q", et)
+		}
+		_ = e.Transient()
+		_ = e.Error()
+		var head string
+		if e.MidStream {
+			head = "p: error payload mid-stream"
+		} else {
+			head = fmt.Sprintf("p: http %d", status)
+			if st := http.StatusText(status); st != "" {
+				head += " " + strings.ToLower(st)
+			}
+		}
+		st := e.StatusText()
+		rest, ok := strings.CutPrefix(st, head)
+		if !ok || !statusTextShape.MatchString(rest) {
+			t.Fatalf("status text %q: want %q and then a type, a code, a Retry-After only", st, head)
+		}
+	})
 }

@@ -167,3 +167,99 @@ func TestUncutDropsWholeCharacters(t *testing.T) {
 		}
 	}
 }
+
+// split cuts s into deltas at the byte offsets cuts picks (each byte of
+// cuts, mod the length left, is the next delta's length; 0 is one byte),
+// moved back to a character's start when whole is set: an upstream's text
+// deltas are decoded JSON strings, whole characters each.
+func split(s string, cuts []byte, whole bool) []string {
+	var out []string
+	for i := 0; s != ""; i++ {
+		n := len(s)
+		if i < len(cuts) {
+			n = 1 + int(cuts[i])%len(s)
+		}
+		for whole && n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+// FuzzEcho: however an upstream splits its answer into deltas, the caller
+// reads the answer less the prefix when it starts with the whole prefix,
+// nothing when it ends within the prefix, and all of it otherwise.
+func FuzzEcho(f *testing.F) {
+	f.Add("lorem ipsum", "lorem ipsum dolor", []byte{3, 0, 7})
+	f.Add("lorem", "lorax", []byte{2})
+	f.Add("lorem ipsum", "lorem", []byte{1, 1})
+	f.Add("", "anything", []byte{0})
+	f.Add("終わり", "終わりです", []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, prefix, answer string, cuts []byte) {
+		e := NewEcho(prefix)
+		var got strings.Builder
+		for _, d := range split(answer, cuts, false) {
+			got.WriteString(e.Text(d))
+		}
+		var want string
+		switch {
+		case strings.HasPrefix(answer, prefix):
+			want = answer[len(prefix):]
+		case strings.HasPrefix(prefix, answer):
+			want = "" // held back, as a repeat cut short
+		default:
+			want = answer
+		}
+		if got.String() != want {
+			t.Fatalf("prefix %q, answer %q in %q: read %q, want %q", prefix, answer, split(answer, cuts, false), got.String(), want)
+		}
+	})
+}
+
+// FuzzUncut: Trim cuts only trailing white space, whole characters, and
+// sends the rest; however the continuation comes in deltas, the caller
+// reads it less its longest start, in whole characters, that repeats the
+// cut.
+func FuzzUncut(f *testing.F) {
+	f.Add("lorem ipsum \n", " \ndolor", []byte{0, 1})
+	f.Add("終わり\u3000", "\u3001です", []byte{1})
+	f.Add("a\u00a0", "\u00a0 b", []byte{0})
+	f.Add("   ", "  x", []byte{5})
+	f.Fuzz(func(t *testing.T, prefix, continuation string, cuts []byte) {
+		sent, cut := Trim(prefix)
+		if sent+cut != prefix {
+			t.Fatalf("Trim(%q) = %q + %q", prefix, sent, cut)
+		}
+		if r, _ := utf8.DecodeLastRuneInString(sent); sent != "" && trailingSpace(r) {
+			t.Fatalf("Trim(%q) sends %q, which ends in white space", prefix, sent)
+		}
+		for _, r := range cut {
+			if !trailingSpace(r) {
+				t.Fatalf("Trim(%q) cut %q, which holds %q", prefix, cut, r)
+			}
+		}
+		u := NewUncut(cut)
+		var got strings.Builder
+		for _, d := range split(continuation, cuts, true) {
+			if u.Pending() {
+				d = u.Text(d)
+			}
+			got.WriteString(d)
+		}
+		// The longest start of the cut, in whole characters, that the
+		// continuation repeats.
+		n := 0
+		for n < len(cut) {
+			_, size := utf8.DecodeRuneInString(cut[n:])
+			if !strings.HasPrefix(continuation[n:], cut[n:n+size]) {
+				break
+			}
+			n += size
+		}
+		if want := continuation[n:]; got.String() != want {
+			t.Fatalf("cut %q, continuation %q in %q: read %q, want %q", cut, continuation, split(continuation, cuts, true), got.String(), want)
+		}
+	})
+}
