@@ -104,14 +104,24 @@ func quantileOf(q string, metric, sel string, by ...string) string {
 	return fmt.Sprintf("histogram_quantile(%s, sum by (%s) (%s))", q, groups, rate(metric+"_bucket", sel))
 }
 
-func mean(metric string) string {
-	return fmt.Sprintf("sum(%s) / sum(%s)", rate(metric+"_sum", sel()), rate(metric+"_count", sel()))
+// perStream is a generation histogram's sum over the streams that have a
+// raw generation: active generation has no observation for a one-chunk
+// stream, whose raw generation is 0, so dividing each by its own count
+// would average two populations (and active could read above raw).
+func perStream(metric string) string {
+	return fmt.Sprintf("sum(%s) / %s", rate(metric+"_sum", sel()), nonZero(fmt.Sprintf("sum(%s)", rate(generation+"_count", sel()))))
 }
+
+// nonZero keeps a denominator's samples above zero: after traffic stops,
+// or in a window where a gateway replica flushed call spans and another
+// not yet their attempts, a ratio would plot NaN or +Inf; it plots
+// nothing instead.
+func nonZero(den string) string { return "(" + den + " > 0)" }
 
 // perCall divides the rate of an attempt- or call-level metric by the
 // rate of calls, both under the model variable only.
 func perCall(metric string) string {
-	return fmt.Sprintf("sum(%s) / sum(%s)", rate(metric, selModel()), rate(calls, selModel()))
+	return fmt.Sprintf("sum(%s) / %s", rate(metric, selModel()), nonZero(fmt.Sprintf("sum(%s)", rate(calls, selModel()))))
 }
 
 // Panels lists the dashboard's graphs in layout order.
@@ -130,25 +140,27 @@ func Panels() []Panel {
 				{quantile("0.99", ttftCall), "p99"},
 			}},
 		{Row: "Experience", Title: "Raw versus active generation (mean per stream)", Unit: "s",
-			Description: "Raw generation is wall time from first to last content chunk; active generation removes every gap longer than the stall threshold.",
+			Description: "Raw generation is wall time from first to last content chunk; active generation removes every gap longer than the stall threshold. Both are averaged over the same streams (a one-chunk stream counts 0 in each).",
 			Queries: []Query{
-				{mean(generation), "raw generation"},
-				{mean(active), "active generation"},
+				{perStream(generation), "raw generation"},
+				{perStream(active), "active generation"},
 			}},
 		{Row: "Experience", Title: "Stall share of generation time", Unit: "percentunit",
 			Description: "Share of raw generation time spent in silences longer than the stall threshold.",
 			Queries: []Query{
-				{fmt.Sprintf("1 - sum(%s) / sum(%s)", rate(active+"_sum", sel()), rate(generation+"_sum", sel())), "stall share"},
+				{fmt.Sprintf("1 - sum(%s) / %s", rate(active+"_sum", sel()), nonZero(fmt.Sprintf("sum(%s)", rate(generation+"_sum", sel())))), "stall share"},
 			}},
 		{Row: "Stalls", Title: "Stalls per stream", Unit: "short",
 			Description: "Stall segments per stream (an attempt with at least one content chunk). A run of consecutive long gaps is one segment. An attempt cut while silent — a loser a stall hedge replaced, a stream the watchdog ended — has no segment: a silence after the last chunk is not a gap.",
 			Queries: []Query{
-				{fmt.Sprintf("sum(%s) / sum(%s)", rate(stalls, sel()), rate(streams, sel())), "stalls per stream"},
+				{fmt.Sprintf("sum(%s) / %s", rate(stalls, sel()), nonZero(fmt.Sprintf("sum(%s)", rate(streams, sel())))), "stalls per stream"},
 			}},
 		{Row: "Stalls", Title: "Share of streams that stalled", Unit: "percentunit",
 			Description: "Streams with at least one stall segment, over all streams.",
 			Queries: []Query{
-				{fmt.Sprintf("sum(%s) / sum(%s)", rate(streams, sel(stalled+`="yes"`)), rate(streams, sel())), "share of streams stalled"},
+				// "or vector(0)": before the first stall there is no
+				// stalled="yes" series, and the share is 0, not no data.
+				{fmt.Sprintf("(sum(%s) or vector(0)) / %s", rate(streams, sel(stalled+`="yes"`)), nonZero(fmt.Sprintf("sum(%s)", rate(streams, sel())))), "share of streams stalled"},
 			}},
 		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true,
 			Description: "Upstream stall segments per time cell (one minute, or the graph's step when longer), by duration, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
@@ -177,14 +189,17 @@ func Panels() []Panel {
 				{quantile("0.99", perChunk), "p99"},
 			}},
 		{Row: "Hedging", Title: "Hedge rate by trigger (hedges per call)", Unit: "short",
-			Description: "Hedges launched per call, by trigger: ttft (late first chunk), stall (silent before commit), error (transient failure), resume (silent after commit, continued elsewhere). Follows the model variable only: a hedge's route is where it went, a call's route where it was won; 'Hedges sent to each route' splits hedges by route.",
+			Description: "Hedges launched per call, by trigger: ttft (late first chunk), stall (silent before commit), error (transient failure), resume (silent after commit, continued elsewhere). Follows the model variable only: a hedge's route is where it went, a call's route where it was won; 'Hedges sent to each route' splits hedges by route. The model is the hedge's for hedges and the call's for calls: a hedge sent to another model counts under that model.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s) (%s) / scalar(sum(%s))", trigger, rate(hedges, selModel()), rate(calls, selModel())), "{{" + trigger + "}}"},
+				{fmt.Sprintf("sum by (%s) (%s) / scalar(%s)", trigger, rate(hedges, selModel()), nonZero(fmt.Sprintf("sum(%s)", rate(calls, selModel())))), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Hedge win rate by trigger", Unit: "percentunit",
 			Description: "Share of hedges that won their call, by trigger.",
 			Queries: []Query{
-				{fmt.Sprintf(`sum by (%s) (%s) / sum by (%s) (%s)`, trigger, rate(hedges, sel(aOutcome+`="winner"`)), trigger, rate(hedges, sel())), "{{" + trigger + "}}"},
+				// "or 0 * …": a trigger whose hedges never won has no
+				// winner series; its share is 0, not a missing line.
+				{fmt.Sprintf(`(sum by (%s) (%s) or 0 * sum by (%s) (%s)) / (sum by (%s) (%s) > 0)`,
+					trigger, rate(hedges, sel(aOutcome+`="winner"`)), trigger, rate(hedges, sel()), trigger, rate(hedges, sel())), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Watchdog timeouts and failed calls", Unit: "reqps",
 			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation." + noRouteNote,
@@ -192,7 +207,7 @@ func Panels() []Panel {
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
 		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "cps",
-			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers. A stalled attempt a resume took over from delivered its chunks and wastes none.",
+			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers, and a winner's chunks the caller never read (it closed the stream early). A stalled attempt a resume took over from delivered its chunks and wastes none.",
 			Queries: []Query{
 				{fmt.Sprintf("sum(%s)", rate(wasted, sel())), "chunks/s"},
 			}},
@@ -210,10 +225,10 @@ func Panels() []Panel {
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Route ejections by reason", Unit: "cps",
-			Description: "Routes ejected per second (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback). Follows the route variable only: a route is ejected for every model.",
+		{Row: "Routes", Title: "Route ejections by reason", Unit: "short",
+			Description: "Route ejections in each step of the graph (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback); a count, as they come a few an hour, not a rate. Follows the route variable only: a route is ejected for every model.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s, %s) (%s)", route, reason, rate(ejections, selRoute())), "{{" + route + "}} {{" + reason + "}}"},
+				{fmt.Sprintf("sum by (%s, %s) (increase(%s%s[$__rate_interval]))", route, reason, ejections, selRoute()), "{{" + route + "}} {{" + reason + "}}"},
 			}},
 		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
 			Description: "How long calls took, start to end, by outcome (gen_ai.client.operation.duration)." + noRouteNote,
@@ -252,13 +267,15 @@ func Build() (dashboard.Dashboard, error) {
 		Timezone(common.TimeZoneBrowser).
 		WithVariable(labelVariable("model", "Model", model)).
 		WithVariable(labelVariable("route", "Route", route))
-	row := ""
+	row, id := "", uint32(0)
 	for _, p := range Panels() {
 		if p.Row != row {
 			row = p.Row
-			b.WithRow(dashboard.NewRowBuilder(row))
+			id++
+			b.WithRow(dashboard.NewRowBuilder(row).Id(id))
 		}
-		b.WithPanel(panel(p))
+		id++
+		b.WithPanel(panel(p, id))
 	}
 	return b.Build()
 }
@@ -285,17 +302,25 @@ func labelVariable(name, label, labelName string) *dashboard.QueryVariableBuilde
 
 func targets(p Panel, format prometheus.PromQueryFormat) []cog.Builder[variants.Dataquery] {
 	var out []cog.Builder[variants.Dataquery]
+	exemplars := false
 	for _, q := range p.Queries {
-		out = append(out, prometheus.NewDataqueryBuilder().Datasource(promDS).Expr(q.Expr).LegendFormat(q.Legend).Format(format).Exemplar(true))
+		// Exemplars only where there are any — on histogram buckets — and
+		// once a panel: the same exemplars asked for by each quantile's
+		// query are drawn once per query.
+		ex := strings.Contains(q.Expr, "_bucket") && !exemplars
+		exemplars = exemplars || ex
+		out = append(out, prometheus.NewDataqueryBuilder().Datasource(promDS).Expr(q.Expr).LegendFormat(q.Legend).Format(format).Exemplar(ex))
 	}
 	return out
 }
 
-func panel(p Panel) cog.Builder[dashboard.Panel] {
+// panel builds p with the given id: stable ids keep a viewPanel link
+// pointing at its panel.
+func panel(p Panel, id uint32) cog.Builder[dashboard.Panel] {
 	if p.Heatmap {
 		// The data is already bucketed (calculate off); the unit belongs on
 		// the y axis, where the buckets are, not on the cells, which count.
-		return heatmap.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
+		return heatmap.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).Datasource(promDS).
 			Calculate(false).YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.Unit)).Unit("short").
 			// Several scrapes in each cell's window (deploy/prometheus.yml
 			// scrapes every 5 s; a 15 s scrape still gives four), or
@@ -303,8 +328,12 @@ func panel(p Panel) cog.Builder[dashboard.Panel] {
 			Interval(heatmapStep).
 			Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
 	}
-	return timeseries.NewPanelBuilder().Title(p.Title).Description(p.Description).Datasource(promDS).
-		Unit(p.Unit).Min(0).Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatTimeSeries))
+	// A legend and a tooltip with every line: most panels draw several
+	// (quantiles, outcomes, routes), which nothing tells apart without.
+	return timeseries.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).Datasource(promDS).
+		Unit(p.Unit).Min(0).Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatTimeSeries)).
+		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
 }
 
 // heatmapStep is the heatmap's least step, and so its window.
