@@ -43,7 +43,8 @@ func TestCollectorConfigDocumentsItsVariables(t *testing.T) {
 
 type promConfig struct {
 	ScrapeConfigs []struct {
-		HonorLabels   bool `yaml:"honor_labels"`
+		JobName       string `yaml:"job_name"`
+		HonorLabels   bool   `yaml:"honor_labels"`
 		StaticConfigs []struct {
 			Targets []string `yaml:"targets"`
 		} `yaml:"static_configs"`
@@ -64,10 +65,21 @@ func readPromConfig(t *testing.T, path string) promConfig {
 	return c
 }
 
-func targets(t *testing.T, path string) []string {
+// The scrape jobs of the shipped Prometheus configurations: the
+// connector's metrics, and the collector's own.
+const (
+	exporterJob  = "otelcol-streamwatch"
+	telemetryJob = "otelcol-streamwatch-self"
+)
+
+// targets returns the targets of path's scrape job named job.
+func targets(t *testing.T, path, job string) []string {
 	t.Helper()
 	var out []string
 	for _, sc := range readPromConfig(t, path).ScrapeConfigs {
+		if sc.JobName != job {
+			continue
+		}
 		for _, st := range sc.StaticConfigs {
 			out = append(out, st.Targets...)
 		}
@@ -75,29 +87,38 @@ func targets(t *testing.T, path string) []string {
 	return out
 }
 
-// prometheus.yml scrapes the collector's default exporter address.
+// prometheus.yml scrapes the collector's default exporter address, and its
+// own metrics at their default address.
 func TestPrometheusConfigScrapesCollectorDefault(t *testing.T) {
 	b, err := os.ReadFile("collector.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`\$\{env:STREAMWATCH_PROMETHEUS:-([^}]+)\}`).FindSubmatch(b)
-	if m == nil {
-		t.Fatal("collector.yaml does not read STREAMWATCH_PROMETHEUS")
+	def := func(name string) string {
+		m := regexp.MustCompile(`\$\{env:` + name + `:-([^}]+)\}`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("collector.yaml does not read %s", name)
+		}
+		return string(m[1])
 	}
-	if got := targets(t, "prometheus.yml"); !slices.Equal(got, []string{string(m[1])}) {
-		t.Errorf("prometheus.yml scrapes %v, the collector exports on %s", got, m[1])
+	if got, want := targets(t, "prometheus.yml", exporterJob), def("STREAMWATCH_PROMETHEUS"); !slices.Equal(got, []string{want}) {
+		t.Errorf("prometheus.yml scrapes %v, the collector exports on %s", got, want)
+	}
+	self := def("STREAMWATCH_TELEMETRY_HOST") + ":" + def("STREAMWATCH_TELEMETRY_PORT")
+	if got := targets(t, "prometheus.yml", telemetryJob); !slices.Equal(got, []string{self}) {
+		t.Errorf("prometheus.yml scrapes the collector's own metrics at %v, it serves them on %s", got, self)
 	}
 }
 
 // Both scrape configurations keep the exporter's job and instance labels
+// (the collector's own metrics have none of their own to keep)
 // (the sender's service.name, the replica's service.instance.id), as the
 // connector's README and docs/telemetry.md say; e2e checks the labels a
 // scrape with honor_labels gets.
 func TestPrometheusConfigsHonorLabels(t *testing.T) {
 	for _, path := range []string{"prometheus.yml", "prometheus-compose.yml"} {
 		for i, sc := range readPromConfig(t, path).ScrapeConfigs {
-			if !sc.HonorLabels {
+			if sc.JobName == exporterJob && !sc.HonorLabels {
 				t.Errorf("%s: scrape config %d has no honor_labels: true; job and instance would become exported_job and exported_instance", path, i)
 			}
 		}
@@ -136,22 +157,27 @@ func runScript(t *testing.T, env ...string) (cfg string, args []string, out stri
 // prometheus.sh scrapes the address STREAMWATCH_PROMETHEUS gives the
 // collector, turns exemplar storage on and passes extra arguments through.
 func TestPrometheusScriptHonoursTarget(t *testing.T) {
-	for _, tc := range []struct{ env, want string }{
-		{"", "127.0.0.1:8889"},
-		{"STREAMWATCH_PROMETHEUS=127.0.0.1:19999", "127.0.0.1:19999"},
-		{"STREAMWATCH_PROMETHEUS=[::1]:8889", "[::1]:8889"},
+	for _, tc := range []struct {
+		env        []string
+		want, self string
+	}{
+		{nil, "127.0.0.1:8889", "127.0.0.1:8888"},
+		{[]string{"STREAMWATCH_PROMETHEUS=127.0.0.1:19999"}, "127.0.0.1:19999", "127.0.0.1:8888"},
+		{[]string{"STREAMWATCH_PROMETHEUS=[::1]:8889"}, "[::1]:8889", "127.0.0.1:8888"},
+		{[]string{"STREAMWATCH_TELEMETRY_PORT=18888"}, "127.0.0.1:8889", "127.0.0.1:18888"},
+		{[]string{"STREAMWATCH_TELEMETRY_HOST=0.0.0.0", "STREAMWATCH_TELEMETRY_PORT=9999"}, "127.0.0.1:8889", "0.0.0.0:9999"},
 	} {
-		t.Run(tc.want, func(t *testing.T) {
-			env := []string{"STREAMWATCH_PROMETHEUS="}
-			if tc.env != "" {
-				env = []string{tc.env}
-			}
+		t.Run(tc.want+"+"+tc.self, func(t *testing.T) {
+			env := append([]string{"STREAMWATCH_PROMETHEUS=", "STREAMWATCH_TELEMETRY_HOST=", "STREAMWATCH_TELEMETRY_PORT="}, tc.env...)
 			cfg, args, out, err := runScript(t, env...)
 			if err != nil {
 				t.Fatalf("%v: %s", err, out)
 			}
-			if got := targets(t, cfg); !slices.Equal(got, []string{tc.want}) {
+			if got := targets(t, cfg, exporterJob); !slices.Equal(got, []string{tc.want}) {
 				t.Errorf("targets %v, want [%s]", got, tc.want)
+			}
+			if got := targets(t, cfg, telemetryJob); !slices.Equal(got, []string{tc.self}) {
+				t.Errorf("the collector's own metrics at %v, want [%s]", got, tc.self)
 			}
 			for _, want := range []string{"--config.file=" + cfg, "--enable-feature=exemplar-storage", "--web.listen-address=127.0.0.1:9090", "--log.level=warn"} {
 				if !slices.Contains(args, want) {
@@ -170,6 +196,17 @@ func TestPrometheusScriptRejectsBadTarget(t *testing.T) {
 		t.Fatal("accepted a/b\"")
 	}
 	if !strings.Contains(out, `STREAMWATCH_PROMETHEUS must be host:port, got "a/b""`) {
+		t.Errorf("message %q", out)
+	}
+}
+
+// The same for the collector's own metrics' host and port.
+func TestPrometheusScriptRejectsBadTelemetryTarget(t *testing.T) {
+	_, _, out, err := runScript(t, "STREAMWATCH_TELEMETRY_HOST=a/b")
+	if err == nil {
+		t.Fatal("accepted a/b")
+	}
+	if !strings.Contains(out, `STREAMWATCH_TELEMETRY_HOST:PORT must be host:port, got "a/b:8888"`) {
 		t.Errorf("message %q", out)
 	}
 }

@@ -2,12 +2,15 @@
 # Runs a real Prometheus (no Docker) that scrapes otelcol-streamwatch.
 #
 # Prometheus does not expand environment variables in scrape targets, so this
-# writes a copy of deploy/prometheus.yml with the target taken from
-# STREAMWATCH_PROMETHEUS (the collector's exporter address, the same variable
-# deploy/collector.yaml reads) and runs `prometheus` on it, with exemplar
+# writes a copy of deploy/prometheus.yml with the targets taken from
+# STREAMWATCH_PROMETHEUS (the collector's exporter address) and
+# STREAMWATCH_TELEMETRY_HOST/PORT (its own metrics), the variables
+# deploy/collector.yaml reads, and runs `prometheus` on it, with exemplar
 # storage on so Grafana can link a histogram bucket to its trace.
 #
 #   STREAMWATCH_PROMETHEUS  scrape target         (default 127.0.0.1:8889)
+#   STREAMWATCH_TELEMETRY_HOST, STREAMWATCH_TELEMETRY_PORT
+#                           the collector's own metrics (127.0.0.1, 8888)
 #   PROMETHEUS_LISTEN       Prometheus's address  (default 127.0.0.1:9090)
 #   PROMETHEUS_DATA         config copy and TSDB  (default ./_prometheus)
 #   PROMETHEUS              the binary            (default prometheus)
@@ -15,15 +18,19 @@
 # Extra arguments go to prometheus.
 set -eu
 target=${STREAMWATCH_PROMETHEUS:-127.0.0.1:8889}
-case $target in
-*[!]A-Za-z0-9.:_[-]* | "")
-	echo "prometheus.sh: STREAMWATCH_PROMETHEUS must be host:port, got \"$target\"" >&2
-	exit 2
-	;;
-esac
+self=${STREAMWATCH_TELEMETRY_HOST:-127.0.0.1}:${STREAMWATCH_TELEMETRY_PORT:-8888}
+for v in "STREAMWATCH_PROMETHEUS=$target" "STREAMWATCH_TELEMETRY_HOST:PORT=$self"; do
+	case ${v#*=} in
+	*[!]A-Za-z0-9.:_[-]* | "" | :* | *:)
+		echo "prometheus.sh: ${v%%=*} must be host:port, got \"${v#*=}\"" >&2
+		exit 2
+		;;
+	esac
+done
 data=${PROMETHEUS_DATA:-./_prometheus}
 mkdir -p "$data"
-sed "s/\"127\.0\.0\.1:8889\"/\"$target\"/" "$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
+sed -e "s/\"127\.0\.0\.1:8889\"/\"$target\"/" -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
+	"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
 exec "${PROMETHEUS:-prometheus}" \
 	--config.file="$data/prometheus.yml" \
 	--storage.tsdb.path="$data/data" \
