@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Stream is a typed event stream over an HTTP response: a
@@ -21,7 +22,9 @@ import (
 // payload, a *ConnectionError when the connection broke or the body ended
 // before the terminal event (never a clean end), a *ProtocolError for
 // malformed or oversized data, or the context's error when the request's
-// context was cancelled. The stream closes itself when it ends.
+// context was cancelled. The stream closes itself when it ends; at its
+// terminal event it first reads the rest of the body (at most 4 KiB, for
+// at most 20 ms), so that an HTTP/1.1 connection goes back to the pool.
 //
 // A Stream is not safe for concurrent use, except that Close may be called
 // while Next blocks: it cancels the request and unblocks Next.
@@ -29,7 +32,7 @@ type Stream[T any] struct {
 	provider string
 	ctx      context.Context
 	cancel   context.CancelFunc
-	body     io.Closer
+	body     io.ReadCloser
 	rd       *Reader
 	decode   func(provider string, ev Event) (T, bool, bool, error)
 
@@ -136,6 +139,9 @@ func (s *Stream[T]) Next() bool {
 		return false
 	}
 	if s.ending || s.closed.Load() {
+		if s.ending {
+			s.drain()
+		}
 		s.finish()
 		return false
 	}
@@ -148,6 +154,7 @@ func (s *Stream[T]) Next() bool {
 			s.finish()
 			return false
 		case end && !emit:
+			s.drain()
 			s.finish()
 			return false
 		case emit:
@@ -170,6 +177,29 @@ func (s *Stream[T]) Next() bool {
 	}
 	s.finish()
 	return false
+}
+
+// drainWait and drainMax bound what a stream's clean end reads of the rest
+// of its body: the chunked encoding's end, which follows the terminal
+// event. Closed before that is read, an HTTP/1.1 response's connection is
+// closed, not put back in the pool, and the next attempt to the upstream
+// (vLLM, Ollama and most proxies speak HTTP/1.1) dials and shakes hands
+// again. An upstream that keeps the body open after its terminal event
+// costs the stream's end at most drainWait. A variable for the tests.
+var drainWait = 20 * time.Millisecond
+
+const drainMax = 4 << 10
+
+// drain reads the body to its end after the terminal event, at most
+// drainMax bytes for at most drainWait, before the stream closes.
+func (s *Stream[T]) drain() {
+	if s.body == nil || s.closed.Load() {
+		return
+	}
+	// Close unblocks the read, as a caller's Close does.
+	t := time.AfterFunc(drainWait, func() { _ = s.Close() })
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, s.body, drainMax)
 }
 
 func (s *Stream[T]) finish() {

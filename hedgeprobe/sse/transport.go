@@ -30,8 +30,10 @@ type TransportOptions struct {
 // http.DefaultTransport whose connections use TCP keepalive and, on Linux,
 // TCP_USER_TIMEOUT, so that a peer that died without a FIN or RST is
 // noticed even when no byte will ever arrive again, and whose HTTP/2
-// connections send pings when idle for the same reason. It sets no
-// response or body timeout: the hedgeprobe watchdogs own those.
+// connections send pings when idle for the same reason; and which keeps up
+// to 64 idle connections per host, not Go's 2, for a call's concurrent
+// attempts. It sets no response or body timeout: the hedgeprobe watchdogs
+// own those.
 func NewTransport(o TransportOptions) *http.Transport {
 	if o.KeepAliveIdle <= 0 {
 		o.KeepAliveIdle = 15 * time.Second
@@ -62,6 +64,10 @@ func NewTransport(o TransportOptions) *http.Transport {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = d.DialContext
+	// Go keeps 2 idle connections per host by default: a call's hedges and
+	// resumes, and concurrent calls, to one HTTP/1.1 upstream would dial
+	// again on the hedge's critical path.
+	t.MaxIdleConnsPerHost = 64
 	t.HTTP2 = &http.HTTP2Config{
 		SendPingTimeout: o.KeepAliveIdle,
 		PingTimeout:     o.KeepAliveInterval,
