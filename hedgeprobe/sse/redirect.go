@@ -13,9 +13,9 @@ const apiKeyHeader = "X-Api-Key"
 // whose redirects to another host (not the same one or a subdomain of it)
 // go without the headers names. Go's client drops Authorization on such a
 // redirect, but it cannot know that a header of another name holds a
-// secret: Anthropic's x-api-key (the Anthropic routes do this for it),
-// Azure OpenAI's api-key (go-openai sends it; build its HTTPClient with
-// this). The client's own CheckRedirect, or Go's default of at most 10
+// secret: Anthropic's x-api-key, Azure OpenAI's api-key (the raw routes
+// do this for every header they send; go-openai sends api-key itself:
+// build its HTTPClient with this). The client's own CheckRedirect, or Go's default of at most 10
 // redirects, still decides whether to follow.
 func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
 	if client == nil {

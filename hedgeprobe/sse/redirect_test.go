@@ -52,8 +52,56 @@ func TestAPIKeyNotSentToAnotherHost(t *testing.T) {
 			if got := h.Get("X-Api-Key"); got != tc.want {
 				t.Fatalf("the target saw x-api-key %q, want %q", got, tc.want)
 			}
-			if h.Get("Anthropic-Version") == "" {
-				t.Fatal("the other headers went missing")
+			// The route's other headers go where its key goes.
+			if got := h.Get("Anthropic-Version") != ""; got != (tc.want != "") {
+				t.Fatalf("the target saw anthropic-version: %v", got)
+			}
+		})
+	}
+}
+
+// Regression (outside review): an OpenAI route's own headers — Azure's
+// api-key, a gateway's token — went along a redirect to another host;
+// only Authorization, which Go drops itself, stayed behind.
+func TestRouteHeadersNotSentToAnotherHost(t *testing.T) {
+	for name, tc := range map[string]struct {
+		host string
+		want string
+	}{
+		"another host":  {"localhost", ""},
+		"the same host": {"127.0.0.1", "azure-secret"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			seen := make(chan http.Header, 1)
+			target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen <- r.Header.Clone()
+				w.WriteHeader(http.StatusUnauthorized)
+			}))
+			defer target.Close()
+			to := strings.Replace(target.URL, "127.0.0.1", tc.host, 1)
+			first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, to+r.URL.Path, http.StatusTemporaryRedirect)
+			}))
+			defer first.Close()
+
+			route := OpenAIRoute("a", OpenAIRequest{BaseURL: first.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}},
+				Header: http.Header{"Api-Key": {"azure-secret"}, "X-Gateway-Token": {"azure-secret"}}})
+			src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
+			if err == nil {
+				for src.Next() {
+				}
+				err = src.Err()
+				src.Close()
+			}
+			var ue *UpstreamError
+			if !errors.As(err, &ue) || ue.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("err %v, want the target's 401", err)
+			}
+			h := <-seen
+			for _, name := range []string{"Api-Key", "X-Gateway-Token"} {
+				if got := h.Get(name); got != tc.want {
+					t.Errorf("the target saw %s %q, want %q", name, got, tc.want)
+				}
 			}
 		})
 	}

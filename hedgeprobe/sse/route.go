@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -69,7 +70,8 @@ type OpenAIRequest struct {
 	// they cannot override model, messages, stream or stream_options —
 	// but a nil Params["stream_options"] leaves stream_options out.
 	Params map[string]any
-	// Header holds extra request headers.
+	// Header holds extra request headers (Azure's api-key, say); none of
+	// them follows a redirect to another host.
 	Header http.Header
 	// Client sends the request; default DefaultClient(). Its Timeout must
 	// be 0: a stream outlives any whole-request timeout.
@@ -205,7 +207,8 @@ type AnthropicRequest struct {
 	// Params holds further body fields; they cannot override the ones
 	// above.
 	Params map[string]any
-	// Header holds extra request headers.
+	// Header holds extra request headers (Azure's api-key, say); none of
+	// them follows a redirect to another host.
 	Header http.Header
 	// Client sends the request; default DefaultClient().
 	Client *http.Client
@@ -383,8 +386,13 @@ func post(ctx context.Context, client *http.Client, provider, url string, header
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if req.Header.Get(apiKeyHeader) != "" {
-		client = HeadersStayOnHost(client, apiKeyHeader)
+	// Every header the route was given stays on the upstream's host (Go's
+	// client drops only Authorization): Anthropic's x-api-key, Azure's
+	// api-key, a gateway's token go to no host a redirect names. A request
+	// sent to another host without its key fails, as one without its
+	// Authorization already does.
+	if len(header) > 0 {
+		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
