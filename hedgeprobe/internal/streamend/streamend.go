@@ -7,8 +7,10 @@
 package streamend
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -153,14 +155,20 @@ func Undecoded(provider string, resp *http.Response, err error) (e *sse.Upstream
 }
 
 // Malformed returns, for an SDK's error that is an item whose JSON does
-// not parse, the *sse.ProtocolError the raw route gives: the same
-// upstream will send the same. ok is false otherwise.
+// not parse or a line longer than its decoder takes (bufio.ErrTooLong,
+// from openai-go's and anthropic-sdk-go's scanners), the
+// *sse.ProtocolError the raw route gives — the second matching
+// sse.ErrTooLarge, as the raw route's does: the same upstream will send the
+// same, and another attempt is no use. ok is false otherwise.
 func Malformed(provider string, err error) (pe *sse.ProtocolError, ok bool) {
 	var syn *json.SyntaxError
-	if !errors.As(err, &syn) {
-		return nil, false
+	switch {
+	case errors.As(err, &syn):
+		return &sse.ProtocolError{Provider: provider, Err: err}, true
+	case errors.Is(err, bufio.ErrTooLong):
+		return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("%w: %w", sse.ErrTooLarge, err)}, true
 	}
-	return &sse.ProtocolError{Provider: provider, Err: err}, true
+	return nil, false
 }
 
 // Choices follows the finish reasons of a chat stream's choices: the

@@ -1,11 +1,15 @@
 package streamend
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -151,5 +155,36 @@ func TestChoices(t *testing.T) {
 	}
 	if !many.Add(127, true) {
 		t.Fatal("128 choices: not complete when all have finished")
+	}
+}
+
+// An SDK's scanner that meets a line longer than its buffer ends with
+// bufio.ErrTooLong, which was mapped as a broken connection, transient: the
+// call hedged and resumed onto an upstream that sends the same line again.
+// It is the raw route's fatal ProtocolError, matching sse.ErrTooLarge.
+func TestMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		malformed bool
+	}{
+		{fmt.Errorf("decoding chunk: %w", &json.SyntaxError{Offset: 3}), true},
+		{fmt.Errorf("ssestream: %w", bufio.ErrTooLong), true},
+		{io.ErrUnexpectedEOF, false},
+		{context.Canceled, false},
+	} {
+		pe, ok := Malformed("openai", tc.err)
+		if ok != tc.malformed || (pe != nil) != ok {
+			t.Errorf("Malformed(%v) = %v, %v; want malformed %v", tc.err, pe, ok, tc.malformed)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if hedgeprobe.IsTransient(pe) {
+			t.Errorf("%v: transient, want fatal", tc.err)
+		}
+		if errors.Is(tc.err, bufio.ErrTooLong) && !errors.Is(pe, sse.ErrTooLarge) {
+			t.Errorf("%v: does not match sse.ErrTooLarge", pe)
+		}
 	}
 }
