@@ -39,6 +39,13 @@ func (s *Stream[T]) begin() bool {
 	r.events = make(chan event[T], 4*cfg.MaxAttempts)
 	s.out.text.max = cfg.ResumeMaxText
 	s.phase = phaseRace
+	if err := s.ctx.Err(); err != nil {
+		// The caller gave up before the call began: no upstream is asked
+		// (Route.Open with a dead context would send nothing, but would
+		// still count as an attempt, take a route's probe, and end a span).
+		s.finish(err, OutcomeCanceled)
+		return false
+	}
 	if !s.launch(launch[T]{trigger: TriggerPrimary, route: s.primary()}) {
 		s.finish(nil, OutcomeCanceled)
 		return false

@@ -348,3 +348,26 @@ func TestRule9Env(t *testing.T) {
 func contains(s, sub string) bool {
 	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
 }
+
+// Rule 8, a context done before the first Next: the call ends canceled at
+// once and no upstream is asked (Route.Open was called with the dead
+// context, and its attempt counted and spanned).
+func TestRule8ContextDoneBeforeTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", texts("a", 3, time.Second, time.Second))
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		p := mustNew(t, Config{})
+		s := p.Stream(ctx, a.route())
+		if s.Next() {
+			t.Fatal("Next reported an item")
+		}
+		st := s.Stats()
+		if !errors.Is(s.Err(), context.Canceled) || st.Outcome != OutcomeCanceled || len(st.Attempts) != 0 || a.opened() != 0 {
+			t.Fatalf("err %v, outcome %v, %d attempts, %d opens: want canceled with no attempt", s.Err(), st.Outcome, len(st.Attempts), a.opened())
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

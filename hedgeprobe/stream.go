@@ -100,8 +100,9 @@ const (
 // (round robin), each resume to the next route that Continues. Nothing
 // starts before the first Next. Invalid routes (none, or one without Name
 // or Open, or whose Name, Provider or Model is not UTF-8) make the first
-// Next report false with the error in Err. ctx bounds the whole call, and
-// is handed to every listener hook.
+// Next report false with the error in Err. ctx bounds the whole call (one
+// already done when the first Next comes ends the call canceled, and no
+// route is opened), and is handed to every listener hook.
 func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 	if ctx == nil {
 		ctx = context.Background()
