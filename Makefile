@@ -58,7 +58,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 $(OCB):
-	@echo "==> installing ocb $(OCB_VER) into ./bin"
+	@echo "==> installing ocb $(OCB_VER) into ./bin (under a minute; silent while it downloads and compiles)"
 	GOBIN=$(BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VER)
 
 ## collector: build otelcol-streamwatch with ocb into ./bin (skipped when up to date).

@@ -114,6 +114,7 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	printCollector(os.Stdout, m, workload.Totals(results))
 	fmt.Printf(`
 Where to look next:
+  * what each line above means, and why the counts are what they are: docs/demo.md
   * keep the stack up and read the raw metrics:  make demo DEMO_FLAGS=-keep
     then  curl -s http://<exporter>/metrics | grep -E '^(gen_ai|streamwatch)_'
   * the full stack with Grafana, Prometheus and Tempo (needs Docker):
