@@ -32,7 +32,11 @@ type Panel struct {
 	Description string
 	Unit        string
 	Heatmap     bool
-	Queries     []Query
+	// Step, when set, is the panel's least step, and its queries count
+	// each step's own window with $__interval: cells or points that do
+	// not overlap, so one event is counted once.
+	Step    string
+	Queries []Query
 }
 
 // Prometheus names of the connector's metrics.
@@ -162,7 +166,7 @@ func Panels() []Panel {
 				// stalled="yes" series, and the share is 0, not no data.
 				{fmt.Sprintf("(sum(%s) or vector(0)) / %s", rate(streams, sel(stalled+`="yes"`)), nonZero(fmt.Sprintf("sum(%s)", rate(streams, sel())))), "share of streams stalled"},
 			}},
-		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true,
+		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true, Step: countStep,
 			Description: "Upstream stall segments per time cell (one minute, or the graph's step when longer), by duration, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
 			Queries: []Query{
 				// One cell per step, each counting its own window: over
@@ -191,7 +195,9 @@ func Panels() []Panel {
 		{Row: "Hedging", Title: "Hedge rate by trigger (hedges per call)", Unit: "short",
 			Description: "Hedges launched per call, by trigger: ttft (late first chunk), stall (silent before commit), error (transient failure), resume (silent after commit, continued elsewhere). Follows the model variable only: a hedge's route is where it went, a call's route where it was won; 'Hedges sent to each route' splits hedges by route. The model is the hedge's for hedges and the call's for calls: a hedge sent to another model counts under that model.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s) (%s) / scalar(%s)", trigger, rate(hedges, selModel()), nonZero(fmt.Sprintf("sum(%s)", rate(calls, selModel())))), "{{" + trigger + "}}"},
+				// on() group_left, not scalar(): the scalar of an empty
+				// vector is NaN, which would plot where nothing should.
+				{fmt.Sprintf("sum by (%s) (%s) / on() group_left() %s", trigger, rate(hedges, selModel()), nonZero(fmt.Sprintf("sum(%s)", rate(calls, selModel())))), "{{" + trigger + "}}"},
 			}},
 		{Row: "Hedging", Title: "Hedge win rate by trigger", Unit: "percentunit",
 			Description: "Share of hedges that won their call, by trigger.",
@@ -225,10 +231,10 @@ func Panels() []Panel {
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Route ejections by reason", Unit: "short",
-			Description: "Route ejections in each step of the graph (streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback); a count, as they come a few an hour, not a rate. Follows the route variable only: a route is ejected for every model.",
+		{Row: "Routes", Title: "Route ejections by reason", Unit: "short", Step: countStep,
+			Description: "Route ejections in each step of the graph (one minute, or the graph's step when longer; streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback); a count, as they come a few an hour, not a rate. Follows the route variable only: a route is ejected for every model.",
 			Queries: []Query{
-				{fmt.Sprintf("sum by (%s, %s) (increase(%s%s[$__rate_interval]))", route, reason, ejections, selRoute()), "{{" + route + "}} {{" + reason + "}}"},
+				{fmt.Sprintf("sum by (%s, %s) (increase(%s%s[$__interval]))", route, reason, ejections, selRoute()), "{{" + route + "}} {{" + reason + "}}"},
 			}},
 		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
 			Description: "How long calls took, start to end, by outcome (gen_ai.client.operation.duration)." + noRouteNote,
@@ -322,22 +328,26 @@ func panel(p Panel, id uint32) cog.Builder[dashboard.Panel] {
 		// the y axis, where the buckets are, not on the cells, which count.
 		return heatmap.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).Datasource(promDS).
 			Calculate(false).YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.Unit)).Unit("short").
-			// Several scrapes in each cell's window (deploy/prometheus.yml
-			// scrapes every 5 s; a 15 s scrape still gives four), or
-			// increase has too little to see.
-			Interval(heatmapStep).
+			Interval(p.Step).
 			Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatHeatmap))
 	}
 	// A legend and a tooltip with every line: most panels draw several
 	// (quantiles, outcomes, routes), which nothing tells apart without.
-	return timeseries.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).Datasource(promDS).
+	b := timeseries.NewPanelBuilder().Id(id).Title(p.Title).Description(p.Description).Datasource(promDS).
 		Unit(p.Unit).Min(0).Height(8).Span(8).Targets(targets(p, prometheus.PromQueryFormatTimeSeries)).
 		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+	if p.Step != "" {
+		b.Interval(p.Step)
+	}
+	return b
 }
 
-// heatmapStep is the heatmap's least step, and so its window.
-const heatmapStep = "1m"
+// countStep is the least step of the panels that count events per step,
+// and so their window: several scrapes in each (deploy/prometheus.yml
+// scrapes every 5 s; a 15 s scrape still gives four), or increase has too
+// little to see.
+const countStep = "1m"
 
 // JSON renders the dashboard as Grafana provisions it.
 func JSON() ([]byte, error) {

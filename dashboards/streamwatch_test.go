@@ -154,6 +154,7 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 	var d struct {
 		Panels []struct {
 			Type     string `json:"type"`
+			Title    string `json:"title"`
 			Interval string `json:"interval"`
 			Options  struct {
 				YAxis struct {
@@ -181,12 +182,27 @@ func TestPanelsAnswerTheirTitles(t *testing.T) {
 		if p.Options.YAxis.Unit != "s" || p.Options.Calculate == nil || *p.Options.Calculate {
 			t.Errorf("heatmap y axis unit %q, calculate %v; want s and false", p.Options.YAxis.Unit, p.Options.Calculate)
 		}
-		if p.Interval != heatmapStep {
-			t.Errorf("heatmap min interval %q, want %s", p.Interval, heatmapStep)
+		if p.Interval != countStep {
+			t.Errorf("heatmap min interval %q, want %s", p.Interval, countStep)
 		}
 	}
 	if heatmaps != 1 {
 		t.Errorf("%d heatmaps, want 1", heatmaps)
+	}
+	// A query over each step's own window ($__interval) needs the panel's
+	// least step, or a short graph step makes windows of a scrape or two;
+	// one over $__rate_interval must not count per step.
+	for _, p := range Panels() {
+		for _, q := range p.Queries {
+			if perStep := strings.Contains(q.Expr, "[$__interval]"); perStep != (p.Step != "") {
+				t.Errorf("panel %q: step %q with query %s", p.Title, p.Step, q.Expr)
+			}
+		}
+	}
+	for _, p := range d.Panels {
+		if p.Title == "Route ejections by reason" && p.Interval != countStep {
+			t.Errorf("%q: min interval %q, want %s", p.Title, p.Interval, countStep)
+		}
 	}
 	// A route that only ever fails has no attempt TTFT; the route
 	// variable must still offer it.

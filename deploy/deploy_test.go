@@ -111,10 +111,10 @@ func TestPrometheusConfigScrapesCollectorDefault(t *testing.T) {
 }
 
 // Both scrape configurations keep the exporter's job and instance labels
-// (the collector's own metrics have none of their own to keep)
 // (the sender's service.name, the replica's service.instance.id), as the
 // connector's README and docs/telemetry.md say; e2e checks the labels a
-// scrape with honor_labels gets.
+// scrape with honor_labels gets. The collector's own metrics have none of
+// their own to keep.
 func TestPrometheusConfigsHonorLabels(t *testing.T) {
 	for _, path := range []string{"prometheus.yml", "prometheus-compose.yml"} {
 		for i, sc := range readPromConfig(t, path).ScrapeConfigs {
@@ -154,8 +154,9 @@ func runScript(t *testing.T, env ...string) (cfg string, args []string, out stri
 	return filepath.Join(data, "prometheus.yml"), strings.Fields(string(a)), string(b), nil
 }
 
-// prometheus.sh scrapes the address STREAMWATCH_PROMETHEUS gives the
-// collector, turns exemplar storage on and passes extra arguments through.
+// prometheus.sh scrapes the addresses STREAMWATCH_PROMETHEUS and
+// STREAMWATCH_TELEMETRY_HOST/PORT give the collector, turns exemplar
+// storage on and passes extra arguments through.
 func TestPrometheusScriptHonoursTarget(t *testing.T) {
 	for _, tc := range []struct {
 		env        []string
@@ -166,6 +167,8 @@ func TestPrometheusScriptHonoursTarget(t *testing.T) {
 		{[]string{"STREAMWATCH_PROMETHEUS=[::1]:8889"}, "[::1]:8889", "127.0.0.1:8888"},
 		{[]string{"STREAMWATCH_TELEMETRY_PORT=18888"}, "127.0.0.1:8889", "127.0.0.1:18888"},
 		{[]string{"STREAMWATCH_TELEMETRY_HOST=0.0.0.0", "STREAMWATCH_TELEMETRY_PORT=9999"}, "127.0.0.1:8889", "0.0.0.0:9999"},
+		{[]string{"STREAMWATCH_TELEMETRY_HOST=::1"}, "127.0.0.1:8889", "[::1]:8888"},
+		{[]string{"STREAMWATCH_TELEMETRY_HOST=[::1]"}, "127.0.0.1:8889", "[::1]:8888"},
 	} {
 		t.Run(tc.want+"+"+tc.self, func(t *testing.T) {
 			env := append([]string{"STREAMWATCH_PROMETHEUS=", "STREAMWATCH_TELEMETRY_HOST=", "STREAMWATCH_TELEMETRY_PORT="}, tc.env...)

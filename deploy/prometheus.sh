@@ -18,7 +18,11 @@
 # Extra arguments go to prometheus.
 set -eu
 target=${STREAMWATCH_PROMETHEUS:-127.0.0.1:8889}
-self=${STREAMWATCH_TELEMETRY_HOST:-127.0.0.1}:${STREAMWATCH_TELEMETRY_PORT:-8888}
+host=${STREAMWATCH_TELEMETRY_HOST:-127.0.0.1}
+case $host in
+*:*) case $host in \[*) ;; *) host="[$host]" ;; esac ;; # an IPv6 address takes brackets in host:port
+esac
+self=$host:${STREAMWATCH_TELEMETRY_PORT:-8888}
 for v in "STREAMWATCH_PROMETHEUS=$target" "STREAMWATCH_TELEMETRY_HOST:PORT=$self"; do
 	case ${v#*=} in
 	*[!]A-Za-z0-9.:_[-]* | "" | :* | *:)

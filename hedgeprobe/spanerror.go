@@ -18,7 +18,9 @@ import (
 // "source_panic", "extractor_panic", the value of
 // an ErrorType() string method anywhere in the chain (adapters can report
 // "429" or "rate_limit"), else the Go type of the outermost error that is
-// not a plain fmt.Errorf wrapper.
+// not a plain fmt.Errorf wrapper — without a generic type's arguments,
+// and "_OTHER" for an unnamed type ("struct { error }"): a metric label
+// the connector takes as a code.
 func errorType(err error) string {
 	if err == nil {
 		return "_OTHER"
@@ -49,10 +51,23 @@ func errorType(err error) string {
 		t := fmt.Sprintf("%T", err)
 		u := errors.Unwrap(err)
 		if t != "*fmt.wrapError" || u == nil {
-			return t
+			return typeName(t)
 		}
 		err = u
 	}
+}
+
+// typeName is a %T name as an error.type: "*pkg.E" for "*pkg.E[int,string]"
+// (one series per generic type, and no ',' or space, which no code has),
+// "_OTHER" for an unnamed type.
+func typeName(t string) string {
+	if i := strings.IndexByte(t, '['); i > 0 {
+		t = t[:i]
+	}
+	if strings.ContainsAny(t, " {}") {
+		return "_OTHER"
+	}
+	return t
 }
 
 // statusTexter is an error with a text for span statuses of its own,

@@ -150,3 +150,28 @@ func TestStatusTextExported(t *testing.T) {
 		t.Errorf("StatusText = %q, want the span status's %q", got, want)
 	}
 }
+
+// genericError is an error of a generic type, whose %T holds its type
+// arguments.
+type genericError[K comparable, V any] struct{ m map[K]V }
+
+func (genericError[K, V]) Error() string { return "generic" }
+
+// An error's Go type as error.type is a name the connector takes as a
+// code: a generic type's arguments (with a ',' and spaces) and an unnamed
+// type became _OTHER there, counted as text.
+func TestErrorTypeOfGoTypes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{genericError[int, map[string]struct{}]{}, "hedgeprobe.genericError"},
+		{&genericError[int, string]{}, "*hedgeprobe.genericError"},
+		{struct{ error }{errors.New("x")}, "_OTHER"},
+		{fmt.Errorf("w: %w", errors.New("x")), "*errors.errorString"},
+	} {
+		if got := errorType(tc.err); got != tc.want {
+			t.Errorf("errorType(%T) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

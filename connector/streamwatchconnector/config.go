@@ -138,20 +138,28 @@ var rawChecks = stallthreshold.RawChecks{
 var reservedLabels = map[string]bool{"le": true, "quantile": true, "job": true, "instance": true}
 
 // contentKeys and contentPrefixes are the span attributes that hold the
-// prompt, the answer or a tool call's arguments, as instrumentations
-// record them when their content capture is on: the GenAI conventions'
-// (gen_ai.input.messages and its kin), their older gen_ai.prompt and
-// gen_ai.completion (indexed, gen_ai.prompt.0.content, in OpenLLMetry), and
-// OpenInference's. As a dimension, such a text would be a metric label on
-// every series of the span: never a label, and unbounded cardinality.
+// prompt, the answer, a tool call's arguments or retrieved documents, as
+// instrumentations record them when their content capture is on: the GenAI
+// conventions' (gen_ai.input.messages and its kin), their older
+// gen_ai.prompt and gen_ai.completion (indexed, gen_ai.prompt.0.content, in
+// OpenLLMetry, as are its llm.prompts and traceloop.entity.input),
+// OpenInference's and Langfuse's. As a dimension, such a text would be a
+// metric label on every series of the span: never a label, and unbounded
+// cardinality.
 var (
 	contentKeys = map[string]bool{
 		"gen_ai.input.messages": true, "gen_ai.output.messages": true, "gen_ai.system_instructions": true,
 		"gen_ai.tool.call.arguments": true, "gen_ai.tool.call.result": true,
 		"gen_ai.prompt": true, "gen_ai.completion": true,
-		"input.value": true, "output.value": true,
+		"input.value": true, "output.value": true, "message.content": true,
+		"traceloop.entity.input": true, "traceloop.entity.output": true,
+		"langfuse.observation.input": true, "langfuse.observation.output": true,
 	}
-	contentPrefixes = []string{"gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages", "llm.output_messages"}
+	contentPrefixes = []string{
+		"gen_ai.prompt.", "gen_ai.completion.",
+		"llm.prompts", "llm.completions", "llm.input_messages", "llm.output_messages",
+		"llm.prompt_template.variables", "retrieval.documents",
+	}
 )
 
 // isContent reports whether key is one of contentKeys or under one of

@@ -104,6 +104,10 @@ func TestConfigInvalid(t *testing.T) {
 			`dimensions[0] "gen_ai.completion.0.content" holds prompt or answer text, which no metric label may carry`},
 		{"OpenInference output", map[string]any{"dimensions": []any{"output.value"}},
 			`dimensions[0] "output.value" holds prompt or answer text, which no metric label may carry`},
+		{"OpenLLMetry prompt", map[string]any{"dimensions": []any{"llm.prompts.0.content"}},
+			`dimensions[0] "llm.prompts.0.content" holds prompt or answer text, which no metric label may carry`},
+		{"Langfuse output", map[string]any{"dimensions": []any{"langfuse.observation.output"}},
+			`dimensions[0] "langfuse.observation.output" holds prompt or answer text, which no metric label may carry`},
 		// Two keys that become one Prometheus label would give a series
 		// the label twice, which the Prometheus exporter drops.
 		{"dimension as a builtin's label", map[string]any{"dimensions": []any{"streamwatch_route"}},

@@ -15,8 +15,8 @@ const apiKeyHeader = "X-Api-Key"
 // redirect, but it cannot know that a header of another name holds a
 // secret: Anthropic's x-api-key, Azure OpenAI's api-key (the raw routes
 // do this for every header they send; go-openai sends api-key itself:
-// build its HTTPClient with this). The client's own CheckRedirect, or Go's default of at most 10
-// redirects, still decides whether to follow.
+// build its HTTPClient with this). The client's own CheckRedirect, or
+// Go's default of at most 10 redirects, still decides whether to follow.
 func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
 	if client == nil {
 		client = http.DefaultClient

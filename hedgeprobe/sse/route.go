@@ -207,7 +207,7 @@ type AnthropicRequest struct {
 	// Params holds further body fields; they cannot override the ones
 	// above.
 	Params map[string]any
-	// Header holds extra request headers (Azure's api-key, say); none of
+	// Header holds extra request headers (a gateway's token, say); none of
 	// them follows a redirect to another host.
 	Header http.Header
 	// Client sends the request; default DefaultClient().

@@ -23,8 +23,9 @@ import (
 // before the terminal event (never a clean end), a *ProtocolError for
 // malformed or oversized data, or the context's error when the request's
 // context was cancelled. The stream closes itself when it ends; at its
-// terminal event it first reads the rest of the body (at most 4 KiB, for
-// at most 20 ms), so that an HTTP/1.1 connection goes back to the pool.
+// terminal event an HTTP/1.x response's stream first reads the rest of the
+// body (at most 4 KiB, for at most 20 ms), so that its connection goes
+// back to the pool.
 //
 // A Stream is not safe for concurrent use, except that Close may be called
 // while Next blocks: it cancels the request and unblocks Next.
@@ -33,6 +34,7 @@ type Stream[T any] struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	body     io.ReadCloser
+	http1    bool // drain the body's end at a clean end (see drainWait)
 	rd       *Reader
 	decode   func(provider string, ev Event) (T, bool, bool, error)
 
@@ -80,7 +82,7 @@ func NewAnthropicStream(resp *http.Response, o StreamOptions) *Stream[AnthropicE
 }
 
 func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, Event) (T, bool, bool, error)) *Stream[T] {
-	s := &Stream[T]{provider: o.Provider, cancel: o.Cancel, body: resp.Body, decode: decode, ctx: context.Background()}
+	s := &Stream[T]{provider: o.Provider, cancel: o.Cancel, body: resp.Body, http1: resp.ProtoMajor == 1, decode: decode, ctx: context.Background()}
 	if resp.Request != nil {
 		s.ctx = resp.Request.Context()
 	}
@@ -185,7 +187,10 @@ func (s *Stream[T]) Next() bool {
 // closed, not put back in the pool, and the next attempt to the upstream
 // (vLLM, Ollama and most proxies speak HTTP/1.1) dials and shakes hands
 // again. An upstream that keeps the body open after its terminal event
-// costs the stream's end at most drainWait. A variable for the tests.
+// costs the stream's end at most drainWait. HTTP/2 needs none of it (a
+// stream's reset leaves its connection open), nor a response that is not
+// from the network (ProtoMajor 0), whose body's Close may not unblock a
+// Read. A variable for the tests.
 var drainWait = 20 * time.Millisecond
 
 const drainMax = 4 << 10
@@ -193,7 +198,7 @@ const drainMax = 4 << 10
 // drain reads the body to its end after the terminal event, at most
 // drainMax bytes for at most drainWait, before the stream closes.
 func (s *Stream[T]) drain() {
-	if s.body == nil || s.closed.Load() {
+	if !s.http1 || s.body == nil || s.closed.Load() {
 		return
 	}
 	// Close unblocks the read, as a caller's Close does.
