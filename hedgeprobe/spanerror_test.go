@@ -153,7 +153,7 @@ func TestStatusTextExported(t *testing.T) {
 
 // genericError is an error of a generic type, whose %T holds its type
 // arguments.
-type genericError[K comparable, V any] struct{ m map[K]V }
+type genericError[K comparable, V any] struct{ _ map[K]V }
 
 func (genericError[K, V]) Error() string { return "generic" }
 
