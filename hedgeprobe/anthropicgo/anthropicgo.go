@@ -412,10 +412,11 @@ type textDeltaBody struct {
 
 // MapError types an anthropic-sdk-go error for hedging: an
 // *anthropic.Error becomes an *sse.UpstreamError (status, type, message,
-// Retry-After; an "event: error" mid-stream has MidStream set), the
-// context's own error stays as it is, an event whose JSON does not parse
-// is an *sse.ProtocolError, and anything else is an *sse.ConnectionError.
-// The result unwraps to err. (Route's streams also type an error response
+// Retry-After; an "event: error" mid-stream has MidStream set), an event
+// whose JSON does not parse an *sse.ProtocolError, and anything else an
+// *sse.ConnectionError; once ctx is done, whatever the SDK reported, it is
+// ctx's error (a cancelled request fails in many ways). Else the result
+// unwraps to err. (Route's streams also type an error response
 // the SDK cannot decode, from the response itself.)
 func MapError(ctx context.Context, provider string, err error) error {
 	return mapError(ctx, provider, err, nil)

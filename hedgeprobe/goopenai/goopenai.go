@@ -373,8 +373,9 @@ var errNotText = errors.New("the request ends in an assistant message with a ref
 // MapError types a go-openai error for hedging: an *openai.APIError or
 // *openai.RequestError with an HTTP status becomes an *sse.UpstreamError,
 // an error payload mid-stream (status 0) an *sse.UpstreamError with
-// MidStream set, the context's own error stays as it is, and anything else
-// is an *sse.ConnectionError. The result unwraps to err.
+// MidStream set, and anything else an *sse.ConnectionError; once ctx is
+// done, whatever the SDK reported, it is ctx's error (a cancelled request
+// fails in many ways). Else the result unwraps to err.
 func MapError(ctx context.Context, provider string, err error) error {
 	if err == nil {
 		return nil

@@ -366,11 +366,13 @@ func finished() func(Chunk) bool {
 
 // MapError types an openai-go error for hedging: an *openai.Error becomes
 // an *sse.UpstreamError (status, type, code, message, Retry-After), an
-// error payload mid-stream an *sse.UpstreamError with MidStream set, the
-// context's own error stays as it is, an item whose JSON does not parse is
-// an *sse.ProtocolError, and anything else is an *sse.ConnectionError. The
-// result unwraps to err. (Route's streams also type an error response the
-// SDK cannot decode, from the response itself.)
+// error payload mid-stream an *sse.UpstreamError with MidStream set, an
+// item whose JSON does not parse an *sse.ProtocolError, and anything else
+// an *sse.ConnectionError; once ctx is done, whatever the SDK reported, it
+// is ctx's error (a cancelled request fails in many ways: a closed body, a
+// reset, the context's own error, an answer that raced the cancel). Else
+// the result unwraps to err. (Route's streams also type an error response
+// the SDK cannot decode, from the response itself.)
 func MapError(ctx context.Context, provider string, err error) error {
 	return mapError(ctx, provider, err, nil)
 }
@@ -382,8 +384,8 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 	if err == nil {
 		return nil
 	}
-	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-		return err
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
 	}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
@@ -406,9 +408,6 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 	}
 	if ue, ok := streamend.Undecoded(provider, resp, err); ok {
 		return ue
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
 	}
 	if pe, ok := streamend.Malformed(provider, err); ok {
 		return pe
