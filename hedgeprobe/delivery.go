@@ -44,8 +44,8 @@ func (d *delivery[T]) replace(items []item[T]) {
 // waitFrom starts a wait of the caller at now.
 func (d *delivery[T]) waitFrom(now time.Duration) { d.enter = now }
 
-// silentSince returns how long the caller has waited, up to now, since
-// the latest content chunk (and since mark).
+// silent returns how long the caller has waited, up to now, since the
+// latest content chunk (and since mark).
 func (d *delivery[T]) silent(now, mark time.Duration) time.Duration {
 	return d.waited + (now - d.enter) - mark
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// Environment variables New reads for fields left zero, names in the
-// style of the seed research. Durations are seconds as a decimal number
+// Environment variables New reads for fields left zero (docs/design.md §2
+// rule 9 gives the names and their origin). Durations are seconds as a decimal number
 // ("2.5") or a Go duration ("2500ms"). "0" is the field's own zero: off
 // for the watchdogs, StallAfter and ResumeAfter (whose zero is otherwise
 // its 2s default); the adaptive delay for HedgeAfter; the defaults for

@@ -189,9 +189,8 @@ type Items[T any] struct {
 	// reason: a continuation would follow the answer's end). Reasoning
 	// (or a citation) is content but not answer text: report ("", true);
 	// a stream silent after such an item, with no text since, is not
-	// resumed. Without Text a
-	// Prober never resumes, and a committed stream costs what it costs
-	// without resume. Called only while resume is possible for the call:
+	// resumed. Without Text a Prober never resumes, and a committed stream
+	// costs what it costs without resume. Called only while resume is possible for the call:
 	// on content items as they are delivered, and on the content a
 	// stalled attempt received before commit when that is resumed (rule
 	// 10), which the caller may never read if another attempt wins.
@@ -227,10 +226,9 @@ type Items[T any] struct {
 	// continuation ended, must not be reported: it follows that block,
 	// which continued the answer's, and Relabel numbers it. The
 	// OpenAI-compatible adapters set it too, for a chunk with a tool-call
-	// fragment: their items have no
-	// blocks, and a continuation's tool call simply comes after the
-	// delivered text, but a fragment with only the call's id, before any
-	// content, must reach the caller. A panic fails the call like
+	// fragment: their items have no blocks, and a continuation's tool call
+	// simply comes after the delivered text, but a fragment with only the
+	// call's id, before any content, must reach the caller. A panic fails the call like
 	// OutputTokens.
 	Follows func(v T) bool
 	// RelabelAfter is Relabel for a continuation that follows the answer

@@ -107,7 +107,8 @@ const (
 const (
 	// EventHedge marks a hedge launch.
 	EventHedge = "streamwatch.hedge"
-	// EventHedgeThrottled marks a hedge the budget or pushback refused.
+	// EventHedgeThrottled marks a hedge the budget or pushback refused, a
+	// resume the budget refused among them (see EventResumeReason).
 	EventHedgeThrottled = "streamwatch.hedge.throttled"
 	// EventCommit marks the moment an attempt won, and again the moment a
 	// resume took over the answer.

@@ -321,8 +321,8 @@ func sendsFields(p interface {
 // on the answer's text block, is a block the caller has open already: a
 // start of it that carries text (some Anthropic-compatible servers send
 // the first text so; Anthropic sends "") is that text as a delta, or the
-// caller would read the block started twice. The SDK's AsAny and Message.Accumulate read an event's raw JSON,
-// not its fields, so a mended delta is a new event decoded from mended
+// caller would read the block started twice. The SDK's AsAny and
+// Message.Accumulate read an event's raw JSON, not its fields, so a mended delta is a new event decoded from mended
 // JSON.
 type continued struct {
 	hedgeprobe.Source[Event]

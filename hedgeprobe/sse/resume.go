@@ -37,10 +37,10 @@ const (
 	// is repeated keeps every byte (the part of the repeat held back
 	// while it still matched reaches the caller with the chunk that broke
 	// off, as one chunk), and one that ends while still repeating it
-	// continues with nothing, as Mistral's content[len(prefix):] is empty. A request that already ends in an
-	// assistant message (a prefill of the caller's, which the first
-	// answer repeated too) is not continued with it: the resume attempt
-	// fails with hedgeprobe.ErrCannotContinue.
+	// continues with nothing, as Mistral's content[len(prefix):] is empty.
+	// A request that already ends in an assistant message (a prefill of
+	// the caller's, which the first answer repeated too) is not continued
+	// with it: the resume attempt fails with hedgeprobe.ErrCannotContinue.
 	ContinuePrefixEcho
 )
 

@@ -8,7 +8,7 @@
 //
 //	b := new(TelemetryBuilder)
 //	err := owntelemetry.Create(settings, ScopeName, []owntelemetry.Counter{
-//		{Into: &b.SpansDerived, Name: "otelcol_processor_streamwatch_spans_derived", Unit: "{span}", Description: "…"},
+//		{Into: &b.ProcessorStreamwatchSpansDerived, Name: "otelcol_processor_streamwatch_spans_derived", Unit: "{span}", Description: "…"},
 //	})
 package owntelemetry
 
