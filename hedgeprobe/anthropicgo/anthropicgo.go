@@ -14,6 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
@@ -253,6 +254,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			EndAtTerminal: true,
 			CloseAtEnd:    true,
 			Responded:     resp != nil,
+			Drain:         func() { bodyend.Drain(resp) },
 		}
 		if a.Trigger == hedgeprobe.TriggerResume && o.Prefill {
 			return &continued{Source: src, u: prefill.NewUncut(cut)}, nil

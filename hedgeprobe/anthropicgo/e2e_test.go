@@ -117,3 +117,19 @@ func TestErrorsTyped(t *testing.T) {
 		})
 	}
 }
+
+// A stream read to message_stop leaves its HTTP/1.1 connection for the
+// next: the adapter ends at message_stop and closed the body before the
+// chunked encoding's end, and every attempt dialled again.
+func TestConnectionReused(t *testing.T) {
+	adapter.CheckConnectionReused(t, "event: message_start\n"+
+		`data: {"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}`+"\n\n"+
+		"event: content_block_start\n"+`data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`+"\n\n"+
+		"event: content_block_delta\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`+"\n\n"+
+		"event: content_block_stop\n"+`data: {"type":"content_block_stop","index":0}`+"\n\n"+
+		"event: message_delta\n"+`data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}`+"\n\n"+
+		"event: message_stop\n"+`data: {"type":"message_stop"}`+"\n\n",
+		func(url string) hedgeprobe.Route[anthropicgo.Event] {
+			return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
+		})
+}

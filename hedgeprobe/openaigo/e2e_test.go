@@ -127,3 +127,14 @@ func TestErrorsTyped(t *testing.T) {
 		})
 	}
 }
+
+// A stream read to [DONE] leaves its HTTP/1.1 connection for the next:
+// openai-go stops at [DONE] and closed the body before the chunked
+// encoding's end, and every attempt dialled again.
+func TestConnectionReused(t *testing.T) {
+	adapter.CheckConnectionReused(t,
+		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+		func(url string) hedgeprobe.Route[openaigo.Chunk] {
+			return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
+		})
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
@@ -436,11 +437,14 @@ func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Ch
 // boundErrorBody is the middleware that bounds the read of an error
 // response's body (sse.BoundErrorBody): the SDK reads it whole before
 // NewStreaming returns, and a body that stalls would hold the attempt
-// past its 429 or 5xx.
+// past its 429 or 5xx. A stream's body has its end read when the SDK
+// closes it at [DONE] (bodyend.AtDone), so that its HTTP/1.x connection
+// is kept.
 func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	if err == nil {
 		sse.BoundErrorBody(resp)
+		bodyend.AtDone(resp)
 	}
 	return resp, err
 }

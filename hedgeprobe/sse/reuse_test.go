@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 )
 
 // endingServer serves an OpenAI stream that ends with [DONE], flushed, and
@@ -57,8 +58,8 @@ func readToEnd(t *testing.T, route hedgeprobe.Route[ChatChunk]) {
 // goes back to the pool: closed at [DONE], before the chunked encoding's
 // end, every stream dialled a connection of its own.
 func TestCleanEndReusesTheConnection(t *testing.T) {
-	defer func(d time.Duration) { drainWait = d }(drainWait)
-	drainWait = 10 * time.Second // generous: the test is about reuse, not the bound
+	defer func(d time.Duration) { bodyend.Wait = d }(bodyend.Wait)
+	bodyend.Wait = 10 * time.Second // generous: the test is about reuse, not the bound
 	url, conns := endingServer(t, 5*time.Millisecond)
 	tr := NewTransport(TransportOptions{})
 	defer tr.CloseIdleConnections()
@@ -72,10 +73,10 @@ func TestCleanEndReusesTheConnection(t *testing.T) {
 }
 
 // An upstream that keeps the body open after its terminal event delays the
-// stream's end by drainWait, no more, and its connection is not reused.
+// stream's end by bodyend.Wait, no more, and its connection is not reused.
 func TestCleanEndWaitsNoLongerThanDrainWait(t *testing.T) {
-	defer func(d time.Duration) { drainWait = d }(drainWait)
-	drainWait = 50 * time.Millisecond
+	defer func(d time.Duration) { bodyend.Wait = d }(bodyend.Wait)
+	bodyend.Wait = 50 * time.Millisecond
 	url, conns := endingServer(t, -1)
 	tr := NewTransport(TransportOptions{})
 	defer tr.CloseIdleConnections()
@@ -83,10 +84,10 @@ func TestCleanEndWaitsNoLongerThanDrainWait(t *testing.T) {
 	for range 2 {
 		start := time.Now()
 		readToEnd(t, route)
-		// A bound for a loaded machine: without drainWait the stream would
+		// A bound for a loaded machine: without the bound the stream would
 		// never end.
 		if el := time.Since(start); el > 5*time.Second {
-			t.Fatalf("the stream took %v to end; drainWait is %v", el, drainWait)
+			t.Fatalf("the stream took %v to end; bodyend.Wait is %v", el, bodyend.Wait)
 		}
 	}
 	if got := conns.Load(); got != 2 {

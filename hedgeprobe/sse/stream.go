@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 )
 
 // Stream is a typed event stream over an HTTP response: a
@@ -34,7 +35,7 @@ type Stream[T any] struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	body     io.ReadCloser
-	http1    bool // drain the body's end at a clean end (see drainWait)
+	resp     *http.Response // its end is read at a clean end (bodyend)
 	rd       *Reader
 	decode   func(provider string, ev Event) (T, bool, bool, error)
 
@@ -82,7 +83,7 @@ func NewAnthropicStream(resp *http.Response, o StreamOptions) *Stream[AnthropicE
 }
 
 func newStream[T any](resp *http.Response, o StreamOptions, decode func(string, Event) (T, bool, bool, error)) *Stream[T] {
-	s := &Stream[T]{provider: o.Provider, cancel: o.Cancel, body: resp.Body, http1: resp.ProtoMajor == 1, decode: decode, ctx: context.Background()}
+	s := &Stream[T]{provider: o.Provider, cancel: o.Cancel, body: resp.Body, resp: resp, decode: decode, ctx: context.Background()}
 	if resp.Request != nil {
 		s.ctx = resp.Request.Context()
 	}
@@ -181,30 +182,12 @@ func (s *Stream[T]) Next() bool {
 	return false
 }
 
-// drainWait and drainMax bound what a stream's clean end reads of the rest
-// of its body: the chunked encoding's end, which follows the terminal
-// event. Closed before that is read, an HTTP/1.1 response's connection is
-// closed, not put back in the pool, and the next attempt to the upstream
-// (vLLM, Ollama and most proxies speak HTTP/1.1) dials and shakes hands
-// again. An upstream that keeps the body open after its terminal event
-// costs the stream's end at most drainWait. HTTP/2 needs none of it (a
-// stream's reset leaves its connection open), nor a response that is not
-// from the network (ProtoMajor 0), whose body's Close may not unblock a
-// Read. A variable for the tests.
-var drainWait = 20 * time.Millisecond
-
-const drainMax = 4 << 10
-
-// drain reads the body to its end after the terminal event, at most
-// drainMax bytes for at most drainWait, before the stream closes.
+// drain reads the body's end after the terminal event (bodyend.Drain), so
+// that an HTTP/1.x connection goes back to the pool.
 func (s *Stream[T]) drain() {
-	if !s.http1 || s.body == nil || s.closed.Load() {
-		return
+	if !s.closed.Load() {
+		bodyend.Drain(s.resp)
 	}
-	// Close unblocks the read, as a caller's Close does.
-	t := time.AfterFunc(drainWait, func() { _ = s.Close() })
-	defer t.Stop()
-	_, _ = io.CopyN(io.Discard, s.body, drainMax)
 }
 
 func (s *Stream[T]) finish() {

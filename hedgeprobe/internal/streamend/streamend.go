@@ -83,6 +83,11 @@ type Checked[T any] struct {
 	// opened (the SDK's request returned one): an error before any item
 	// is then one of a connection that was made.
 	Responded bool
+	// Drain, when set, runs at a clean end (the terminal item read, no
+	// error), before CloseAtEnd closes the stream: the adapter reads the
+	// body's end there (bodyend.Drain), so that the SDK's Close, which
+	// does not, keeps an HTTP/1.x connection for the next attempt.
+	Drain func()
 
 	terminal bool
 	items    int
@@ -97,6 +102,9 @@ func (s *Checked[T]) Next() bool {
 	}
 	if s.EndAtTerminal && s.terminal {
 		s.ended = true
+		if s.Drain != nil {
+			s.Drain()
+		}
 		if s.CloseAtEnd {
 			_ = s.Source.Close()
 		}
@@ -109,6 +117,9 @@ func (s *Checked[T]) Next() bool {
 			err = s.MapError(err)
 		}
 		s.err = Err(End{Provider: s.Provider, Err: err, Terminal: s.terminal, Connected: s.Responded || s.items > 0, Events: s.items})
+		if s.err == nil && s.Drain != nil {
+			s.Drain()
+		}
 		if s.CloseAtEnd {
 			_ = s.Source.Close()
 		}
