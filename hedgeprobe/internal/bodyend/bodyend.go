@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,12 +59,14 @@ type doneBody struct {
 	io.ReadCloser
 	tail  [len(doneMark) - 1]byte // the last bytes read, up to len(tail)
 	tailN int
-	done  bool
+	// done: doneMark has been read. Atomic: Close may come from another
+	// goroutine while a Read is under way (a loser cancelled mid-read).
+	done atomic.Bool
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if n > 0 && !b.done {
+	if n > 0 && !b.done.Load() {
 		b.watch(p[:n])
 	}
 	return n, err
@@ -72,14 +75,14 @@ func (b *doneBody) Read(p []byte) (int, error) {
 // watch looks for doneMark in chunk and where it meets the bytes before.
 func (b *doneBody) watch(chunk []byte) {
 	if bytes.Contains(chunk, []byte(doneMark)) {
-		b.done = true
+		b.done.Store(true)
 		return
 	}
 	var win [2 * len(b.tail)]byte
 	w := copy(win[:], b.tail[:b.tailN])
 	w += copy(win[w:], chunk[:min(len(chunk), len(b.tail))])
 	if bytes.Contains(win[:w], []byte(doneMark)) {
-		b.done = true
+		b.done.Store(true)
 		return
 	}
 	// The new tail: the last bytes of what came before and chunk.
@@ -92,7 +95,7 @@ func (b *doneBody) watch(chunk []byte) {
 
 // Close reads the body's end first when [DONE] has been read.
 func (b *doneBody) Close() error {
-	if b.done {
+	if b.done.Load() {
 		t := time.AfterFunc(Wait, func() { _ = b.ReadCloser.Close() })
 		_, _ = io.CopyN(io.Discard, b.ReadCloser, Max)
 		t.Stop()

@@ -33,7 +33,7 @@ func TestDoneBodyFindsTheMark(t *testing.T) {
 			if _, err := io.Copy(io.Discard, b); err != nil {
 				t.Fatal(err)
 			}
-			if b.done != tc.done {
+			if b.done.Load() != tc.done {
 				t.Errorf("%q read %d bytes at a time: done %v, want %v", tc.body, n, b.done, tc.done)
 			}
 		}
