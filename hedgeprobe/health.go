@@ -276,6 +276,26 @@ func (h *health) soonest(names func(i int) string, n int) (int, admission) {
 	return best, adm
 }
 
+// hedgesAdmittedAt returns when the first of n routes' ejections or
+// pushbacks ends, after which a hedge may go there: known false when none
+// ends later than now (a probe in flight holds the route, for as long as
+// it runs).
+func (h *health) hedgesAdmittedAt(names func(i int) string, n int) (at time.Time, known bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	for i := range n {
+		r := h.routes[names(i)]
+		if r == nil || !r.until.After(now) {
+			continue
+		}
+		if !known || r.until.Before(at) {
+			at, known = r.until, true
+		}
+	}
+	return at, known
+}
+
 // failure records a transient failure of an attempt on name, admitted at
 // epoch launched (its admission's), probe telling whether it was the attempt
 // admitted to probe the route; it returns the ejection it caused, if any.

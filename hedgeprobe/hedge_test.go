@@ -346,3 +346,59 @@ func TestHedgeCallerCancel(t *testing.T) {
 		}
 	})
 }
+
+// Regression (outside review): a TTFT hedge that pushback refused was
+// never launched in that call — the trigger was spent — though the routes
+// are avoided only until their Retry-After; the caller waited out a dead
+// primary. It is due again when the first pushback ends, and each refusal
+// is counted.
+func TestHedgeAfterPushbackEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var th []ThrottleEvent
+		p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, EjectFailures: NoEjection},
+			OnThrottle(func(e ThrottleEvent) { th = append(th, e) }))
+		// Call 1 pushes both routes back, b for 5 s and a for 8 s.
+		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
+		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})}, []step{content(20*time.Second, "late")})
+		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
+			t.Fatal("call 1 succeeded")
+		}
+		// Call 2 starts on a, whose first chunk takes 20 s; its TTFT hedge,
+		// due at 1 s, is refused until b's pushback ends, 4.9 s in.
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		st := s.Stats()
+		if len(st.Attempts) != 2 || st.Attempts[1].Route != "b" || st.Winner != 1 {
+			t.Fatalf("launches %+v: want the hedge on b once its pushback ended", st.Attempts)
+		}
+		wantDur(t, "hedge launch", st.Attempts[1].LaunchOffset, 4900*time.Millisecond)
+		wantTexts(t, g, "b0")
+		if len(th) != 1 || th[0].Reason != ThrottlePushback || th[0].Trigger != TriggerTTFT || st.HedgesThrottled != 1 {
+			t.Fatalf("throttles %+v, HedgesThrottled %d: want the one refusal at 1 s", th, st.HedgesThrottled)
+		}
+	})
+}
+
+// The same for a stall hedge: due again when the pushback ends, once.
+func TestStallHedgeAfterPushbackEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeAfter: time.Minute, StallAfter: time.Second, MaxAttempts: 2, EjectFailures: NoEjection,
+			Delivery: Buffered})
+		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 429, after: 5 * time.Second})}, texts("b", 2, 10*time.Millisecond, 10*time.Millisecond))
+		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 429, after: 8 * time.Second})},
+			[]step{content(100*time.Millisecond, "a0"), content(30*time.Second, "a1")})
+		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
+			t.Fatal("call 1 succeeded")
+		}
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		st := s.Stats()
+		if len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerStall || st.Winner != 1 || st.HedgesThrottled != 1 {
+			t.Fatalf("attempts %+v, throttled %d: want one stall hedge on b once its pushback ended", st.Attempts, st.HedgesThrottled)
+		}
+		wantDur(t, "hedge launch", st.Attempts[1].LaunchOffset, 4900*time.Millisecond)
+		wantTexts(t, g, "b0", "b1")
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,7 +198,9 @@ type ivCall struct {
 	done    map[int][]hedgeprobe.AttemptStats
 	resumes []hedgeprobe.ResumeEvent
 	hedges  []hedgeprobe.HedgeEvent
-	viol    []string
+	// ttftPushedBack holds when each TTFT hedge pushback refused was due.
+	ttftPushedBack []time.Duration
+	viol           []string
 
 	// The caller's clock, kept like the library's: waits in Next summed
 	// since the latest content chunk (and since the latest resume).
@@ -511,6 +514,11 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 			}
 		}),
 		hedgeprobe.OnThrottle(func(e hedgeprobe.ThrottleEvent) {
+			if c := hook(e.Context); c != nil && e.Trigger == hedgeprobe.TriggerTTFT && e.Reason == hedgeprobe.ThrottlePushback {
+				c.mu.Lock()
+				c.ttftPushedBack = append(c.ttftPushedBack, e.Elapsed)
+				c.mu.Unlock()
+			}
 			if c := hook(e.Context); c != nil && e.Trigger == hedgeprobe.TriggerResume {
 				c.mu.Lock()
 				if c.delivered > 0 {
@@ -945,7 +953,13 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 			if i == 0 || a.Trigger != hedgeprobe.TriggerTTFT || res.st.Attempts[i-1].Trigger == hedgeprobe.TriggerResume {
 				continue
 			}
-			if want := res.st.Attempts[i-1].LaunchOffset + cfg.HedgeAfter; a.LaunchOffset != want {
+			// A hedge pushback refused when due launches when the pushback
+			// ends, later.
+			want := res.st.Attempts[i-1].LaunchOffset + cfg.HedgeAfter
+			c.mu.Lock()
+			pushedBack := slices.Contains(c.ttftPushedBack, want)
+			c.mu.Unlock()
+			if a.LaunchOffset != want && !(pushedBack && a.LaunchOffset > want) {
 				viol = append(viol, fmt.Sprintf("ttft hedge %d launched at %v, want %v (previous launch + HedgeAfter)", i, a.LaunchOffset, want))
 			}
 		}

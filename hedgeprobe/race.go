@@ -23,11 +23,15 @@ type race[T any] struct {
 	hold        int64
 	contentSeen bool // an attempt, live or not, has produced content: the TTFT watchdog is satisfied
 	ttftSpent   int  // index of the latest attempt the TTFT trigger fired for; −1 none
-	errorHedge  bool // a transient failure asks for the next attempt at once
-	resumeNow   bool // the committed stream failed: resume at once
-	lastErr     error
-	throttled   int
-	admitted    admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
+	// pushedBack is when a TTFT or stall hedge that pushback refused (every
+	// route's Retry-After or ejection kept hedges away) is due again: the
+	// trigger stays armed, as the route is avoided only until then.
+	pushedBack time.Duration
+	errorHedge bool // a transient failure asks for the next attempt at once
+	resumeNow  bool // the committed stream failed: resume at once
+	lastErr    error
+	throttled  int
+	admitted   admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
 	// cannotBuild holds the names of the routes whose Open could not build
 	// this call's continuation (ErrCannotContinue): the conversation stays
 	// what it is, so asking again would only spend an attempt and a token.

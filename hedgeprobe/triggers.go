@@ -102,7 +102,10 @@ func triggerTable[T any]() []trigger[T] {
 			},
 			fire: func(s *Stream[T], now time.Duration) {
 				s.race.errorHedge = false
-				s.hedge(TriggerError)
+				// Refused by pushback, it is not tried again: the failed
+				// attempt's error ends the call if none is left, for the
+				// caller's retry to take over.
+				s.hedge(TriggerError, now, 0)
 				s.endIfNoneLeft(s.race.lastErr)
 			},
 		},
@@ -117,11 +120,14 @@ func triggerTable[T any]() []trigger[T] {
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
 				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContentSince(latest.launch) && s.race.ttftSpent != latest.idx
-				return later(latest.launch, latest.delay), ok
+				return max(later(latest.launch, latest.delay), s.race.pushedBack), ok
 			},
 			fire: func(s *Stream[T], now time.Duration) {
-				s.race.ttftSpent = s.attempts[len(s.attempts)-1].idx
-				s.hedge(TriggerTTFT)
+				latest := s.attempts[len(s.attempts)-1]
+				s.race.ttftSpent = latest.idx
+				if s.hedge(TriggerTTFT, now, latest.delay) {
+					s.race.ttftSpent = -1 // due again when the pushback ends
+				}
 			},
 		},
 		{
@@ -137,13 +143,14 @@ func triggerTable[T any]() []trigger[T] {
 				if !ok {
 					return never, false
 				}
-				return later(n.last, s.p.cfg.StallAfter), true
+				return max(later(n.last, s.p.cfg.StallAfter), s.race.pushedBack), true
 			},
 			fire: func(s *Stream[T], now time.Duration) {
 				n := s.stallWatched()
+				spent := n.stallSpent
 				n.stallSpent = n.last
-				if !s.resumeBeforeCommit(n) {
-					s.hedge(TriggerStall)
+				if !s.resumeBeforeCommit(n) && s.hedge(TriggerStall, now, s.p.cfg.StallAfter) {
+					n.stallSpent = spent // due again when the pushback ends
 				}
 			},
 		},
@@ -247,9 +254,24 @@ func (s *Stream[T]) stallWatched() *attempt[T] {
 	return w
 }
 
-// hedge launches a hedge with trigger on the next route health admits.
-func (s *Stream[T]) hedge(trigger Trigger) {
-	if i, ok := s.hedgeRoute(trigger); ok {
-		s.launch(launch[T]{trigger: trigger, route: i})
+// hedge launches a hedge with trigger on the next route health admits. When
+// none does (pushback: every route's Retry-After or ejection keeps hedges
+// away) it reports pushedBack and sets when the trigger is due again: the
+// end of the first route's pushback, or, when no end is known, retry after
+// now.
+func (s *Stream[T]) hedge(trigger Trigger, now, retry time.Duration) (pushedBack bool) {
+	i, ok := s.hedgeRoute(trigger)
+	if !ok {
+		// Due again when the first route's pushback or ejection ends; a
+		// probe in flight holds a route for a time no one knows, so at
+		// least retry from now.
+		at, known := s.p.health.hedgesAdmittedAt(func(i int) string { return s.routes[i].Name }, len(s.routes))
+		s.race.pushedBack = later(now, max(retry, time.Millisecond))
+		if known {
+			s.race.pushedBack = max(at.Sub(s.start), now+time.Millisecond)
+		}
+		return true
 	}
+	s.launch(launch[T]{trigger: trigger, route: i})
+	return false
 }
