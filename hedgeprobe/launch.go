@@ -222,9 +222,9 @@ func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReaso
 }
 
 // hedgeRoute returns the route for a hedge: the next one, round robin,
-// that health admits; ok false (and the hedge throttled for pushback)
-// when none does.
-func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
+// that health admits; ok false when none does (the caller counts the
+// throttle).
+func (s *Stream[T]) hedgeRoute() (int, bool) {
 	now := time.Now()
 	for i := range s.routes {
 		j := (s.race.next + i) % len(s.routes)
@@ -232,6 +232,5 @@ func (s *Stream[T]) hedgeRoute(trigger Trigger) (int, bool) {
 			return j, true
 		}
 	}
-	s.throttle(trigger, s.routes[s.race.next].Name, ThrottlePushback)
 	return 0, false
 }

@@ -27,6 +27,10 @@ type race[T any] struct {
 	// route's Retry-After or ejection kept hedges away) is due again: the
 	// trigger stays armed, as the route is avoided only until then.
 	pushedBack time.Duration
+	// unknownEnd: the latest refusal found no end to wait for (a probe in
+	// flight held every route), and re-armed the trigger after its own
+	// delay; the retries of such a run are not counted again.
+	unknownEnd bool
 	errorHedge bool // a transient failure asks for the next attempt at once
 	resumeNow  bool // the committed stream failed: resume at once
 	lastErr    error

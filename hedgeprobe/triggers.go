@@ -260,18 +260,29 @@ func (s *Stream[T]) stallWatched() *attempt[T] {
 // end of the first route's pushback, or, when no end is known, retry after
 // now.
 func (s *Stream[T]) hedge(trigger Trigger, now, retry time.Duration) (pushedBack bool) {
-	i, ok := s.hedgeRoute(trigger)
-	if !ok {
-		// Due again when the first route's pushback or ejection ends; a
-		// probe in flight holds a route for a time no one knows, so at
-		// least retry from now.
-		at, known := s.p.health.hedgesAdmittedAt(func(i int) string { return s.routes[i].Name }, len(s.routes))
-		s.race.pushedBack = later(now, max(retry, time.Millisecond))
-		if known {
-			s.race.pushedBack = max(at.Sub(s.start), now+time.Millisecond)
-		}
-		return true
+	i, ok := s.hedgeRoute()
+	if ok {
+		s.race.unknownEnd = false
+		s.launch(launch[T]{trigger: trigger, route: i})
+		return false
 	}
-	s.launch(launch[T]{trigger: trigger, route: i})
-	return false
+	at, known := s.p.health.hedgesAdmittedAt(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	// Counted once per pushback: again when a new end is waited for, not
+	// at each retry while a probe in flight holds the routes. (An error
+	// hedge, never retried, always counts.)
+	if retry <= 0 || known || !s.race.unknownEnd {
+		s.throttle(trigger, s.routes[s.race.next].Name, ThrottlePushback)
+	}
+	if retry <= 0 {
+		return true // not retried (the error trigger): nothing to schedule
+	}
+	// Due again when the first route's pushback or ejection ends; a probe
+	// in flight holds a route for a time no one knows, so retry after the
+	// trigger's own delay.
+	s.race.unknownEnd = !known
+	s.race.pushedBack = later(now, max(retry, time.Millisecond))
+	if known {
+		s.race.pushedBack = max(at.Sub(s.start), now+time.Millisecond)
+	}
+	return true
 }

@@ -38,8 +38,14 @@ func Drain(resp *http.Response) {
 	_, _ = io.CopyN(io.Discard, resp.Body, Max)
 }
 
-// doneMark is the line that ends an OpenAI-compatible event stream.
-const doneMark = "data: [DONE]"
+// doneMarks are the line that ends an OpenAI-compatible event stream, at
+// the start of a line (the space after the colon is optional in SSE): a
+// text delta may hold "data: [DONE]" too, but a JSON string holds no raw
+// newline.
+var doneMarks = [][]byte{[]byte("\ndata: [DONE]"), []byte("\ndata:[DONE]")}
+
+// doneMarkLen is the length of the longest of doneMarks.
+const doneMarkLen = len("\ndata: [DONE]")
 
 // AtDone wraps resp's body, for an SDK that closes its stream itself when
 // it reads [DONE] (openai-go), before its caller can read the body's end:
@@ -50,16 +56,18 @@ func AtDone(resp *http.Response) {
 	if resp == nil || resp.ProtoMajor != 1 || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return
 	}
-	resp.Body = &doneBody{ReadCloser: resp.Body}
+	b := &doneBody{ReadCloser: resp.Body}
+	b.tailN = copy(b.tail[:], "\n") // the body's start is a line's
+	resp.Body = b
 }
 
-// doneBody is a response body that watches for doneMark in what is read
-// through it, across reads, without copying more than the mark's length.
+// doneBody is a response body that watches for a doneMark in what is read
+// through it, across reads, without copying more than a mark's length.
 type doneBody struct {
 	io.ReadCloser
-	tail  [len(doneMark) - 1]byte // the last bytes read, up to len(tail)
+	tail  [doneMarkLen - 1]byte // the last bytes read, up to len(tail)
 	tailN int
-	// done: doneMark has been read. Atomic: Close may come from another
+	// done: a doneMark has been read. Atomic: Close may come from another
 	// goroutine while a Read is under way (a loser cancelled mid-read).
 	done atomic.Bool
 }
@@ -72,18 +80,16 @@ func (b *doneBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// watch looks for doneMark in chunk and where it meets the bytes before.
+// watch looks for a doneMark in chunk and where it meets the bytes before.
 func (b *doneBody) watch(chunk []byte) {
-	if bytes.Contains(chunk, []byte(doneMark)) {
-		b.done.Store(true)
-		return
-	}
 	var win [2 * len(b.tail)]byte
 	w := copy(win[:], b.tail[:b.tailN])
 	w += copy(win[w:], chunk[:min(len(chunk), len(b.tail))])
-	if bytes.Contains(win[:w], []byte(doneMark)) {
-		b.done.Store(true)
-		return
+	for _, m := range doneMarks {
+		if bytes.Contains(chunk, m) || bytes.Contains(win[:w], m) {
+			b.done.Store(true)
+			return
+		}
 	}
 	// The new tail: the last bytes of what came before and chunk.
 	if len(chunk) >= len(b.tail) {

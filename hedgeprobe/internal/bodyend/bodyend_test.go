@@ -24,17 +24,23 @@ func TestDoneBodyFindsTheMark(t *testing.T) {
 	}{
 		{"data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true},
 		{"data: [DONE]", true},
+		{"data: {\"choices\":[]}\n\ndata:[DONE]\n\n", true},
+		// A text delta that holds the mark is no end: a Close there would
+		// wait for a body that goes on.
+		{"data: {\"choices\":[{\"delta\":{\"content\":\"data: [DONE]\"}}]}\n\n", false},
 		{"data: {\"choices\":[]}\n\ndata: [DONT]\n\n", false},
 		{"data: [DON\n\nE]", false},
 		{"", false},
 	} {
 		for n := 1; n <= len(tc.body)+1; n++ {
-			b := &doneBody{ReadCloser: io.NopCloser(chunked{strings.NewReader(tc.body), n})}
+			resp := &http.Response{ProtoMajor: 1, StatusCode: 200, Body: io.NopCloser(chunked{strings.NewReader(tc.body), n})}
+			AtDone(resp)
+			b := resp.Body.(*doneBody)
 			if _, err := io.Copy(io.Discard, b); err != nil {
 				t.Fatal(err)
 			}
 			if b.done.Load() != tc.done {
-				t.Errorf("%q read %d bytes at a time: done %v, want %v", tc.body, n, b.done, tc.done)
+				t.Errorf("%q read %d bytes at a time: done %v, want %v", tc.body, n, b.done.Load(), tc.done)
 			}
 		}
 	}
