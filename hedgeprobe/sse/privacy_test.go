@@ -91,15 +91,10 @@ func TestResumePrefixEchoedInErrorBodyNotInSpans(t *testing.T) {
 // An error object whose message quotes the input (vLLM's validation
 // errors: pydantic's text with input_value=…) was written whole.
 func TestPromptQuotedInErrorMessageNotInSpans(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		msg, _ := json.Marshal("1 validation error for ChatCompletionRequest [type=string_too_long, input_value='" + string(b) + "']")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		fmt.Fprintf(w, `{"error":{"message":%s,"type":"BadRequestError","code":400}}`, msg)
-	}))
-	t.Cleanup(srv.Close)
-	spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: srv.URL, Model: "m",
+	url := answer400(t, func(req string) string {
+		return `{"message":` + quote("1 validation error for ChatCompletionRequest [type=string_too_long, input_value='"+req+"']") + `,"type":"BadRequestError","code":400}`
+	})
+	spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: url, Model: "m",
 		Messages: []sse.Message{{Role: "user", Content: "SECRET-PROMPT my diagnosis is"}}}))
 	if s.Err() == nil {
 		t.Fatal("want the 400's error")
@@ -122,14 +117,7 @@ func TestPromptInErrorTypeOrCodeNotInSpans(t *testing.T) {
 		"type sentence": func(req string) string { return `{"type":` + quote("string_too_long: "+req) + `}` },
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				b, _ := io.ReadAll(r.Body)
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprintf(w, `{"error":%s}`, object(string(b)))
-			}))
-			t.Cleanup(srv.Close)
-			spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: srv.URL, Model: "m",
+			spans, s := adaptertest.Traced(t, sse.OpenAIItems, one, sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: answer400(t, object), Model: "m",
 				Messages: []sse.Message{{Role: "user", Content: "SECRET-PROMPT my diagnosis is"}}}))
 			if s.Err() == nil {
 				t.Fatal("want the 400's error")
@@ -151,6 +139,20 @@ func TestAnswerInMidStreamErrorTypeNotInSpans(t *testing.T) {
 	adaptertest.NoText(t, spans, "SECRET-ANSWER")
 }
 
+// answer400 serves on 127.0.0.1, until the test ends, a 400 whose error
+// object object builds from the request's body (which holds the prompt).
+func answer400(t *testing.T, object func(req string) string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintf(w, `{"error":%s}`, object(string(b)))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// quote is s as a JSON string.
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)

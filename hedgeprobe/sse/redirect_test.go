@@ -10,6 +10,37 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
+// redirected opens route once against a server that redirects every
+// request (307) to a target on host (another name for the same loopback
+// server, or the same), and returns the headers the target saw; the
+// target answers 401, which the open must report.
+func redirected[T any](t *testing.T, host string, route func(base string) hedgeprobe.Route[T]) http.Header {
+	t.Helper()
+	seen := make(chan http.Header, 1)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer target.Close()
+	to := strings.Replace(target.URL, "127.0.0.1", host, 1)
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer first.Close()
+	src, err := route(first.URL).Open(t.Context(), hedgeprobe.Attempt{})
+	if err == nil {
+		for src.Next() {
+		}
+		err = src.Err()
+		src.Close()
+	}
+	var ue *UpstreamError
+	if !errors.As(err, &ue) || ue.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("err %v, want the target's 401", err)
+	}
+	return <-seen
+}
+
 // Regression (outside review): the Anthropic routes' x-api-key went along
 // a redirect to another host, where Go's client drops the OpenAI routes'
 // Authorization. It now stays on the host it was meant for (and its
@@ -23,32 +54,10 @@ func TestAPIKeyNotSentToAnotherHost(t *testing.T) {
 		"the same host": {"127.0.0.1", "ak-secret"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			seen := make(chan http.Header, 1)
-			target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				seen <- r.Header.Clone()
-				w.WriteHeader(http.StatusUnauthorized)
-			}))
-			defer target.Close()
-			to := strings.Replace(target.URL, "127.0.0.1", tc.host, 1)
-			first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Redirect(w, r, to+r.URL.Path, http.StatusTemporaryRedirect)
-			}))
-			defer first.Close()
-
-			route := AnthropicRoute("a", AnthropicRequest{BaseURL: first.URL, APIKey: "ak-secret", Model: "m",
-				Messages: []Message{{Role: "user", Content: "hi"}}})
-			src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
-			if err == nil {
-				for src.Next() {
-				}
-				err = src.Err()
-				src.Close()
-			}
-			var ue *UpstreamError
-			if !errors.As(err, &ue) || ue.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("err %v, want the target's 401", err)
-			}
-			h := <-seen
+			h := redirected(t, tc.host, func(base string) hedgeprobe.Route[AnthropicEvent] {
+				return AnthropicRoute("a", AnthropicRequest{BaseURL: base, APIKey: "ak-secret", Model: "m",
+					Messages: []Message{{Role: "user", Content: "hi"}}})
+			})
 			if got := h.Get("X-Api-Key"); got != tc.want {
 				t.Fatalf("the target saw x-api-key %q, want %q", got, tc.want)
 			}
@@ -72,32 +81,10 @@ func TestRouteHeadersNotSentToAnotherHost(t *testing.T) {
 		"the same host": {"127.0.0.1", "azure-secret"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			seen := make(chan http.Header, 1)
-			target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				seen <- r.Header.Clone()
-				w.WriteHeader(http.StatusUnauthorized)
-			}))
-			defer target.Close()
-			to := strings.Replace(target.URL, "127.0.0.1", tc.host, 1)
-			first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Redirect(w, r, to+r.URL.Path, http.StatusTemporaryRedirect)
-			}))
-			defer first.Close()
-
-			route := OpenAIRoute("a", OpenAIRequest{BaseURL: first.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}},
-				Header: http.Header{"Api-Key": {"azure-secret"}, "X-Gateway-Token": {"azure-secret"}}})
-			src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
-			if err == nil {
-				for src.Next() {
-				}
-				err = src.Err()
-				src.Close()
-			}
-			var ue *UpstreamError
-			if !errors.As(err, &ue) || ue.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("err %v, want the target's 401", err)
-			}
-			h := <-seen
+			h := redirected(t, tc.host, func(base string) hedgeprobe.Route[ChatChunk] {
+				return OpenAIRoute("a", OpenAIRequest{BaseURL: base, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}},
+					Header: http.Header{"Api-Key": {"azure-secret"}, "X-Gateway-Token": {"azure-secret"}}})
+			})
 			for _, name := range []string{"Api-Key", "X-Gateway-Token"} {
 				if got := h.Get(name); got != tc.want {
 					t.Errorf("the target saw %s %q, want %q", name, got, tc.want)
