@@ -150,6 +150,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	if req.APIKey != "" {
 		header.Set("Authorization", "Bearer "+req.APIKey)
 	}
+	client := keepOnHost(req.Client, header)
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[ChatChunk]{
 		Name:          name,
@@ -169,7 +170,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 					return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 				}
 			}
-			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
+			resp, cancel, err := post(ctx, client, req.Provider, url, header, buf)
 			if err != nil {
 				return nil, err
 			}
@@ -261,6 +262,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 		header.Set(apiKeyHeader, req.APIKey)
 	}
 	header.Set("Anthropic-Version", req.Version)
+	client := keepOnHost(req.Client, header)
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[AnthropicEvent]{
 		Name:          name,
@@ -287,7 +289,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 					}
 				}
 			}
-			resp, cancel, err := post(ctx, req.Client, req.Provider, url, header, buf)
+			resp, cancel, err := post(ctx, client, req.Provider, url, header, buf)
 			if err != nil {
 				return nil, err
 			}
@@ -370,6 +372,22 @@ func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
 	return json.Marshal(b)
 }
 
+// keepOnHost returns the client a route sends with (DefaultClient when
+// nil), built once per route: every header the route was given stays on
+// the upstream's host (Go's client drops only Authorization) — Anthropic's
+// x-api-key, Azure's api-key, a gateway's token go to no host a redirect
+// names. A request sent to another host without its key fails, as one
+// without its Authorization already does.
+func keepOnHost(client *http.Client, header http.Header) *http.Client {
+	if client == nil {
+		client = DefaultClient()
+	}
+	if len(header) == 0 {
+		return client
+	}
+	return HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
+}
+
 // post sends one streaming request under a context of its own, derived from
 // the attempt's, whose cancel the Stream's Close calls.
 func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, buf []byte) (*http.Response, context.CancelFunc, error) {
@@ -386,14 +404,6 @@ func post(ctx context.Context, client *http.Client, provider, url string, header
 	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	// Every header the route was given stays on the upstream's host (Go's
-	// client drops only Authorization): Anthropic's x-api-key, Azure's
-	// api-key, a gateway's token go to no host a redirect names. A request
-	// sent to another host without its key fails, as one without its
-	// Authorization already does.
-	if len(header) > 0 {
-		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
-	}
 	resp, err := client.Do(req)
 	if err != nil {
 		cancel()
