@@ -360,9 +360,7 @@ func TestHedgeAfterPushbackEnds(t *testing.T) {
 		// Call 1 pushes both routes back, b for 5 s and a for 8 s.
 		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})}, []step{content(20*time.Second, "late")})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		// Call 2 starts on a, whose first chunk takes 20 s; its TTFT hedge,
 		// due at 1 s, is refused until b's pushback ends, 4.9 s in.
 		start := time.Now()
@@ -388,9 +386,7 @@ func TestStallHedgeAfterPushbackEnds(t *testing.T) {
 		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 429, after: 5 * time.Second})}, texts("b", 2, 10*time.Millisecond, 10*time.Millisecond))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 429, after: 8 * time.Second})},
 			[]step{content(100*time.Millisecond, "a0"), content(30*time.Second, "a1")})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route(), b.route())
 		g := drain(s, start)

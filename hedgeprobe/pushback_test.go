@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// pushBack runs the call that pushes routes back: it starts on first,
+// whose scripted 429 or 503 with Retry-After fails it, hedges to second,
+// which fails the same way, and so must fail.
+func pushBack(t *testing.T, p *Prober[chunk], first, second *upstream) {
+	t.Helper()
+	if g := drain(p.Stream(t.Context(), first.route(), second.route()), time.Now()); g.err == nil {
+		t.Fatal("the call that pushes the routes back succeeded")
+	}
+}
+
 // Pushback extended again (by another call) just before the retry: the
 // retry is refused too, counted once more, and the hedge launches when the
 // extended pushback ends.
@@ -21,9 +31,7 @@ func TestPushbackExtendedAtRetry(t *testing.T) {
 			[]step{fail(100*time.Millisecond, &statusErr{code: 503, after: 3 * time.Second})},
 			texts("b", 1, 10*time.Millisecond, 0))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})}, []step{content(20*time.Second, "late")})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		start := time.Now() // b pushed back to 4.9 s, a to 8 s
 		go func() {
 			time.Sleep(4400 * time.Millisecond)
@@ -79,9 +87,7 @@ func TestPushbackContentDuringPushback(t *testing.T) {
 		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})},
 			[]step{content(3*time.Second, "a0"), content(500*time.Millisecond, "a1"), content(500*time.Millisecond, "a2"), content(500*time.Millisecond, "a3"), content(500*time.Millisecond, "a4")})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		s := p.Stream(t.Context(), a.route(), b.route())
 		g := drain(s, time.Now())
 		st := s.Stats()
@@ -99,9 +105,7 @@ func TestPushbackCloseDuringPushbackWait(t *testing.T) {
 		p := mustNew(t, Config{HedgeAfter: time.Second, MaxAttempts: 2, EjectFailures: NoEjection})
 		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})}, []step{content(20*time.Second, "late")})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route(), b.route())
 		go func() { time.Sleep(3 * time.Second); _ = s.Close() }()
@@ -128,9 +132,7 @@ func TestPushbackStallOldSilenceNotRefired(t *testing.T) {
 			steps = append(steps, content(500*time.Millisecond, "x"))
 		}
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 429, after: 8 * time.Second})}, steps)
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		s := p.Stream(t.Context(), a.route(), b.route())
 		drain(s, time.Now())
 		st := s.Stats()
@@ -172,9 +174,7 @@ func TestPushbackErrorHedgeNotRetried(t *testing.T) {
 		p := mustNew(t, Config{HedgeAfter: time.Minute, MaxAttempts: 2, EjectFailures: NoEjection})
 		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
 		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})}, []step{fail(time.Second, &statusErr{code: 502})})
-		if g := drain(p.Stream(t.Context(), b.route(), a.route()), time.Now()); g.err == nil {
-			t.Fatal("call 1 succeeded")
-		}
+		pushBack(t, p, b, a)
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route(), b.route())
 		g := drain(s, start)
