@@ -301,19 +301,9 @@ func TestLabelsNotUTF8(t *testing.T) {
 	attempt.PutStr(string(semconv.GenAIProviderName), "open\xffai")
 	attempt.PutStr(string(semconv.Route), "a\xff")
 
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	set := connectortest.NewNopSettings(NewFactory().Type())
-	set.TelemetrySettings = tel.NewTelemetrySettings()
 	cfg := createDefaultConfig().(*Config)
 	cfg.Dimensions = []string{"tenant"}
-	sink := &consumertest.MetricsSink{}
-	c, err := newConnector(set, cfg, sink)
-	require.NoError(t, err)
-	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	snapshot(t, c)
-
-	got := stagetest.Counters(t, tel)
+	sink, got := consumeCounted(t, cfg, td)
 	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.GenAIProviderName), string(semconv.Route)} {
 		assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason=not_utf8}"], "%s: telemetry %v", k, got)
 	}
@@ -353,17 +343,7 @@ func TestErrorTypeThatIsText(t *testing.T) {
 		sp.Attributes().PutStr(string(semconv.ErrorType), et)
 	}
 
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	set := connectortest.NewNopSettings(NewFactory().Type())
-	set.TelemetrySettings = tel.NewTelemetrySettings()
-	sink := &consumertest.MetricsSink{}
-	c, err := newConnector(set, createDefaultConfig().(*Config), sink)
-	require.NoError(t, err)
-	require.NoError(t, c.ConsumeTraces(context.Background(), td))
-	snapshot(t, c)
-
-	got := stagetest.Counters(t, tel)
+	sink, got := consumeCounted(t, createDefaultConfig().(*Config), td)
 	assert.Equal(t, int64(2), got["otelcol_connector_streamwatch_invalid_values{attribute=error.type,reason=not_a_code}"], "telemetry %v", got)
 	types := map[string]uint64{}
 	for _, md := range sink.AllMetrics() {
@@ -384,4 +364,20 @@ func TestErrorTypeThatIsText(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]uint64{"_OTHER": 2, "429": 1, "*net.OpError": 1}, types)
+}
+
+// consumeCounted runs td through a connector of cfg and flushes it; it
+// returns what the connector sent and its own telemetry's counters.
+func consumeCounted(t *testing.T, cfg *Config, td ptrace.Traces) (*consumertest.MetricsSink, map[string]int64) {
+	t.Helper()
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := connectortest.NewNopSettings(NewFactory().Type())
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	sink := &consumertest.MetricsSink{}
+	c, err := newConnector(set, cfg, sink)
+	require.NoError(t, err)
+	require.NoError(t, c.ConsumeTraces(context.Background(), td))
+	snapshot(t, c)
+	return sink, stagetest.Counters(t, tel)
 }
