@@ -31,16 +31,19 @@
 //
 // go-openai has no retries of its own to turn off. Its errors carry no
 // response headers, so Retry-After does not reach hedgeprobe's pushback.
-// It reads an error response's body whole and has no middleware through
-// which the adapter could bound that read, as openaigo and anthropicgo do:
-// build its HTTPClient on sse.BoundErrorBodies, so that a 429 or 5xx whose
-// body stalls fails its attempt within a second rather than at its hedge
-// delay. With an Azure config it sends the key as api-key, which Go's
-// client, unlike Authorization, keeps on a redirect to another host; build
-// the HTTPClient with sse.HeadersStayOnHost too:
+// It has no middleware, so what openaigo and anthropicgo do in theirs is
+// done in its HTTPClient's transport: build it on Transport, which bounds
+// an error response's body (go-openai reads it whole: a 429 whose body
+// stalls then fails its attempt within a second rather than at its hedge
+// delay) and a line of a stream (go-openai reads a line whole, however
+// long), and reads a stream's end after its [DONE], so an HTTP/1.1
+// connection serves the next attempt. With an Azure config go-openai sends
+// the key as api-key, which Go's client, unlike Authorization, keeps on a
+// redirect to another host; build the HTTPClient with
+// sse.HeadersStayOnHost too:
 //
 //	cfg.HTTPClient = sse.HeadersStayOnHost(&http.Client{
-//		Transport: sse.BoundErrorBodies(sse.NewTransport(sse.TransportOptions{})),
+//		Transport: goopenai.Transport(sse.NewTransport(sse.TransportOptions{}), 0),
 //	}, "Api-Key")
 //
 // go-openai keeps every non-"data:" line since the stream began and glues

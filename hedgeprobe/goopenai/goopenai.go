@@ -124,7 +124,7 @@ func (s *Source) Next() bool {
 			Connected: true, // CreateChatCompletionStream had the response
 			Events:    s.items,
 		})
-		_ = s.Close()
+		s.closeAtEnd()
 		return false
 	}
 	s.items++
@@ -160,6 +160,19 @@ func (s *Source) Current() Chunk { return s.cur }
 
 // Err returns the error that ended the stream; nil after [DONE].
 func (s *Source) Err() error { return s.err }
+
+// closeAtEnd is Close for the stream's end, where no read is under way:
+// the stream is closed before the request is cancelled, so a body read to
+// its [DONE] has its end read first (Transport), which the cancel would cut,
+// and its connection is kept.
+func (s *Source) closeAtEnd() {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.stream.Close()
+		if s.cancel != nil {
+			s.cancel()
+		}
+	})
+}
 
 // Close cancels the request and closes the stream; it is idempotent.
 func (s *Source) Close() error {

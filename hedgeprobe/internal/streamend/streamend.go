@@ -167,7 +167,8 @@ func Undecoded(provider string, resp *http.Response, err error) (e *sse.Upstream
 
 // Malformed returns, for an SDK's error that is an item whose JSON does
 // not parse or a line longer than its decoder takes (bufio.ErrTooLong,
-// from openai-go's and anthropic-sdk-go's scanners), the
+// from openai-go's and anthropic-sdk-go's scanners; sse.ErrTooLarge, from
+// goopenai.Transport's bound), the
 // *sse.ProtocolError the raw route gives — the second matching
 // sse.ErrTooLarge, as the raw route's does: the same upstream will send the
 // same, and another attempt is no use. ok is false otherwise.
@@ -178,6 +179,8 @@ func Malformed(provider string, err error) (pe *sse.ProtocolError, ok bool) {
 		return &sse.ProtocolError{Provider: provider, Err: err}, true
 	case errors.Is(err, bufio.ErrTooLong):
 		return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("%w: %w", sse.ErrTooLarge, err)}, true
+	case errors.Is(err, sse.ErrTooLarge):
+		return &sse.ProtocolError{Provider: provider, Err: err}, true
 	}
 	return nil, false
 }

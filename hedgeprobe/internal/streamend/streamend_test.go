@@ -169,6 +169,7 @@ func TestMalformed(t *testing.T) {
 	}{
 		{fmt.Errorf("decoding chunk: %w", &json.SyntaxError{Offset: 3}), true},
 		{fmt.Errorf("ssestream: %w", bufio.ErrTooLong), true},
+		{fmt.Errorf("%w: a line too long", sse.ErrTooLarge), true}, // goopenai.Transport's
 		{io.ErrUnexpectedEOF, false},
 		{context.Canceled, false},
 	} {
@@ -183,7 +184,7 @@ func TestMalformed(t *testing.T) {
 		if hedgeprobe.IsTransient(pe) {
 			t.Errorf("%v: transient, want fatal", tc.err)
 		}
-		if errors.Is(tc.err, bufio.ErrTooLong) && !errors.Is(pe, sse.ErrTooLarge) {
+		if (errors.Is(tc.err, bufio.ErrTooLong) || errors.Is(tc.err, sse.ErrTooLarge)) && !errors.Is(pe, sse.ErrTooLarge) {
 			t.Errorf("%v: does not match sse.ErrTooLarge", pe)
 		}
 	}

@@ -1,0 +1,191 @@
+package goopenai_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"testing/synctest"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// transportClient is a go-openai client of the upstream at url whose
+// HTTPClient is built on goopenai.Transport.
+func transportClient(t *testing.T, url string, maxLine int) *openai.Client {
+	tr := sse.NewTransport(sse.TransportOptions{})
+	t.Cleanup(tr.CloseIdleConnections)
+	cfg := openai.DefaultConfig("test")
+	cfg.BaseURL = url + "/v1"
+	cfg.HTTPClient = &http.Client{Transport: goopenai.Transport(tr, maxLine)}
+	return openai.NewClientWithConfig(cfg)
+}
+
+// chunkLine is one event of a chat stream carrying text, with its blank line.
+func chunkLine(text, finish string) string {
+	f := "null"
+	if finish != "" {
+		f = `"` + finish + `"`
+	}
+	return `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` +
+		text + `"},"finish_reason":` + f + "}]}\n\n"
+}
+
+// A stream read to [DONE] through Transport leaves its HTTP/1.1 connection
+// for the next: go-openai stops at [DONE] without reading the chunked
+// encoding's end, and without Transport every attempt dialled again.
+func TestTransportReusesTheConnection(t *testing.T) {
+	adapter.CheckConnectionReused(t, chunkLine("hi", "stop")+"data: [DONE]\n\n",
+		func(url string) hedgeprobe.Route[goopenai.Chunk] {
+			return goopenai.Route("r", transportClient(t, url, 0), req, goopenai.RouteOptions{})
+		})
+}
+
+// A line longer than Transport's bound ends the attempt with a fatal
+// *sse.ProtocolError matching sse.ErrTooLarge — the same upstream would send
+// it again — where go-openai would have buffered it whole; a line of
+// exactly the bound passes.
+func TestTransportBoundsALine(t *testing.T) {
+	long := chunkLine(strings.Repeat("x", 600), "")
+	size := len(long) - 2 // the line without its "\n" and the blank line's
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, long+chunkLine("", "stop")+"data: [DONE]\n\n")
+	}))
+	defer ts.Close()
+	for _, tc := range []struct {
+		maxLine int
+		tooLong bool
+	}{
+		{size, false},
+		{size - 1, true},
+	} {
+		src, err := goopenai.Route("r", transportClient(t, ts.URL, tc.maxLine), req, goopenai.RouteOptions{}).
+			Open(context.Background(), hedgeprobe.Attempt{})
+		if err != nil {
+			t.Fatalf("maxLine %d: Open: %v", tc.maxLine, err)
+		}
+		n := 0
+		for src.Next() {
+			n++
+		}
+		err = src.Err()
+		_ = src.Close()
+		if !tc.tooLong {
+			if err != nil || n != 2 {
+				t.Errorf("maxLine %d = the longest line: %d chunks, %v; want 2, nil", tc.maxLine, n, err)
+			}
+			continue
+		}
+		var pe *sse.ProtocolError
+		if !errors.As(err, &pe) || !errors.Is(err, sse.ErrTooLarge) || hedgeprobe.IsTransient(err) || n != 0 {
+			t.Errorf("maxLine %d, a line one byte longer: %d chunks, %v; want none and a fatal *sse.ProtocolError matching sse.ErrTooLarge", tc.maxLine, n, err)
+		}
+	}
+}
+
+// roundTripFunc is a RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// respond is a base RoundTripper answering status with body.
+func respond(status int, body io.ReadCloser) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Body: body, Request: r}, nil
+	})
+}
+
+// The line bound counts across reads and resets at each newline: the
+// same bodies pass or fail read whole and a byte at a time.
+func TestTransportLineBoundAcrossReads(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		tooLong bool
+	}{
+		{"abcde\nabcde\n", false},
+		{"abcde\nabcde", false}, // the last line needs no newline
+		{"\n\nabcde\n\n", false},
+		{"abc\r\nabcd\r\n", false}, // a \r is a byte of its line
+		{"abcdef\n", true},
+		{"abcde\nabcdef", true},
+		{"abcde\r\n", true},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(tc.body)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
+			resp, err := goopenai.Transport(respond(200, io.NopCloser(r)), 5).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			switch {
+			case tc.tooLong && !errors.Is(err, sse.ErrTooLarge):
+				t.Errorf("%q (one byte a read: %v): %v, want sse.ErrTooLarge", tc.body, oneByte, err)
+			case !tc.tooLong && (err != nil || string(got) != tc.body):
+				t.Errorf("%q (one byte a read: %v): read %q, %v; want it whole", tc.body, oneByte, got, err)
+			}
+		}
+	}
+}
+
+// An error status's body ends a second after it came, as
+// sse.BoundErrorBody makes it: a 429 whose body stalls fails its attempt
+// then, not at the hedge delay. A 2xx body is not cut.
+func TestTransportBoundsAnErrorBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			status int
+			cut    bool
+		}{{429, true}, {200, false}} {
+			pr, pw := io.Pipe()
+			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
+			resp, err := goopenai.Transport(respond(tc.status, pr), 0).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			read := make(chan error, 1)
+			go func() { _, err := io.ReadAll(resp.Body); read <- err }()
+			synctest.Wait()
+			select {
+			case err := <-read:
+				t.Fatalf("status %d: the body ended at once (%v) while it stalls", tc.status, err)
+			default:
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			select {
+			case err := <-read:
+				if !tc.cut {
+					t.Errorf("status %d: the body ended after %v (%v); a stream's must not be cut", tc.status, time.Since(start), err)
+				} else if err != nil || time.Since(start) < time.Second {
+					t.Errorf("status %d: ended with %v after %v, want a clean end after 1s", tc.status, err, time.Since(start))
+				}
+			default:
+				if tc.cut {
+					t.Errorf("status %d: the stalled body still open after 2s, want it ended after 1s", tc.status)
+				}
+			}
+			_ = pw.Close()
+			_ = resp.Body.Close()
+			if !tc.cut {
+				<-read
+			}
+		}
+	})
+}
