@@ -74,7 +74,8 @@ type OpenAIRequest struct {
 	// them follows a redirect to another host.
 	Header http.Header
 	// Client sends the request; default DefaultClient(). Its Timeout must
-	// be 0: a stream outlives any whole-request timeout.
+	// be 0 (every attempt fails with ErrClientTimeout otherwise): a stream
+	// outlives any whole-request timeout.
 	Client *http.Client
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
@@ -151,6 +152,9 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 		header.Set("Authorization", "Bearer "+req.APIKey)
 	}
 	client := keepOnHost(req.Client, header)
+	if merr == nil {
+		merr = refuseTimeout(name, client)
+	}
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[ChatChunk]{
 		Name:          name,
@@ -211,7 +215,8 @@ type AnthropicRequest struct {
 	// Header holds extra request headers (a gateway's token, say); none of
 	// them follows a redirect to another host.
 	Header http.Header
-	// Client sends the request; default DefaultClient().
+	// Client sends the request; default DefaultClient(). Its Timeout must
+	// be 0, as OpenAIRequest's.
 	Client *http.Client
 	// MaxEventSize bounds one SSE line and one event; default 1 MiB.
 	MaxEventSize int
@@ -263,6 +268,9 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 	}
 	header.Set("Anthropic-Version", req.Version)
 	client := keepOnHost(req.Client, header)
+	if merr == nil {
+		merr = refuseTimeout(name, client)
+	}
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[AnthropicEvent]{
 		Name:          name,
@@ -386,6 +394,27 @@ func keepOnHost(client *http.Client, header http.Header) *http.Client {
 		return client
 	}
 	return HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
+}
+
+// ErrClientTimeout is matched (errors.Is) by the error every attempt of a
+// route fails with when its Client has a Timeout. net/http's Timeout
+// bounds the whole exchange, body included, so it would cut every stream
+// that lasts longer, and the cut would read as the upstream's broken
+// connection: a transient failure, hedged, resumed and counted against a
+// healthy route until it is ejected. The call's length is bounded by
+// hedgeprobe's watchdogs (StallTimeout, TTFTTimeout) and the caller's
+// context instead.
+var ErrClientTimeout = errors.New("sse: the route's http.Client has a Timeout")
+
+// refuseTimeout is the error of a route whose client has a Timeout: a
+// fatal one, so the first call says what is wrong, where a cut stream
+// would pass for the upstream's failure. nil for a client without one.
+func refuseTimeout(route string, client *http.Client) error {
+	if client.Timeout <= 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (%v, route %s): it cuts every stream that outlives it; set it to 0 and bound the call with the context or hedgeprobe's watchdogs",
+		ErrClientTimeout, client.Timeout, route)
 }
 
 // post sends one streaming request under a context of its own, derived from

@@ -38,7 +38,7 @@ func TestShapeIsHedgeprobes(t *testing.T) {
 		APIKey:   "test",
 		Model:    "gpt-load",
 		Messages: []sse.Message{{Role: "user", Content: "hi"}},
-		Client:   &http.Client{Transport: transport, Timeout: time.Minute},
+		Client:   &http.Client{Transport: transport},
 	}))
 	for stream.Next() {
 	}

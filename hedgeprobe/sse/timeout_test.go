@@ -1,0 +1,63 @@
+package sse
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+)
+
+// A route whose http.Client has a Timeout cut every stream that outlived
+// it, and the cut read as the upstream's broken connection: transient,
+// hedged and resumed, and counted against a healthy route until it was
+// ejected. Every attempt of such a route now fails at once, fatally, with
+// ErrClientTimeout, and sends nothing; a client without one is used.
+func TestClientTimeoutRefused(t *testing.T) {
+	var requests atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer ts.Close()
+	msgs := []Message{{Role: "user", Content: "hi"}}
+	open := map[string]func(*http.Client) error{
+		"openai": func(c *http.Client) error {
+			return attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: ts.URL, Model: "m", Messages: msgs, Client: c}))
+		},
+		"anthropic": func(c *http.Client) error {
+			return attemptErr(t, AnthropicRoute("a", AnthropicRequest{BaseURL: ts.URL, Model: "m", Messages: msgs, Client: c}))
+		},
+	}
+	for name, open := range open {
+		before := requests.Load()
+		err := open(&http.Client{Timeout: time.Minute})
+		if !errors.Is(err, ErrClientTimeout) || hedgeprobe.IsTransient(err) {
+			t.Errorf("%s, Client.Timeout 1m: %v; want a fatal error matching ErrClientTimeout", name, err)
+		}
+		if n := requests.Load() - before; n != 0 {
+			t.Errorf("%s, Client.Timeout 1m: %d requests sent, want none", name, n)
+		}
+		// Without a Timeout the request goes out (and meets the 401).
+		var ue *UpstreamError
+		if err := open(&http.Client{}); !errors.As(err, &ue) || errors.Is(err, ErrClientTimeout) {
+			t.Errorf("%s, no Timeout: %v; want the upstream's 401", name, err)
+		}
+	}
+}
+
+// attemptErr is the error one attempt of route ends with, at its Open or
+// in its stream.
+func attemptErr[T any](t *testing.T, route hedgeprobe.Route[T]) error {
+	src, err := route.Open(t.Context(), hedgeprobe.Attempt{})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for src.Next() {
+	}
+	return src.Err()
+}
