@@ -46,6 +46,10 @@ type streamwatch struct {
 	done     chan struct{}
 	stopped  bool
 	finished bool
+	// cancelLoop cancels the context of the loop's snapshots: Shutdown
+	// cuts short one that an exporter holds (retrying through an outage,
+	// without a queue), whose counts go in the last snapshot instead.
+	cancelLoop context.CancelFunc
 	// flushing is held by whoever is sending a snapshot: the loop's tick
 	// and Shutdown's last snapshot must not overlap, or a cumulative
 	// snapshot could reach the exporter after a newer one.
@@ -107,23 +111,29 @@ func (c *streamwatch) Start(context.Context, component.Host) error {
 	}
 	c.stop = make(chan struct{})
 	c.done = make(chan struct{})
-	go c.loop(c.stop, c.done)
+	// Not Start's context, which ends when Start returns.
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancelLoop = cancel
+	go c.loop(ctx, c.stop, c.done)
 	return nil
 }
 
 // Shutdown stops the flush loop and sends the last snapshot, so a collector
 // that stops loses no interval (where the metrics are pushed; a pull
-// exporter stops before anything scrapes it). It waits for ctx only while
-// the loop is sending a snapshot of its own: a context that has already
-// ended still gets the last snapshot sent when the loop is idle, and if
-// ctx ends first a later Shutdown sends it. It is safe to call without Start and more
-// than once.
+// exporter stops before anything scrapes it). A snapshot the loop is
+// sending is cancelled — an exporter that honours its context stops
+// retrying it — and its counts go in the last one. Shutdown waits for ctx
+// only while the loop's snapshot is still under way: a context that has
+// already ended still gets the last snapshot sent when the loop is idle,
+// and if ctx ends first a later Shutdown sends it. It is safe to call
+// without Start and more than once.
 func (c *streamwatch) Shutdown(ctx context.Context) error {
 	if c.stop == nil || c.finished {
 		return nil
 	}
 	if !c.stopped {
 		close(c.stop)
+		c.cancelLoop()
 		c.stopped = true
 	}
 	// The non-blocking try first: a select with an ended ctx would
@@ -146,7 +156,8 @@ func (c *streamwatch) Shutdown(ctx context.Context) error {
 }
 
 // loop flushes every interval until stop is closed, then closes done.
-func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
+// Its snapshots are sent under ctx, which Shutdown cancels.
+func (c *streamwatch) loop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
@@ -169,9 +180,9 @@ func (c *streamwatch) loop(stop <-chan struct{}, done chan<- struct{}) {
 			return
 		default:
 		}
-		err := c.flush(context.Background(), false)
+		err := c.flush(ctx, false)
 		<-c.flushing
-		if err != nil {
+		if err != nil && ctx.Err() == nil { // cancelled: the last snapshot sends it
 			c.logger.Warn("sending streamwatch metrics failed", zap.Error(err))
 		}
 	}

@@ -435,6 +435,43 @@ func TestShutdownDuringFlush(t *testing.T) {
 	})
 }
 
+// TestShutdownCancelsTheLoopsFlush (outside review): an exporter that holds
+// a push until its context ends (one retrying through an outage, without a
+// queue) held the loop's snapshot, which nothing could cancel: Shutdown
+// waited out its own deadline and returned its error, leaving the loop
+// running and the last snapshot unsent. Shutdown now cancels the loop's
+// push and sends the last snapshot, with the counts of the cancelled one.
+func TestShutdownCancelsTheLoopsFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pushes := 0
+		var sent []int64
+		next, err := consumer.NewMetrics(func(ctx context.Context, md pmetric.Metrics) error {
+			pushes++
+			if pushes == 1 { // the outage, for the loop's push
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			sent = append(sent, metricCount(md, "streamwatch.calls"))
+			return nil
+		})
+		require.NoError(t, err)
+		cfg := createDefaultConfig().(*Config)
+		c := create(t, cfg, next)
+		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+		time.Sleep(cfg.Interval)
+		synctest.Wait() // the loop's push is held
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, c.Shutdown(ctx))
+		assert.Zero(t, time.Since(start), "Shutdown waited on the held push")
+		assert.Equal(t, []int64{1}, sent, "the last snapshot, with the call the cancelled push carried")
+		<-c.done
+	})
+}
+
 // TestStartTwice: a second Start starts no second loop, which Shutdown
 // would leave running (goleak in TestMain).
 func TestStartTwice(t *testing.T) {
