@@ -161,6 +161,16 @@ func TestBadInput(t *testing.T) {
 		}, "attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
 		{"gap counts empty", false, func(sp ptrace.Span) { sp.Attributes().PutEmptySlice(string(semconv.GapBucketCounts)) },
 			"attribute=streamwatch.gap.bucket_counts,reason=out_of_range", "", semconv.MetricTimePerOutputChunk},
+		// A derivation that is not the processor's is a producer's: it kept
+		// the span's timeline from being derived (outside review).
+		{"unprocessed, derivation as int", false, func(sp ptrace.Span) {
+			unprocessed(sp)
+			sp.Attributes().PutInt(string(semconv.Derivation), 3)
+		}, "attribute=streamwatch.derivation,reason=wrong_type", "", semconv.MetricGenerationDuration},
+		{"unprocessed, derivation a word of its own", false, func(sp ptrace.Span) {
+			unprocessed(sp)
+			sp.Attributes().PutStr(string(semconv.Derivation), "done")
+		}, "attribute=streamwatch.derivation,reason=unknown_value", "", semconv.MetricGenerationDuration},
 		{"processor anomaly", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.Derivation), semconv.DerivationAnomaly) },
 			"attribute=streamwatch.derivation,reason=anomaly", semconv.MetricGenerationDuration, semconv.MetricHedges},
 		{"stall event with NaN", false, func(sp ptrace.Span) {

@@ -87,6 +87,17 @@ func (s Status) String() string {
 	}
 }
 
+// IsStatus reports whether s is the wire value of a Status: a span whose
+// streamwatch.derivation holds one was derived by the processor. Any other
+// value is a producer's, and says nothing about the span's figures.
+func IsStatus(s string) bool {
+	switch s {
+	case "complete", "partial", "burst", "anomaly":
+		return true
+	}
+	return false
+}
+
 // Problem says why a derivation is not complete.
 type Problem uint8
 

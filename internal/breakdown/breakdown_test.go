@@ -340,6 +340,14 @@ func TestStatusStrings(t *testing.T) {
 		if s.String() != want {
 			t.Errorf("%d.String() = %q, want %q", s, s.String(), want)
 		}
+		if !IsStatus(want) {
+			t.Errorf("IsStatus(%q) = false", want)
+		}
+	}
+	for _, s := range []string{"", "done", "Complete", "complete "} {
+		if IsStatus(s) {
+			t.Errorf("IsStatus(%q) = true", s)
+		}
 	}
 	for _, p := range []Problem{ProblemShortTimeline, ProblemEventsDropped, ProblemNegativeGap, ProblemBeforeStart, ProblemBurst} {
 		if p.String() == "" {

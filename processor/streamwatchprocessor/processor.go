@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/internal/breakdown"
@@ -72,8 +73,15 @@ func (p *streamwatch) processTraces(ctx context.Context, td ptrace.Traces) (ptra
 func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, sc *timeline.Buffers, c *counts) {
 	// A span derived once (by an earlier collector tier) is left alone, so
 	// running the processor twice cannot duplicate events or stall spans.
-	if _, done := span.Attributes().Get(string(semconv.Derivation)); done {
-		return
+	// Only the processor's own values say so: any other (a number, a word
+	// of the producer's) would have kept the span from being derived, and
+	// is replaced.
+	foreign := false
+	if v, ok := span.Attributes().Get(string(semconv.Derivation)); ok {
+		if v.Type() == pcommon.ValueTypeStr && breakdown.IsStatus(v.Str()) {
+			return
+		}
+		foreign = true
 	}
 	d := timeline.Derive(span, sc, p.thresholdUs, p.maxSegments)
 	if d.Form == timeline.None {
@@ -82,12 +90,11 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 	c.derived++
 	r := &d.Result
 	problem := d.Problem()
+	if foreign {
+		problem = addProblem(problem, fmt.Sprintf("replaced a %s value the processor did not write", semconv.Derivation))
+	}
 	if n := annotate.RemoveStallEvents(span); n > 0 {
-		removed := fmt.Sprintf("removed %d %s events the producer wrote", n, semconv.EventStall)
-		if problem != "" {
-			removed = problem + "; " + removed
-		}
-		problem = removed
+		problem = addProblem(problem, fmt.Sprintf("removed %d %s events the producer wrote", n, semconv.EventStall))
 	}
 	annotate.Figures(span, r, p.thresholdUs, problem, d.GapCounts(sc))
 	if r.Incomplete() {
@@ -128,4 +135,12 @@ func (p *streamwatch) record(ctx context.Context, c *counts) {
 	if c.dropped > 0 {
 		p.telemetry.ProcessorStreamwatchSegmentsDropped.Add(ctx, c.dropped)
 	}
+}
+
+// addProblem appends what to a derivation's problem text.
+func addProblem(problem, what string) string {
+	if problem == "" {
+		return what
+	}
+	return problem + "; " + what
 }

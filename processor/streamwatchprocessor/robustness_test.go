@@ -158,3 +158,41 @@ func TestAllocsIndependentOfChunks(t *testing.T) {
 	t.Logf("allocations per span: %v with 100 chunks, %v with 20,000", small, large)
 	assert.Equal(t, small, large)
 }
+
+// TestDerivedOnce: a span the processor has derived is left alone by a
+// second pass (two collector tiers): no second stall event. A value of
+// streamwatch.derivation that is not the processor's (outside review: a
+// producer's number, or a word of its own) kept the span from being
+// derived, silently, and drop_timeline left its offsets; it is now
+// replaced by the derivation, which says so.
+func TestDerivedOnce(t *testing.T) {
+	chunks := []int64{100_000, 200_000, 5_200_000, 5_300_000} // one 5 s silence
+	p := newTestProcessor(t, func(c *Config) { c.DropTimeline = true })
+
+	td := ptrace.NewTraces()
+	span := appendAttempt(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1, chunks, nil)
+	for pass := range 2 {
+		_, err := p.processTraces(context.Background(), td)
+		require.NoError(t, err)
+		assert.Equal(t, semconv.DerivationComplete, str(t, span, string(semconv.Derivation)), "pass %d", pass+1)
+		assert.Equal(t, 1, countEvents(span, semconv.EventStall), "pass %d", pass+1)
+	}
+
+	for name, set := range map[string]func(pcommon.Map){
+		"a number": func(m pcommon.Map) { m.PutInt(string(semconv.Derivation), 3) },
+		"a word":   func(m pcommon.Map) { m.PutStr(string(semconv.Derivation), "done") },
+		"a list":   func(m pcommon.Map) { m.PutEmptySlice(string(semconv.Derivation)).AppendEmpty().SetStr("complete") },
+	} {
+		td := ptrace.NewTraces()
+		span := appendAttempt(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1, chunks, nil)
+		set(span.Attributes())
+		_, err := p.processTraces(context.Background(), td)
+		require.NoError(t, err)
+		assert.Equal(t, semconv.DerivationComplete, str(t, span, string(semconv.Derivation)), name)
+		assert.Contains(t, str(t, span, string(semconv.DerivationProblem)), "replaced a streamwatch.derivation value", name)
+		_, ok := span.Attributes().Get(string(semconv.StallMs))
+		assert.True(t, ok, "%s: no stall_ms", name)
+		_, ok = span.Attributes().Get(string(semconv.ChunkOffsetsUs))
+		assert.False(t, ok, "%s: drop_timeline kept the offsets", name)
+	}
+}

@@ -129,12 +129,21 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 // (timeline.Caller for a call span's caller view, any attempt form
 // otherwise). Stall segments of attempts are recorded on the way.
 func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) figures {
-	if _, derived := r.vals.get(slotDerivation); derived {
-		f := r.fromAttributes()
-		if want != timeline.Caller && (f.hasStallCount || f.hasGeneration) {
-			r.stallEvents(service, sp)
+	if v, present := r.vals.get(slotDerivation); present {
+		// Only the processor's values say it derived the span; any other
+		// is a producer's, reported, and the span is derived here.
+		switch {
+		case v.Type() != pcommon.ValueTypeStr:
+			r.p.Invalid(string(semconv.Derivation), ReasonWrongType)
+		case !breakdown.IsStatus(v.Str()):
+			r.p.Invalid(string(semconv.Derivation), ReasonUnknown)
+		default:
+			f := r.fromAttributes()
+			if want != timeline.Caller && (f.hasStallCount || f.hasGeneration) {
+				r.stallEvents(service, sp)
+			}
+			return f
 		}
-		return f
 	}
 	d := timeline.Derive(sp, &r.buf, r.opts.StallThresholdUs, maxSegments)
 	if d.Form == timeline.None || (d.Form == timeline.Caller) != (want == timeline.Caller) {

@@ -41,6 +41,10 @@ const (
 	// ReasonNotACode: an error.type that reads as text, not as a code
 	// (see codeLike); it is recorded as "_OTHER".
 	ReasonNotACode = "not_a_code"
+	// ReasonUnknown: a streamwatch.derivation that is none of the
+	// processor's values (a producer's); the span is derived from its
+	// timeline as though the key were absent.
+	ReasonUnknown = "unknown_value"
 	// ReasonAnomaly: a derivation that is an anomaly (a malformed timeline,
 	// a negative gap, a first chunk before the span start), whether the
 	// processor or the connector derived it; reported on
