@@ -2,9 +2,47 @@ package sse
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 )
+
+// ErrRedirect is matched (errors.Is) by the error of an attempt whose
+// redirects a raw route will not follow: past the tenth, or to a scheme
+// other than http and https. It comes in a *ProtocolError, which is fatal:
+// the same request meets the same redirects at every attempt, and a
+// transient error would have hedged onto it again and counted it against
+// the route's health.
+var ErrRedirect = errors.New("redirect not followed")
+
+// maxRedirects is Go's client's default limit.
+const maxRedirects = 10
+
+// guardRedirects returns a copy of client whose redirects past the tenth
+// (unless its own CheckRedirect decides) or to a scheme other than http
+// and https fail with ErrRedirect.
+func guardRedirects(client *http.Client) *http.Client {
+	c := *client
+	check := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if s := req.URL.Scheme; s != "http" && s != "https" {
+			return fmt.Errorf("%w: to a %q URL", ErrRedirect, s)
+		}
+		if check != nil {
+			return check(req, via) // http.ErrUseLastResponse passes as it is
+		}
+		return tooMany(via)
+	}
+	return &c
+}
+
+// tooMany is Go's default redirect policy, with ErrRedirect.
+func tooMany(via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("%w: stopped after %d redirects", ErrRedirect, maxRedirects)
+	}
+	return nil
+}
 
 // apiKeyHeader carries Anthropic's API key.
 const apiKeyHeader = "X-Api-Key"
@@ -39,10 +77,7 @@ func HeadersStayOnHost(client *http.Client, names ...string) *http.Client {
 		if check != nil {
 			return check(req, via)
 		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
+		return tooMany(via)
 	}
 	return &c
 }

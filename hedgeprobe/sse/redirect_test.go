@@ -144,3 +144,34 @@ func TestSameSite(t *testing.T) {
 		}
 	}
 }
+
+// Regression (outside review): a redirect loop, or a redirect to a scheme
+// the client cannot fetch, failed as a *ConnectionError — transient, so the
+// call hedged onto the same redirects and counted them against the route's
+// health. Both are fatal *ProtocolErrors matching ErrRedirect now, on routes
+// with headers of their own (HeadersStayOnHost's policy) and without.
+func TestRedirectNotFollowedIsFatal(t *testing.T) {
+	var loop *httptest.Server
+	loop = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, loop.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer loop.Close()
+	ftp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "ftp://127.0.0.1/x", http.StatusTemporaryRedirect)
+	}))
+	defer ftp.Close()
+	msgs := []Message{{Role: "user", Content: "hi"}}
+	for _, base := range []string{loop.URL, ftp.URL} {
+		for name, err := range map[string]error{
+			"openai":             attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: base, Model: "m", Messages: msgs})),
+			"openai, a header":   attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: base, Model: "m", Messages: msgs, Header: http.Header{"Api-Key": {"k"}}})),
+			"anthropic":          attemptErr(t, AnthropicRoute("a", AnthropicRequest{BaseURL: base, Model: "m", Messages: msgs})),
+			"openai, own client": attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: base, Model: "m", Messages: msgs, Client: &http.Client{}})),
+		} {
+			var pe *ProtocolError
+			if !errors.Is(err, ErrRedirect) || !errors.As(err, &pe) || hedgeprobe.IsTransient(err) {
+				t.Errorf("%s, %s: %v; want a fatal *ProtocolError matching ErrRedirect", name, base, err)
+			}
+		}
+	}
+}

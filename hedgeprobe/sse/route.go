@@ -385,15 +385,16 @@ func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
 // the upstream's host (Go's client drops only Authorization) — Anthropic's
 // x-api-key, Azure's api-key, a gateway's token go to no host a redirect
 // names. A request sent to another host without its key fails, as one
-// without its Authorization already does.
+// without its Authorization already does. A redirect it will not follow
+// fails with ErrRedirect (guardRedirects).
 func keepOnHost(client *http.Client, header http.Header) *http.Client {
 	if client == nil {
 		client = DefaultClient()
 	}
-	if len(header) == 0 {
-		return client
+	if len(header) > 0 {
+		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
 	}
-	return HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
+	return guardRedirects(client)
 }
 
 // ErrClientTimeout is matched (errors.Is) by the error every attempt of a
@@ -439,6 +440,9 @@ func post(ctx context.Context, client *http.Client, provider, url string, header
 		if cerr := parent.Err(); cerr != nil {
 			// The attempt's context, not the network, ended it.
 			return nil, nil, cerr
+		}
+		if errors.Is(err, ErrRedirect) {
+			return nil, nil, &ProtocolError{Provider: provider, Err: err}
 		}
 		return nil, nil, &ConnectionError{Provider: provider, Err: err}
 	}
