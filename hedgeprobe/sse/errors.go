@@ -3,6 +3,7 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -389,24 +390,18 @@ func printable(body []byte) string {
 // unparsable, not positive, NaN or infinite), and at most MaxRetryAfter.
 func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+		if ms, ok := delayNumber(v); ok {
 			if d := hint(ms, time.Millisecond); d > 0 {
 				return d
 			}
-		} else if allDigits(v) {
-			return MaxRetryAfter
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
+	if s, ok := delayNumber(v); ok {
 		return hint(s, time.Second)
-	} else if allDigits(v) {
-		// Digits alone are the header's delay-seconds, however many:
-		// beyond float64's range ParseFloat fails, and the hint is long.
-		return MaxRetryAfter
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
@@ -416,8 +411,26 @@ func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-// allDigits reports whether v, not empty, is decimal digits alone.
-func allDigits(v string) bool { return v != "" && strings.Trim(v, "0123456789") == "" }
+// delayNumber parses a delay as ParseFloat does, but for the underscores
+// it takes between digits (Go's syntax, no header's: "1_0" is no delay).
+// A number beyond float64's range — delay-seconds may have any number of
+// digits — is the largest float64, which hint caps; a tiny one is 0.
+func delayNumber(v string) (float64, bool) {
+	if strings.Contains(v, "_") {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err == nil:
+		return f, true
+	case errors.Is(err, strconv.ErrRange):
+		if f > 0 {
+			return math.MaxFloat64, true
+		}
+		return 0, true
+	}
+	return 0, false
+}
 
 // MaxRetryAfter is the longest pushback ParseRetryAfter returns: a longer
 // hint (1e30 seconds, say) is taken as this long, not converted into an

@@ -297,6 +297,14 @@ func TestParseRetryAfter(t *testing.T) {
 		{map[string]string{"Retry-After-Ms": strings.Repeat("9", 400)}, MaxRetryAfter},
 		{map[string]string{"Retry-After-Ms": "1e30"}, MaxRetryAfter},
 		{map[string]string{"Retry-After": now.Add(48 * time.Hour).Format(http.TimeFormat)}, MaxRetryAfter},
+		// Outside review: beyond float64's range ParseFloat fails, which
+		// read as no hint; and it takes Go's digit separators.
+		{map[string]string{"Retry-After": "1e400"}, MaxRetryAfter},
+		{map[string]string{"Retry-After-Ms": "1e400", "Retry-After": "9"}, MaxRetryAfter},
+		{map[string]string{"Retry-After": "-1e400"}, 0},
+		{map[string]string{"Retry-After": "1e-400"}, 0},
+		{map[string]string{"Retry-After": "1_0"}, 0},
+		{map[string]string{"Retry-After-Ms": "1_0", "Retry-After": "9"}, 9 * time.Second},
 	} {
 		h := http.Header{}
 		for k, v := range tc.h {
