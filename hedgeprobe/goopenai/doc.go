@@ -36,8 +36,10 @@
 // an error response's body (go-openai reads it whole: a 429 whose body
 // stalls then fails its attempt within a second rather than at its hedge
 // delay) and a line of a stream (go-openai reads a line whole, however
-// long), and reads a stream's end after its [DONE], so an HTTP/1.1
-// connection serves the next attempt. With an Azure config go-openai sends
+// long), hands go-openai a stream's "data:" lines alone (the others it
+// keeps for the whole stream, see below), and reads a stream's end after
+// its [DONE], so an HTTP/1.1 connection serves the next attempt. An
+// sse.Tap, to time keepalives, goes under it. With an Azure config go-openai sends
 // the key as api-key, which Go's client, unlike Authorization, keeps on a
 // redirect to another host; build the HTTPClient with
 // sse.HeadersStayOnHost too:
@@ -46,18 +48,19 @@
 //		Transport: goopenai.Transport(sse.NewTransport(sse.TransportOptions{}), 0),
 //	}, "Api-Key")
 //
-// go-openai keeps every non-"data:" line since the stream began and glues
-// them before an error payload, which it then cannot decode; it reads a
-// chunk that begins {"error": (an "error": null first) as such a payload
-// too. The adapter
-// reports that as a transient mid-stream *sse.UpstreamError without the
-// payload's type or message (which go-openai does not hand over), so the
-// call is hedged or resumed; such a chunk's content is lost.
-//
-// It counts every non-"data:" line (keepalive comments and the blank lines
-// after them) against ClientConfig.EmptyMessagesLimit (default 300) within
-// one Recv: raise it for upstreams that send keepalives through long
-// silences.
+// Without Transport, go-openai keeps every non-"data:" line since the
+// stream began (an upstream sending long comments grows the attempt's
+// memory without bound) and glues them before an error payload, which it
+// then cannot decode; it reads a chunk that begins {"error": (an "error":
+// null first) as such a payload too. The adapter reports that as a
+// transient mid-stream *sse.UpstreamError without the payload's type or
+// message (which go-openai does not hand over), so the call is hedged or
+// resumed; such a chunk's content is lost. It also counts every
+// non-"data:" line (keepalive comments and the blank lines after them)
+// against ClientConfig.EmptyMessagesLimit (default 300) within one Recv:
+// raise it for upstreams that send keepalives through long silences.
+// Through Transport none of this happens: go-openai sees neither the
+// comments nor their blank lines.
 //
 // What go-openai's types do not hold, the adapter cannot see: a delta's
 // "reasoning" (Ollama's, OpenRouter's; DeepSeek's "reasoning_content" is

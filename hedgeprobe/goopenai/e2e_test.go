@@ -190,6 +190,22 @@ func TestErrorPayloadAfterComment(t *testing.T) {
 			}
 		})
 	}
+	// Through Transport go-openai never sees the comment or event: line,
+	// and reads the payload as the error it is, its type kept.
+	for name, body := range map[string]string{
+		"after a comment, Transport":    first + ": keepalive\n\n" + payload,
+		"under event: error, Transport": first + "event: error\n" + payload,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := adapter.NewProber(t, hedgeprobe.Config{MaxAttempts: 1}).Stream(t.Context(), goopenai.Route("r", transportClient(t, serve(body), 0), req, goopenai.RouteOptions{}))
+			text, err := recvText(t, s)
+			_ = s.Close()
+			var ue *sse.UpstreamError
+			if text != "A" || !errors.As(err, &ue) || !ue.MidStream || ue.Type != "server_error" || !hedgeprobe.IsTransient(err) {
+				t.Fatalf("text %q, err %T %v: want a transient mid-stream *sse.UpstreamError of type server_error", text, err, err)
+			}
+		})
+	}
 	t.Run("hedged", func(t *testing.T) {
 		bad := serve(": PROCESSING\n\n" + payload)
 		good := serve(first + "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")

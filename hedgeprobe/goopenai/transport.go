@@ -23,11 +23,18 @@ const DefaultMaxLineSize = 1 << 20
 //   - a 4xx or 5xx body ends a second after it arrived (sse.BoundErrorBody):
 //     a 429 whose body stalls fails its attempt at once, not at the hedge
 //     delay;
-//   - a line of a 2xx body longer than maxLine bytes (0:
-//     DefaultMaxLineSize) fails the read with an error matching
-//     sse.ErrTooLarge, which the route reports as a fatal *sse.ProtocolError:
-//     go-openai reads a line whole, so without it an upstream that never
-//     sends a newline grows the attempt's memory until it stops;
+//   - a 2xx body reaches go-openai as its "data:" lines and the blank line
+//     after each: comments (keepalives), "event:", "id:" and "retry:"
+//     lines, which go-openai would keep for the whole stream and glue
+//     before an error payload (which it then cannot decode), and which
+//     count against its EmptyMessagesLimit, never reach it (an sse.Tap
+//     under Transport still sees the keepalives);
+//   - a line of a 2xx body longer than maxLine bytes (0: DefaultMaxLineSize;
+//     its "\n" or "\r\n" not counted) fails the read, after the lines before
+//     it, with an error matching sse.ErrTooLarge, which the route reports as
+//     a fatal *sse.ProtocolError: go-openai reads a line whole, so without it
+//     an upstream that never sends a newline grows the attempt's memory
+//     until it stops;
 //   - a 2xx body closed after its "data: [DONE]" line first has its end
 //     read (at most 4 KiB for 20 ms), so an HTTP/1.1 connection goes back to
 //     the pool for the next attempt instead of being closed.
@@ -59,43 +66,101 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		bodyend.AtDone(resp) // wraps only an HTTP/1.x body
-		resp.Body = &lineBound{ReadCloser: resp.Body, max: t.maxLine}
+		resp.Body = &dataLines{ReadCloser: resp.Body, max: t.maxLine}
 	}
 	return resp, nil
 }
 
-// lineBound is a response body that fails once a line grows past max
-// bytes.
-type lineBound struct {
+// dataField starts the lines go-openai reads.
+var dataField = []byte("data:")
+
+// dataLines is a response body that passes on only its "data:" lines and
+// the blank line after each, and fails once a line grows past max bytes.
+// What it holds back is at most a line's first len(dataField) bytes.
+type dataLines struct {
 	io.ReadCloser
-	max  int
-	line int // bytes of the current line read so far
-	err  error
+	max int
+	in  []byte // a read of the body
+	out []byte // what is ready for the reader, from out[off:]
+	off int
+	// The current line: its first bytes until its fate is known, its
+	// fate, and its length so far, its "\n" not counted.
+	head       [len("data:")]byte
+	headN      int
+	keep, drop bool
+	line       int
+	// afterData: the line before was a kept "data:" line, so a blank line
+	// now ends its event; any other blank line is dropped.
+	afterData bool
+	// err ends the body once out is read: the body's own error, or the
+	// bound's.
+	err error
 }
 
-func (b *lineBound) Read(p []byte) (int, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
-	n, err := b.ReadCloser.Read(p)
-	for rest := p[:n]; len(rest) > 0; {
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			b.line += len(rest)
-			break
+func (b *dataLines) Read(p []byte) (int, error) {
+	for b.off == len(b.out) {
+		if b.err != nil {
+			return 0, b.err
 		}
-		b.line += i
-		if b.line > b.max {
-			break
+		if b.in == nil {
+			b.in = make([]byte, 16<<10)
 		}
-		b.line, rest = 0, rest[i+1:]
+		b.out, b.off = b.out[:0], 0
+		n, err := b.ReadCloser.Read(b.in)
+		b.filter(b.in[:n])
+		if err != nil && b.err == nil {
+			b.err = err
+		}
 	}
-	if b.line > b.max {
-		// What was read is not handed over: the line it belongs to is
-		// lost with the stream, and a reader must not take its start
-		// for a whole line.
-		b.err = fmt.Errorf("%w: a line longer than %d bytes (goopenai.Transport)", sse.ErrTooLarge, b.max)
-		return 0, b.err
+	n := copy(p, b.out[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// filter appends to out what chunk, the body's next bytes, passes on; it
+// stops at a line past the bound, setting err.
+func (b *dataLines) filter(chunk []byte) {
+	for _, c := range chunk {
+		if c == '\n' {
+			b.endLine()
+			continue
+		}
+		b.line++
+		// A "\r" may end the line ("\r\n"), and is not counted then.
+		if n := b.line; n > b.max && (n > b.max+1 || c != '\r') {
+			b.err = fmt.Errorf("%w: a line longer than %d bytes (goopenai.Transport)", sse.ErrTooLarge, b.max)
+			return
+		}
+		switch {
+		case b.keep:
+			b.out = append(b.out, c)
+		case b.drop:
+		default:
+			b.head[b.headN] = c
+			b.headN++
+			h := b.head[:b.headN]
+			switch {
+			case bytes.Equal(h, dataField):
+				b.keep = true
+				b.out = append(b.out, h...)
+			case b.headN == 1 && c == '\r': // a blank line's "\r\n", perhaps
+			case !bytes.HasPrefix(dataField, h):
+				b.drop = true
+			}
+		}
 	}
-	return n, err
+}
+
+// endLine passes on the "\n" of a kept line, and a blank line after one.
+func (b *dataLines) endLine() {
+	blank := !b.keep && !b.drop && (b.headN == 0 || b.headN == 1 && b.head[0] == '\r')
+	switch {
+	case b.keep:
+		b.out = append(b.out, '\n')
+	case blank && b.afterData:
+		b.out = append(b.out, b.head[:b.headN]...)
+		b.out = append(b.out, '\n')
+	}
+	b.afterData = b.keep
+	b.headN, b.keep, b.drop, b.line = 0, false, false, 0
 }
