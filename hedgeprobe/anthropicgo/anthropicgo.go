@@ -16,6 +16,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/eventsize"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
@@ -461,11 +462,13 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 // boundErrorBody is the middleware that bounds the read of an error
 // response's body (sse.BoundErrorBody): the SDK reads it whole before
 // NewStreaming returns, and a body that stalls would hold the attempt
-// past its 429 or 5xx.
+// past its 429 or 5xx. A stream's events are bounded as the raw route's
+// are (eventsize.Bound): the SDK's decoder bounds only a line.
 func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	if err == nil {
 		sse.BoundErrorBody(resp)
+		eventsize.Bound(resp, sse.DefaultMaxEventSize)
 	}
 	return resp, err
 }

@@ -133,3 +133,14 @@ func TestConnectionReused(t *testing.T) {
 			return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
 		})
 }
+
+// An event that never ends grew the SDK's buffer without a bound (outside
+// review: 64 MiB); it now fails at the raw route's bound.
+func TestEventBounded(t *testing.T) {
+	adapter.CheckEventBounded(t, "event: message_start\n"+
+		`data: {"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-fake","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}`+"\n\n"+
+		"event: content_block_delta\n",
+		func(url string) hedgeprobe.Route[anthropicgo.Event] {
+			return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
+		})
+}

@@ -39,7 +39,12 @@
 // Keepalive) and the stream ends as a transient ConnectionError, or at a
 // watchdog if the server keeps it open; and it ends a stream at a chunk
 // with an "error": null member, as an error without a message (the chunk
-// is not quoted: see sse.NewPayloadError).
+// is not quoted: see sse.NewPayloadError). It ends a line only at "\n":
+// a stream whose lines end in a lone "\r" (valid SSE, which the raw route
+// reads) is one line to it, and fails as an event past
+// sse.DefaultMaxEventSize (fatal) or a stream without its terminal event
+// (transient). The adapter bounds an event, which openai-go does not,
+// where the raw route does (sse.DefaultMaxEventSize).
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial

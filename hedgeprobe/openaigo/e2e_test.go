@@ -138,3 +138,12 @@ func TestConnectionReused(t *testing.T) {
 			return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
 		})
 }
+
+// An event that never ends grew the SDK's buffer without a bound (outside
+// review: 64 MiB); it now fails at the raw route's bound.
+func TestEventBounded(t *testing.T) {
+	adapter.CheckEventBounded(t, "",
+		func(url string) hedgeprobe.Route[openaigo.Chunk] {
+			return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
+		})
+}

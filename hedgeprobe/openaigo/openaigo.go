@@ -16,6 +16,7 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/eventsize"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/streamend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
@@ -439,12 +440,14 @@ func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Ch
 // NewStreaming returns, and a body that stalls would hold the attempt
 // past its 429 or 5xx. A stream's body has its end read when the SDK
 // closes it at [DONE] (bodyend.AtDone), so that its HTTP/1.x connection
-// is kept.
+// is kept, and its events are bounded as the raw route's are
+// (eventsize.Bound): the SDK's decoder bounds only a line.
 func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	if err == nil {
 		sse.BoundErrorBody(resp)
 		bodyend.AtDone(resp)
+		eventsize.Bound(resp, sse.DefaultMaxEventSize)
 	}
 	return resp, err
 }

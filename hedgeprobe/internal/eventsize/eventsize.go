@@ -1,0 +1,65 @@
+// Package eventsize bounds the events of an event-stream response for the
+// SDK adapters (hedgeprobe/openaigo, hedgeprobe/anthropicgo). Their SDKs'
+// decoders join an event's lines in one buffer until the blank line that
+// ends it, with no bound on the event, only on a line: an upstream that
+// never ends its event grows an attempt's memory until it stops. The raw
+// routes bound an event at sse.DefaultMaxEventSize; Bound does it for the
+// SDKs, from their middleware.
+package eventsize
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// Bound makes the body of resp, when its status is 2xx, fail its read
+// with an error matching sse.ErrTooLarge once an event — what comes
+// between two blank lines, the lines' ends not counted — grows past max
+// bytes; what came before that is read first. The adapters type the
+// error as a fatal *sse.ProtocolError, as the raw routes do.
+func Bound(resp *http.Response, max int) {
+	if resp == nil || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return
+	}
+	resp.Body = &body{ReadCloser: resp.Body, max: max}
+}
+
+// body is a response body that counts the bytes of its current event.
+type body struct {
+	io.ReadCloser
+	max   int
+	event int // bytes of the current event so far
+	line  int // bytes of the current line so far
+	err   error
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	for i, c := range p[:n] {
+		switch c {
+		case '\n':
+			if b.line == 0 { // a blank line ends the event
+				b.event = 0
+			}
+			b.line = 0
+		case '\r': // a line's end ("\r\n"), not counted
+		default:
+			b.line++
+			b.event++
+			if b.event > b.max {
+				b.err = fmt.Errorf("%w: an event longer than %d bytes", sse.ErrTooLarge, b.max)
+				if i == 0 {
+					return 0, b.err
+				}
+				return i, nil
+			}
+		}
+	}
+	return n, err
+}

@@ -1,0 +1,45 @@
+package eventsize
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// An event is bounded from one blank line to the next, across reads and
+// across its lines; the bytes before the event that passes the bound are
+// read first; a line's end is not counted; a response that is not 2xx is
+// left alone.
+func TestBound(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		status  int
+		want    string // what is read before the error, or all of it
+		tooLong bool
+	}{
+		{"data: ab\n\ndata: cd\n\n", 200, "data: ab\n\ndata: cd\n\n", false},
+		{"data: ab\r\n\r\ndata: cd\r\n\r\n", 200, "data: ab\r\n\r\ndata: cd\r\n\r\n", false},
+		{"data: a\ndata: b\n\n", 200, "data: a\ndata: b\n\n", false},                                        // 14 bytes in two lines
+		{"data: a\ndata: bc\n\n", 200, "data: a\ndata: b", true},                                            // 15
+		{"data: ab\n\n: " + strings.Repeat("x", 20), 200, "data: ab\n\n: " + strings.Repeat("x", 12), true}, // a comment is part of its event
+		{"data: " + strings.Repeat("x", 20), 400, "data: " + strings.Repeat("x", 20), false},
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(tc.body)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			resp := &http.Response{StatusCode: tc.status, Body: io.NopCloser(r)}
+			Bound(resp, 14)
+			got, err := io.ReadAll(resp.Body)
+			if string(got) != tc.want || tc.tooLong != errors.Is(err, sse.ErrTooLarge) || (!tc.tooLong && err != nil) {
+				t.Errorf("%q (status %d, one byte a read: %v): read %q, %v; want %q, too long: %v", tc.body, tc.status, oneByte, got, err, tc.want, tc.tooLong)
+			}
+		}
+	}
+}
