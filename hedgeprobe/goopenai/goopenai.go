@@ -426,13 +426,18 @@ func MapError(ctx context.Context, provider string, err error) error {
 // go-openai would read as an empty stream; nil otherwise. A JSON body is
 // go-openai's to read: it reports an error object in it.
 func notAStream(provider string, h http.Header) error {
-	ct := h.Get("Content-Type")
-	mt, _, _ := strings.Cut(ct, ";") // the parameters are not looked at
-	switch strings.ToLower(strings.TrimSpace(mt)) {
+	switch mediaType(h) {
 	case "", "text/event-stream", "application/json":
 		return nil
 	}
-	return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream", ct)}
+	return &sse.ProtocolError{Provider: provider, Err: fmt.Errorf("got %s, want text/event-stream", h.Get("Content-Type"))}
+}
+
+// mediaType is the media type of h's Content-Type, in lower case, its
+// parameters left out; "" without one.
+func mediaType(h http.Header) string {
+	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(mt))
 }
 
 // Receiver gives a hedgeprobe stream of go-openai chunks the shape of

@@ -23,18 +23,24 @@ const DefaultMaxLineSize = 1 << 20
 //   - a 4xx or 5xx body ends a second after it arrived (sse.BoundErrorBody):
 //     a 429 whose body stalls fails its attempt at once, not at the hedge
 //     delay;
-//   - a 2xx body reaches go-openai as its "data:" lines and the blank line
-//     after each: comments (keepalives), "event:", "id:" and "retry:"
-//     lines, which go-openai would keep for the whole stream and glue
-//     before an error payload (which it then cannot decode), and which
-//     count against its EmptyMessagesLimit, never reach it (an sse.Tap
-//     under Transport still sees the keepalives);
-//   - a line of a 2xx body longer than maxLine bytes (0: DefaultMaxLineSize;
-//     its "\n" or "\r\n" not counted) fails the read, after the lines before
-//     it, with an error matching sse.ErrTooLarge, which the route reports as
-//     a fatal *sse.ProtocolError: go-openai reads a line whole, so without it
-//     an upstream that never sends a newline grows the attempt's memory
-//     until it stops;
+//   - a 2xx event stream (text/event-stream, or no Content-Type) reaches
+//     go-openai as its "data:" lines and the blank line that ends each
+//     event: comments (keepalives), "event:", "id:" and "retry:" lines,
+//     which go-openai would keep for the whole stream and glue before an
+//     error payload (which it then cannot decode), and which count
+//     against its EmptyMessagesLimit, never reach it (an sse.Tap under
+//     Transport still sees the keepalives). A line that is not an SSE
+//     field at all — a bare JSON error object — is dropped too, as the raw
+//     route ignores it: the stream then ends without its terminal event;
+//   - a line of such a stream longer than maxLine bytes (0:
+//     DefaultMaxLineSize; its "\n" or "\r\n" not counted) fails the read
+//     with an error matching sse.ErrTooLarge, which the route reports as a
+//     fatal *sse.ProtocolError; the lines before it, and the long line's
+//     first maxLine bytes, are read first. go-openai reads a line whole, so
+//     without it an upstream that never sends a newline grows the attempt's
+//     memory until it stops. Any other 2xx body (JSON: an error object, or
+//     the answer of a server that ignored "stream") is read by go-openai
+//     whole, and bounded whole at maxLine bytes;
 //   - a 2xx body closed after its "data: [DONE]" line first has its end
 //     read (at most 4 KiB for 20 ms), so an HTTP/1.1 connection goes back to
 //     the pool for the next attempt instead of being closed.
@@ -66,9 +72,43 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		bodyend.AtDone(resp) // wraps only an HTTP/1.x body
-		resp.Body = &dataLines{ReadCloser: resp.Body, max: t.maxLine}
+		switch mediaType(resp.Header) {
+		case "", "text/event-stream":
+			resp.Body = &dataLines{ReadCloser: resp.Body, max: t.maxLine}
+		default:
+			resp.Body = &wholeBound{ReadCloser: resp.Body, max: t.maxLine}
+		}
 	}
 	return resp, nil
+}
+
+// tooLarge is the error of a body past Transport's bound.
+func tooLarge(what string, max int) error {
+	return fmt.Errorf("%w: %s longer than %d bytes (goopenai.Transport)", sse.ErrTooLarge, what, max)
+}
+
+// wholeBound is a response body that fails past its first max bytes.
+type wholeBound struct {
+	io.ReadCloser
+	max, read int
+	err       error
+}
+
+func (b *wholeBound) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	if left := b.max - b.read; n > left {
+		b.read = b.max
+		b.err = tooLarge("a body that is not an event stream", b.max)
+		if left == 0 {
+			return 0, b.err
+		}
+		return left, nil
+	}
+	b.read += n
+	return n, err
 }
 
 // dataField starts the lines go-openai reads.
@@ -128,7 +168,7 @@ func (b *dataLines) filter(chunk []byte) {
 		b.line++
 		// A "\r" may end the line ("\r\n"), and is not counted then.
 		if n := b.line; n > b.max && (n > b.max+1 || c != '\r') {
-			b.err = fmt.Errorf("%w: a line longer than %d bytes (goopenai.Transport)", sse.ErrTooLarge, b.max)
+			b.err = tooLarge("a line", b.max)
 			return
 		}
 		switch {
@@ -161,6 +201,9 @@ func (b *dataLines) endLine() {
 		b.out = append(b.out, b.head[:b.headN]...)
 		b.out = append(b.out, '\n')
 	}
-	b.afterData = b.keep
+	// A dropped line (retry:, id:, a comment) between an event's data and
+	// its blank line does not keep the blank line from go-openai, which
+	// reads an error payload only once it has the line after it.
+	b.afterData = b.keep || b.afterData && !blank
 	b.headN, b.keep, b.drop, b.line = 0, false, false, 0
 }

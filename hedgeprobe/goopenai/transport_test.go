@@ -123,6 +123,12 @@ func TestTransportDataLines(t *testing.T) {
 		{": ping\n\ndata: a\n\n: ping\n\n", "data: a\n\n", false, 0},
 		{"event: x\nid: 1\nretry: 5\ndata: a\n\n", "data: a\n\n", false, 0},
 		{"\n\n\r\n\n", "", false, 0},
+		{"data: a\n\n\n", "data: a\n\n", false, 0},
+		// A review: a line between the data and its blank line dropped the
+		// blank line, which go-openai needs to read an error payload.
+		{"data: a\nretry: 5\n\n", "data: a\n\n", false, 0},
+		{"data: a\r\nid: 1\r\n\r\n", "data: a\r\n\r\n", false, 0},
+		{"data: a\n: c\n\n", "data: a\n\n", false, 0},
 		{"data: abcd\r\n\r\n", "data: abcd\r\n\r\n", false, 0},   // 10 bytes and CRLF
 		{"dat\nData: a\n data: b\ndata: c", "data: c", false, 0}, // the last line needs no newline
 		{"data: a\n\ndat", "data: a\n\n", false, 0},
@@ -198,4 +204,68 @@ func TestTransportBoundsAnErrorBody(t *testing.T) {
 			}
 		}
 	})
+}
+
+// An error payload followed by a retry: line, in a stream the upstream
+// keeps open, ends the attempt at once with the payload's error (a review:
+// the filter dropped the event's blank line, and go-openai, which reads
+// the payload once it has the line after it, waited for the deadline).
+func TestTransportErrorPayloadThenRetryLine(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, chunkLine("A", "")+`data: {"error":{"type":"server_error","message":"overloaded"}}`+"\nretry: 1000\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // kept open
+	}))
+	defer ts.Close()
+	// Without the blank line the read ends only with this context.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	src, err := goopenai.Route("r", transportClient(t, ts.URL, 0), req, goopenai.RouteOptions{}).Open(ctx, hedgeprobe.Attempt{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src.Next() {
+	}
+	err = src.Err()
+	_ = src.Close()
+	var ue *sse.UpstreamError
+	if !errors.As(err, &ue) || ue.Type != "server_error" || !hedgeprobe.IsTransient(err) {
+		t.Fatalf("%T %v; want the payload's transient *sse.UpstreamError of type server_error", err, err)
+	}
+}
+
+// A 200 JSON body is not an event stream: go-openai reads it whole, the
+// error object in it included, so Transport passes it as it is — the
+// attempt fails with the object's fatal error, as without Transport — and
+// bounds it whole. (go-openai reads the object only from a line that
+// ends: the body ends in a newline, as servers send it.)
+func TestTransportJSONBody(t *testing.T) {
+	const body = `{"error":{"type":"invalid_request_error","message":"bad"}}` + "\n"
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer ts.Close()
+	for _, tc := range []struct {
+		maxLine int
+		tooLong bool
+	}{{0, false}, {len(body) - 1, true}} {
+		src, err := goopenai.Route("r", transportClient(t, ts.URL, tc.maxLine), req, goopenai.RouteOptions{}).Open(t.Context(), hedgeprobe.Attempt{})
+		if err == nil {
+			for src.Next() {
+			}
+			err = src.Err()
+			_ = src.Close()
+		}
+		var ue *sse.UpstreamError
+		switch {
+		case tc.tooLong && (!errors.Is(err, sse.ErrTooLarge) || hedgeprobe.IsTransient(err)):
+			t.Errorf("a JSON body one byte past the bound: %T %v; want a fatal error matching sse.ErrTooLarge", err, err)
+		case !tc.tooLong && (!errors.As(err, &ue) || ue.Type != "invalid_request_error" || hedgeprobe.IsTransient(err)):
+			t.Errorf("a JSON error body: %T %v; want the fatal *sse.UpstreamError of type invalid_request_error", err, err)
+		}
+	}
 }
