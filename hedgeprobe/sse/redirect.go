@@ -18,18 +18,23 @@ var ErrRedirect = errors.New("redirect not followed")
 // maxRedirects is Go's client's default limit.
 const maxRedirects = 10
 
-// guardRedirects returns a copy of client whose redirects past the tenth
-// (unless its own CheckRedirect decides) or to a scheme other than http
-// and https fail with ErrRedirect.
+// guardRedirects returns a copy of client whose redirects to a scheme
+// other than http and https, or past the tenth, fail with ErrRedirect —
+// where the client's own CheckRedirect, which decides first, lets them.
 func guardRedirects(client *http.Client) *http.Client {
 	c := *client
 	check := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if check != nil {
+			if err := check(req, via); err != nil {
+				return err // http.ErrUseLastResponse passes as it is
+			}
+		}
 		if s := req.URL.Scheme; s != "http" && s != "https" {
 			return fmt.Errorf("%w: to a %q URL", ErrRedirect, s)
 		}
 		if check != nil {
-			return check(req, via) // http.ErrUseLastResponse passes as it is
+			return nil // the client's own policy decided the count
 		}
 		return tooMany(via)
 	}

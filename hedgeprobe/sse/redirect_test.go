@@ -175,3 +175,19 @@ func TestRedirectNotFollowedIsFatal(t *testing.T) {
 		}
 	}
 }
+
+// The client's own CheckRedirect decides first (a review: the scheme was
+// checked before it): with http.ErrUseLastResponse the redirect itself is
+// the answer, to ftp:// as to http://.
+func TestRedirectOwnPolicyFirst(t *testing.T) {
+	ftp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "ftp://127.0.0.1/x", http.StatusTemporaryRedirect)
+	}))
+	defer ftp.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	err := attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: ftp.URL, Model: "m", Messages: []Message{{Role: "user", Content: "hi"}}, Client: client}))
+	var ue *UpstreamError
+	if !errors.As(err, &ue) || ue.StatusCode != http.StatusTemporaryRedirect || errors.Is(err, ErrRedirect) {
+		t.Fatalf("%T %v; want the 307 as the upstream's answer", err, err)
+	}
+}
