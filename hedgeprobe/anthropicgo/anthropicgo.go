@@ -462,8 +462,8 @@ func mapError(ctx context.Context, provider string, err error, resp *http.Respon
 // boundErrorBody is the middleware that bounds the read of an error
 // response's body (sse.BoundErrorBody): the SDK reads it whole before
 // NewStreaming returns, and a body that stalls would hold the attempt
-// past its 429 or 5xx. A stream's events are bounded as the raw route's
-// are (eventsize.Bound): the SDK's decoder bounds only a line.
+// past its 429 or 5xx. A stream's events are bounded at the raw route's
+// size (eventsize.Bound): the SDK's decoder bounds only a line.
 func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	if err == nil {

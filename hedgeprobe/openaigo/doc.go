@@ -43,8 +43,8 @@
 // a stream whose lines end in a lone "\r" (valid SSE, which the raw route
 // reads) is one line to it, and fails as an event past
 // sse.DefaultMaxEventSize (fatal) or a stream without its terminal event
-// (transient). The adapter bounds an event, which openai-go does not,
-// where the raw route does (sse.DefaultMaxEventSize).
+// (transient). The adapter bounds a whole event, which openai-go does not,
+// at the raw route's size (sse.DefaultMaxEventSize).
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial

@@ -440,7 +440,7 @@ func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Ch
 // NewStreaming returns, and a body that stalls would hold the attempt
 // past its 429 or 5xx. A stream's body has its end read when the SDK
 // closes it at [DONE] (bodyend.AtDone), so that its HTTP/1.x connection
-// is kept, and its events are bounded as the raw route's are
+// is kept, and its events are bounded at the raw route's size
 // (eventsize.Bound): the SDK's decoder bounds only a line.
 func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)

@@ -91,9 +91,10 @@ func (s Status) String() string {
 // streamwatch.derivation holds one was derived by the processor. Any other
 // value is a producer's, and says nothing about the span's figures.
 func IsStatus(s string) bool {
-	switch s {
-	case "complete", "partial", "burst", "anomaly":
-		return true
+	for _, st := range []Status{Complete, Partial, Burst, Anomaly} {
+		if st.String() == s {
+			return true
+		}
 	}
 	return false
 }

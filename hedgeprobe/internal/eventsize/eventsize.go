@@ -3,8 +3,10 @@
 // decoders join an event's lines in one buffer until the blank line that
 // ends it, with no bound on the event, only on a line: an upstream that
 // never ends its event grows an attempt's memory until it stops. The raw
-// routes bound an event at sse.DefaultMaxEventSize; Bound does it for the
-// SDKs, from their middleware.
+// routes bound a line and an event's data at sse.DefaultMaxEventSize;
+// Bound bounds a whole event at that size for the SDKs, from their
+// middleware — its field names, other lines and comments included, so it
+// is a little stricter than the raw routes.
 package eventsize
 
 import (
