@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	gooai "github.com/sashabaranov/go-openai"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -25,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/goopenai"
 	"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 	"github.com/streamwatch/streamwatch/internal/testbed/ollama"
@@ -126,6 +129,7 @@ func TestOllama(t *testing.T) {
 	t.Run("framing", func(t *testing.T) {
 		run(t, "openai-go", func(t *testing.T) { testFraming(ctx, t, s, openaiGo) })
 		run(t, "raw SSE", func(t *testing.T) { testFraming(ctx, t, s, rawSSE) })
+		run(t, "go-openai", func(t *testing.T) { testFraming(ctx, t, s, goOpenAI) })
 	})
 	run(t, "prefill continues a delivered prefix byte for byte", func(t *testing.T) {
 		testPrefill(ctx, t, s)
@@ -272,6 +276,43 @@ var openaiGo = adapter[openaigo.Chunk]{
 		if len(c.Choices) > 0 {
 			ch := c.Choices[0]
 			it.role, it.content, it.finish = ch.Delta.Role, ch.Delta.Content, ch.FinishReason
+		}
+		return it
+	},
+}
+
+// goOpenAI is go-openai through goopenai.Transport, which filters the
+// stream's lines, bounds them and reads its end: its framing is checked
+// on Ollama's own stream. go-openai leaves a temperature of 0 out of the
+// request (omitempty), so its text is not the seeded reference's, and it
+// is not used where the text is compared.
+var goOpenAI = adapter[goopenai.Chunk]{
+	classify: goopenai.Classify,
+	items:    goopenai.Items,
+	route: func(name string, srv *ollama.Server, c chatCall, continues bool) hedgeprobe.Route[goopenai.Chunk] {
+		cfg := gooai.DefaultConfig("ollama")
+		cfg.BaseURL = srv.BaseURL()
+		cfg.HTTPClient = &http.Client{Transport: goopenai.Transport(sse.NewTransport(sse.TransportOptions{}), 0)}
+		msgs := []gooai.ChatCompletionMessage{{Role: gooai.ChatMessageRoleUser, Content: c.prompt}}
+		if c.prefill != "" {
+			msgs = append(msgs, gooai.ChatCompletionMessage{Role: gooai.ChatMessageRoleAssistant, Content: c.prefill})
+		}
+		seed := ollama.Seed
+		req := gooai.ChatCompletionRequest{Model: ollama.ModelName, Messages: msgs, MaxTokens: c.maxTokens, Seed: &seed}
+		o := goopenai.RouteOptions{Provider: "ollama"}
+		if continues {
+			o.Continue = sse.ContinueTrailingAssistant
+		}
+		return goopenai.Route(name, gooai.NewClientWithConfig(cfg), req, o)
+	},
+	item: func(c goopenai.Chunk) item {
+		it := item{choices: len(c.Choices), usage: c.Usage != nil}
+		if c.Usage != nil {
+			it.completionTokens = int64(c.Usage.CompletionTokens)
+		}
+		if len(c.Choices) > 0 {
+			ch := c.Choices[0]
+			it.role, it.content, it.finish = ch.Delta.Role, ch.Delta.Content, string(ch.FinishReason)
 		}
 		return it
 	},
