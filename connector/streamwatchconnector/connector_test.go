@@ -415,12 +415,7 @@ func TestShutdownDuringFlush(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		cfg := createDefaultConfig().(*Config)
-		c := create(t, cfg, next)
-		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
-		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
-		time.Sleep(cfg.Interval)
-		synctest.Wait() // the loop's snapshot waits on the exporter
+		c := heldSnapshot(t, next)
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -455,12 +450,7 @@ func TestShutdownCancelsTheLoopsFlush(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		cfg := createDefaultConfig().(*Config)
-		c := create(t, cfg, next)
-		require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
-		require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
-		time.Sleep(cfg.Interval)
-		synctest.Wait() // the loop's push is held
+		c := heldSnapshot(t, next)
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
@@ -470,6 +460,19 @@ func TestShutdownCancelsTheLoopsFlush(t *testing.T) {
 		assert.Equal(t, []int64{1}, sent, "the last snapshot, with the call the cancelled push carried")
 		<-c.done
 	})
+}
+
+// heldSnapshot starts a connector sending to next, in a synctest bubble,
+// records a call, and returns once the loop's first snapshot has reached
+// next, which holds it.
+func heldSnapshot(t *testing.T, next consumer.Metrics) *streamwatch {
+	cfg := createDefaultConfig().(*Config)
+	c := create(t, cfg, next)
+	require.NoError(t, c.Start(t.Context(), componenttest.NewNopHost()))
+	require.NoError(t, c.ConsumeTraces(t.Context(), hedgedInput(t)))
+	time.Sleep(cfg.Interval)
+	synctest.Wait() // the loop's snapshot waits on next
+	return c
 }
 
 // TestStartTwice: a second Start starts no second loop, which Shutdown

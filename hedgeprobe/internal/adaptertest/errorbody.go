@@ -21,24 +21,16 @@ import (
 // adapter's route to url.
 func (a Adapter[T]) CheckStalledErrorBody(t *testing.T, route func(url string) hedgeprobe.Route[T], retryAfter time.Duration) {
 	t.Helper()
-	done := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	url := serveHeld(t, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Retry-After", "30")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = io.WriteString(w, `{"error":{"type":"rate_limit`) // the rest never comes
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-done:
-		}
-	}))
-	t.Cleanup(func() { close(done); ts.Close() })
+	})
 	// Without the bound the SDK's read ends only with this context.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	s := a.NewProber(t, hedgeprobe.Config{MaxAttempts: 1}).Stream(ctx, route(ts.URL))
+	s := a.NewProber(t, hedgeprobe.Config{MaxAttempts: 1}).Stream(ctx, route(url))
 	for s.Next() {
 	}
 	_ = s.Close()
@@ -50,4 +42,22 @@ func (a Adapter[T]) CheckStalledErrorBody(t *testing.T, route func(url string) h
 	if !errors.As(err, &ue) || ue.StatusCode != http.StatusTooManyRequests || ue.RetryAfter() != retryAfter || !hedgeprobe.IsTransient(err) {
 		t.Fatalf("err %v, want a transient 429 with Retry-After %v", err, retryAfter)
 	}
+}
+
+// serveHeld starts a server whose every answer is what write writes,
+// flushed; the response then stays open until the request or the test
+// ends, as an upstream's that stalls.
+func serveHeld(t testing.TB, write func(http.ResponseWriter)) string {
+	done := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		write(w)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(func() { close(done); ts.Close() })
+	return ts.URL
 }

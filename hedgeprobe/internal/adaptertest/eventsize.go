@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +22,7 @@ import (
 // route builds the adapter's route to url.
 func (a Adapter[T]) CheckEventBounded(t *testing.T, start string, route func(url string) hedgeprobe.Route[T]) {
 	t.Helper()
-	done := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+	url := serveHeld(t, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, start)
 		line := "data: " + strings.Repeat("x", 1<<10) + "\n"
@@ -34,17 +31,11 @@ func (a Adapter[T]) CheckEventBounded(t *testing.T, start string, route func(url
 				return
 			}
 		}
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-done:
-		}
-	}))
-	t.Cleanup(func() { close(done); ts.Close() })
+	})
 	// Without the bound the SDK's read ends only with this context.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	src, err := route(ts.URL).Open(ctx, hedgeprobe.Attempt{})
+	src, err := route(url).Open(ctx, hedgeprobe.Attempt{})
 	if err == nil {
 		for src.Next() {
 		}
