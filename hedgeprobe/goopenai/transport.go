@@ -11,9 +11,8 @@ import (
 )
 
 // DefaultMaxLineSize is Transport's bound on one line of a stream when
-// it is given none: the raw routes' bound on one event (sse's
-// MaxEventSize default).
-const DefaultMaxLineSize = 1 << 20
+// it is given none: the raw routes' bound on a line and an event.
+const DefaultMaxLineSize = sse.DefaultMaxEventSize
 
 // Transport returns the RoundTripper a go-openai client needs under
 // hedgeprobe, sending through base (http.DefaultTransport when nil). go-openai
@@ -129,8 +128,9 @@ type dataLines struct {
 	headN      int
 	keep, drop bool
 	line       int
-	// afterData: the line before was a kept "data:" line, so a blank line
-	// now ends its event; any other blank line is dropped.
+	// afterData: a "data:" line was kept and no blank line has come
+	// since, so the next blank line ends its event; any other blank line
+	// is dropped.
 	afterData bool
 	// err ends the body once out is read: the body's own error, or the
 	// bound's.
