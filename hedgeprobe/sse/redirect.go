@@ -13,7 +13,7 @@ import (
 // the same request meets the same redirects at every attempt, and a
 // transient error would have hedged onto it again and counted it against
 // the route's health.
-var ErrRedirect = errors.New("redirect not followed")
+var ErrRedirect = errors.New("sse: redirect not followed")
 
 // maxRedirects is Go's client's default limit.
 const maxRedirects = 10
