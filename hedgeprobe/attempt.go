@@ -290,12 +290,17 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 	return src, nil
 }
 
-// classifySafe turns a panicking classifier into an error.
+// classifySafe turns a panicking classifier into an error, and a Kind
+// that is none of the three into Keepalive, as Kind.String names it: what
+// the classifier cannot say is content never counts as progress.
 func (s *Stream[T]) classifySafe(v T) (k Kind, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = panicked(ErrClassifierPanic, "", r)
 		}
 	}()
-	return s.p.items.Classify(v), nil
+	if k = s.p.items.Classify(v); k > Content {
+		k = Keepalive
+	}
+	return k, nil
 }

@@ -151,7 +151,9 @@ type Config struct {
 	// has produced a content chunk this long after the call started
 	// (docs/design.md §2 rule 6): content from an attempt that later failed or
 	// stalled counts too. Zero (the default) disables it. Env
-	// STREAM__TTFT_TIMEOUT_S.
+	// STREAM__TTFT_TIMEOUT_S. Like StallTimeout and Close, it is as
+	// timely as the routes' Open and Source honour their context and
+	// Close: the call ends once every attempt has returned.
 	TTFTTimeout time.Duration
 	// StallTimeout fails the call with a stall TimeoutError when the
 	// committed stream produces no content chunk for this long while the
@@ -162,7 +164,7 @@ type Config struct {
 	// sum. Before commit it fails an attempt whose content stopped this
 	// long (the caller is not involved yet), which counts as a transient
 	// error. The first chunk is exempt. Zero (the default) disables it. Env
-	// STREAM__STALL_TIMEOUT_S.
+	// STREAM__STALL_TIMEOUT_S. It is as timely as TTFTTimeout (see there).
 	StallTimeout time.Duration
 	// MaxAttempts caps attempts per call, primary, hedges and resumes
 	// included. Default 3; values above 5 are clamped to 5; 1 disables
@@ -210,6 +212,9 @@ type Config struct {
 // each naming the field and echoing the value. Zero fields are valid: they
 // take their defaults.
 func (c *Config) Validate() error {
+	if c == nil {
+		return fmt.Errorf("%w: a nil *Config", ErrInvalidConfig)
+	}
 	var errs []error
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))

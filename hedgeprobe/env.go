@@ -31,24 +31,26 @@ const (
 var ErrInvalidConfig = errors.New("hedgeprobe: invalid config")
 
 // fillFromEnv sets each zero field that has an environment variable from
-// it, when the variable is set and not empty. A malformed value is an
-// error naming the variable and the value, and leaves c unchanged.
-func (c *Config) fillFromEnv() error {
+// it, when the variable is set and not empty, and returns what it set
+// ("HEDGE__AFTER_S=2 (HedgeAfter)"), so that an error of Validate about
+// those fields can say where their values came from. A malformed value is
+// an error naming the variable and the value, and leaves c unchanged.
+func (c *Config) fillFromEnv() (applied []string, err error) {
 	next := *c
 	var errs []error
 	for _, v := range []struct {
-		name string
-		dst  *time.Duration
+		name, field string
+		dst         *time.Duration
 		// zeroOff: "0" means Off, because zero means a default that is on.
 		zeroOff bool
 	}{
-		{EnvHedgeAfter, &next.HedgeAfter, false},
-		{EnvStallAfter, &next.StallAfter, false},
-		{EnvResumeAfter, &next.ResumeAfter, true},
-		{EnvTTFTTimeout, &next.TTFTTimeout, false},
-		{EnvStallTimeout, &next.StallTimeout, false},
-		{EnvEjectBase, &next.EjectBase, false},
-		{EnvEjectMax, &next.EjectMax, false},
+		{EnvHedgeAfter, "HedgeAfter", &next.HedgeAfter, false},
+		{EnvStallAfter, "StallAfter", &next.StallAfter, false},
+		{EnvResumeAfter, "ResumeAfter", &next.ResumeAfter, true},
+		{EnvTTFTTimeout, "TTFTTimeout", &next.TTFTTimeout, false},
+		{EnvStallTimeout, "StallTimeout", &next.StallTimeout, false},
+		{EnvEjectBase, "EjectBase", &next.EjectBase, false},
+		{EnvEjectMax, "EjectMax", &next.EjectMax, false},
 	} {
 		s, ok := os.LookupEnv(v.name)
 		if !ok || strings.TrimSpace(s) == "" || *v.dst != 0 {
@@ -63,6 +65,7 @@ func (c *Config) fillFromEnv() error {
 			d = Off
 		}
 		*v.dst = d
+		applied = append(applied, fmt.Sprintf("%s=%s (%s)", v.name, strings.TrimSpace(s), v.field))
 	}
 	if s, ok := os.LookupEnv(EnvEjectFailures); ok && strings.TrimSpace(s) != "" && next.EjectFailures == 0 {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -74,12 +77,15 @@ func (c *Config) fillFromEnv() error {
 		default:
 			next.EjectFailures = n
 		}
+		if err == nil && n >= 0 {
+			applied = append(applied, fmt.Sprintf("%s=%s (EjectFailures)", EnvEjectFailures, strings.TrimSpace(s)))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, err
 	}
 	*c = next
-	return nil
+	return applied, nil
 }
 
 func parseSeconds(s string) (time.Duration, error) {

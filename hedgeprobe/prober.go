@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -11,7 +12,8 @@ import (
 // Prober runs hedged, watchdogged, resumable calls under one policy. It
 // holds the config, the hedge budget, the route health table and the
 // adaptive-delay sketches, so share one Prober per upstream pool. A Prober
-// is safe for concurrent use.
+// is safe for concurrent use. It comes from New: a call of a nil or zero
+// Prober fails at its first Next with an error wrapping ErrInvalidConfig.
 type Prober[T any] struct {
 	cfg      Config
 	items    Items[T]
@@ -101,7 +103,7 @@ func OnRestore(f func(RouteEvent)) Option { return func(o *options) { o.onRestor
 func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) {
 	// A malformed variable applies no variable, and the code's fields are
 	// still validated: one start-up reports every mistake.
-	envErr := cfg.fillFromEnv()
+	fromEnv, envErr := cfg.fillFromEnv()
 	var classifyErr, opErr error
 	if items.Classify == nil {
 		classifyErr = fmt.Errorf("%w: Items.Classify is nil", ErrInvalidConfig)
@@ -116,7 +118,13 @@ func New[T any](cfg Config, items Items[T], opts ...Option) (*Prober[T], error) 
 		// It is in every span, as a protobuf string (see validateRoutes).
 		opErr = fmt.Errorf("%w: WithOperationName %q is not valid UTF-8", ErrInvalidConfig, o.operation)
 	}
-	if err := errors.Join(envErr, cfg.Validate(), classifyErr, opErr); err != nil {
+	cfgErr := cfg.Validate()
+	if cfgErr != nil && len(fromEnv) > 0 {
+		// A field the code left zero may be what is wrong: say where its
+		// value came from.
+		cfgErr = fmt.Errorf("%w\n(read from the environment: %s)", cfgErr, strings.Join(fromEnv, ", "))
+	}
+	if err := errors.Join(envErr, cfgErr, classifyErr, opErr); err != nil {
 		return nil, err
 	}
 	p := &Prober[T]{cfg: cfg.withDefaults(), items: items, hooks: o.hooks}

@@ -75,18 +75,23 @@ func (k Kind) String() string {
 // Classifier says what kind of item v is. It must be cheap and must not
 // retain v; it is called once per item: on the attempt's reading goroutine,
 // or, once a Streaming call has committed and the winner is read directly,
-// on the goroutine calling Next. It must be safe for concurrent use.
+// on the goroutine calling Next. It must be safe for concurrent use. A
+// Kind other than Keepalive, Control and Content is taken as Keepalive.
 type Classifier[T any] func(v T) Kind
 
 // Route names one upstream and how to open a stream on it.
 type Route[T any] struct {
 	// Name identifies the route in telemetry, route health and pushback,
-	// such as "openai-primary". Required. Names are meant to be a fixed
-	// set, like the upstreams they name, though the Prober forgets the
-	// ones it has no use for: a route's latest ejection (about a hundred
-	// bytes) is kept while a stream started before it runs, which must
-	// never undo it, and, past 64 ejected names, forgotten at an ejection
-	// after every such stream has ended. The adaptive delay's state
+	// such as "openai-primary". Required. Two routes of one name are one
+	// upstream to the Prober — they share its ejections, pushback and
+	// adaptive delay — so give routes to different upstreams different
+	// names (listing one route twice, to hedge on it, is fine). Names are
+	// meant to be a fixed set, like the upstreams they name, though the
+	// Prober forgets the ones it has no use for: a route's latest ejection
+	// (about a hundred bytes) is kept while a stream started before it
+	// runs, which must never undo it, and, past 64 ejected names,
+	// forgotten at an ejection after every such stream has ended. The
+	// adaptive delay's state
 	// per route × model (6–23 KiB) is dropped at the first sweep after its
 	// window has emptied (a sweep comes with a new route × model, at most
 	// once a window), a refused continuation's at the next refusal after

@@ -2,6 +2,7 @@ package hedgeprobe
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,8 @@ import (
 // called from other goroutines to unblock a Next, and happens on its own
 // when Next reports false. Except for Close, a Stream is not safe for
 // concurrent use; Err and Stats say when they may be read. A Stream comes
-// from Prober.Stream; its zero value is not usable.
+// from Prober.Stream; its zero value is not usable: its Next reports
+// false, its Err wraps ErrInvalidConfig and its Close does nothing.
 //
 // The Stream is the glue of small parts, each owning its state: the
 // lifecycle (who drives the call: a Next, or Close), the race of attempts
@@ -102,7 +104,8 @@ const (
 // or Open, or whose Name, Provider or Model is not UTF-8) make the first
 // Next report false with the error in Err. ctx bounds the whole call (one
 // already done when the first Next comes ends the call canceled, and no
-// route is opened), and is handed to every listener hook.
+// route is opened; nil is context.Background()), and is handed to every
+// listener hook.
 func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 	if ctx == nil {
 		ctx = context.Background()
@@ -112,8 +115,16 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 	s.life.finished = make(chan struct{})
 	s.race.ttftSpent = -1
 	s.initErr = validateRoutes(routes)
+	if p == nil || p.health == nil {
+		s.initErr = errNoProber
+	}
 	return s
 }
+
+// errNoProber is the error of a Stream of a nil or zero Prober, and of a
+// zero Stream: made other than by New and Prober.Stream, it has neither
+// the config nor the Items to run a call.
+var errNoProber = fmt.Errorf("%w: the Prober was not made by New, or the Stream by Prober.Stream", ErrInvalidConfig)
 
 // Next advances to the next item of the committed attempt, starting the
 // call on the first use and waiting (racing hedges and resumes) until an
@@ -121,6 +132,9 @@ func (p *Prober[T]) Stream(ctx context.Context, routes ...Route[T]) *Stream[T] {
 // on timeout and after Close; it reports false only once the call has
 // finished, also when a Close on another goroutine finishes it.
 func (s *Stream[T]) Next() (ok bool) {
+	if s.life.closing == nil { // a zero Stream
+		return false
+	}
 	if !s.life.owner.CompareAndSwap(ownerFree, ownerNext) {
 		// Close owns the call (Next never runs concurrently with itself).
 		<-s.life.finished
@@ -177,7 +191,12 @@ func (s *Stream[T]) Current() T { return s.cur }
 // Next has reported false, and on a goroutine that called Close once
 // Close has returned. Between Next calls it is safe only while no Close
 // may be running on another goroutine (it then reports nil).
-func (s *Stream[T]) Err() error { return s.err }
+func (s *Stream[T]) Err() error {
+	if s.life.closing == nil {
+		return errNoProber
+	}
+	return s.err
+}
 
 // Close ends the call: every attempt is cancelled and closed, and Close
 // returns once the call has finished: outcome set, every span ended, every
@@ -188,8 +207,13 @@ func (s *Stream[T]) Err() error { return s.err }
 // listener hook, nor from what the call itself runs — Route.Open, a Source
 // method, an Items function: each runs inside the Next or Close, or on the
 // attempt goroutine, that Close would wait for, and the call deadlocks.
-// From there, cancel the call's context instead.
+// From there, cancel the call's context instead. Close waits, too, for a
+// Route.Open or a Source method that ignores its cancel: the attempts'
+// goroutines have all returned when it does.
 func (s *Stream[T]) Close() error {
+	if s.life.closing == nil { // a zero Stream: nothing to close
+		return nil
+	}
 	if s.life.closeReq.CompareAndSwap(false, true) {
 		s.life.mu.Lock()
 		s.life.closed = true

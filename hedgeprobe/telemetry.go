@@ -21,14 +21,15 @@ const InstrumentationName = "github.com/streamwatch/streamwatch/hedgeprobe"
 const DefaultKeepaliveOffsets = 1000
 
 // WithTracerProvider sets the TracerProvider of the call and attempt
-// spans. The default is the global one (otel.GetTracerProvider) at New.
+// spans. The default, and what a nil tp means, is the global one
+// (otel.GetTracerProvider) at New.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.tp = tp }
 }
 
 // WithOperationName sets gen_ai.operation.name, which also names attempt
-// spans ("{operation} {model}"). Default "chat". New fails on a name that
-// is not UTF-8.
+// spans ("{operation} {model}"). Default "chat", which an empty name
+// means too. New fails on a name that is not UTF-8.
 func WithOperationName(name string) Option {
 	return func(o *options) { o.operation = name }
 }
@@ -44,8 +45,8 @@ func WithChunkEvents(on bool) Option {
 
 // WithKeepaliveOffsets caps streamwatch.keepalive.offsets_us at n entries
 // per attempt span; later keepalives are counted in
-// streamwatch.keepalive.dropped. 0 records no keepalive offsets. Default
-// DefaultKeepaliveOffsets.
+// streamwatch.keepalive.dropped. 0 (or a negative n) records no keepalive
+// offsets. Default DefaultKeepaliveOffsets.
 func WithKeepaliveOffsets(n int) Option {
 	return func(o *options) { o.keepaliveCap, o.keepaliveCapSet = max(n, 0), true }
 }
