@@ -3,6 +3,7 @@ package streamwatchconnector
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/measure"
 	"github.com/streamwatch/streamwatch/internal/stagetest"
 	"github.com/streamwatch/streamwatch/semconv"
 )
@@ -107,6 +109,9 @@ func TestBadInput(t *testing.T) {
 			sp.Attributes().PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeCanceled)
 			sp.Attributes().PutInt(string(semconv.ChunkCount), math.MaxInt64)
 		}, "attribute=streamwatch.chunk.count,reason=out_of_range", semconv.MetricWastedChunks, semconv.MetricHedges},
+		// More delivered than received (outside review): skipped uncounted.
+		{"delivered above chunk count", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.ChunksDelivered), 5) },
+			"attribute=streamwatch.chunk.delivered,reason=out_of_range", "", semconv.MetricGenerationDuration},
 		{"index as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.AttemptIndex), "1") },
 			"attribute=streamwatch.attempt.index,reason=wrong_type", semconv.MetricHedges, semconv.MetricGenerationDuration},
 		{"route as int", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.Route), 7) },
@@ -249,6 +254,9 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 			if !utf8.ValidString(k) || !utf8.ValidString(v.AsString()) {
 				t.Fatalf("%s: label %q = %q is not UTF-8", where, k, v.AsString())
 			}
+			if len(v.AsString()) > measure.MaxLabelBytes {
+				t.Fatalf("%s: label %q is %d bytes long", where, k, len(v.AsString()))
+			}
 		}
 	}
 	for i := 0; i < rms.Len(); i++ {
@@ -294,6 +302,54 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 // A series made from them was dropped by the Prometheus exporter on every
 // scrape, and made every later flush to an OTLP receiver that checks
 // strings fail whole, valid series included.
+// TestLabelsTooLong (outside review): max_series bounded the series, not
+// what each held — a megabyte model name was kept by every series it
+// made, and sent at every flush. A label value is cut at
+// measure.MaxLabelBytes, at a character's start, and counted.
+func TestLabelsTooLong(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", strings.Repeat("s", 1<<20))
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	validCall(spans.AppendEmpty())
+	validAttempt(spans.AppendEmpty())
+	call, attempt := spans.At(0).Attributes(), spans.At(1).Attributes()
+	model := strings.Repeat("é", 1000) // 2 bytes each: 256 is a character's start
+	call.PutStr(string(semconv.GenAIRequestModel), model)
+	call.PutStr("tenant", "x"+strings.Repeat("é", 200)) // 401 bytes: 256 is not
+	attempt.PutStr(string(semconv.GenAIRequestModel), model)
+	attempt.PutStr(string(semconv.Route), strings.Repeat("r", 300))
+
+	cfg := createDefaultConfig().(*Config)
+	cfg.Dimensions = []string{"tenant"}
+	sink, got := consumeCounted(t, cfg, td)
+	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.Route)} {
+		assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason=too_long}"], "%s: telemetry %v", k, got)
+	}
+	calls := map[string]int64{}
+	for _, md := range sink.AllMetrics() {
+		assertSane(t, md)
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			svc, _ := rms.At(i).Resource().Attributes().Get("service.name")
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < ms.Len(); j++ {
+				if ms.At(j).Name() != semconv.MetricCalls {
+					continue
+				}
+				dps := ms.At(j).Sum().DataPoints()
+				for d := 0; d < dps.Len(); d++ {
+					model, _ := dps.At(d).Attributes().Get(string(semconv.GenAIRequestModel))
+					tenant, _ := dps.At(d).Attributes().Get("tenant")
+					calls[svc.Str()+"|"+model.Str()+"|"+tenant.Str()] += dps.At(d).IntValue()
+				}
+			}
+		}
+	}
+	want := strings.Repeat("s", 256) + "|" + strings.Repeat("é", 128) + "|x" + strings.Repeat("é", 127)
+	assert.Equal(t, map[string]int64{want: 1}, calls)
+}
+
 func TestLabelsNotUTF8(t *testing.T) {
 	td := ptrace.NewTraces()
 	for _, service := range []string{"svc", "svc-\xff"} {

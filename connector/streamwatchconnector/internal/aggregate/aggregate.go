@@ -19,6 +19,7 @@ package aggregate
 
 import (
 	"encoding/binary"
+	"math"
 	"sort"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -237,27 +238,50 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 // exemplar, valued at their mean, while the series has room. It is one call for a
 // whole stream's gaps (internal/breakdown.CountGaps, or the processor's
 // streamwatch.gap.bucket_counts). Callers pass a finite, non-negative sum.
-func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) {
+// Counts past 2⁶⁴−1 stay there (see Add); saturated reports whether one
+// did. Callers pass counts of at most 2⁴⁰ each (measure.MaxCount).
+func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) (saturated bool) {
 	var n uint64
 	for i, c := range counts[:min(len(counts), len(s.counts))] {
-		s.counts[i] += c
+		var ok bool
+		s.counts[i], ok = addCount(s.counts[i], c)
+		saturated = saturated || !ok
 		n += c
 	}
 	if n == 0 {
-		return
+		return saturated
 	}
 	s.overflow(int64(n))
-	s.count += n
+	var ok bool
+	s.count, ok = addCount(s.count, n)
 	s.sum += sum
 	if len(s.exemplars) < s.maxEx && ex.links() {
 		s.exemplars = append(s.exemplars, exemplar{value: sum / float64(n), Exemplar: ex})
 	}
+	return saturated || !ok
 }
 
-// Add adds n to a sum series.
-func (s *Series) Add(n int64) {
+// Add adds n ≥ 0 to a sum series. A cumulative sum never passes
+// 2⁶³−1: where it would, it stays there and saturated is true. Wrapped, it
+// would go negative, which a backend reads as a counter reset — a spike
+// of the whole count in every rate() — where a sum that stops rising
+// reads as no more traffic.
+func (s *Series) Add(n int64) (saturated bool) {
 	s.overflow(1)
+	if n > math.MaxInt64-s.value {
+		s.value = math.MaxInt64
+		return true
+	}
 	s.value += n
+	return false
+}
+
+// addCount returns a+b, or 2⁶⁴−1 and false where that would wrap.
+func addCount(a, b uint64) (uint64, bool) {
+	if b > math.MaxUint64-a {
+		return math.MaxUint64, false
+	}
+	return a + b, true
 }
 
 // overflow counts n measurements when s is an overflow series.

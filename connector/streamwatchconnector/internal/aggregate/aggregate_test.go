@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -309,4 +310,33 @@ func TestLeadingZero(t *testing.T) {
 	_, sum = emit(6, true)
 	require.Len(t, sum, 3)
 	assert.Equal(t, []int64{4, 7, 2}, []int64{sum[0].IntValue(), sum[1].IntValue(), sum[2].IntValue()}, "a last emission sends every count")
+}
+
+// TestCountsSaturate (outside review): a cumulative sum wrapped past
+// 2⁶³−1 into negative values — a counter reset to every backend — after
+// 8.4M spans of the largest count one span may carry; histogram counts
+// could wrap past 2⁶⁴−1 likewise. Both stay at their maximum and report
+// it.
+func TestCountsSaturate(t *testing.T) {
+	st := New(descs, Options{MaxSeries: 10})
+	c := st.Series(1, "svc", key(), 1)
+	assert.False(t, c.Add(math.MaxInt64-5))
+	assert.False(t, c.Add(5), "up to the maximum exactly")
+	assert.True(t, c.Add(1), "past it")
+	h := st.Series(0, "svc", key(), 1)
+	assert.False(t, h.ObserveCounts([]uint64{math.MaxUint64 - 1, 0, 0, 0}, 1, Exemplar{}))
+	assert.True(t, h.ObserveCounts([]uint64{2, 0, 0, 0}, 1, Exemplar{}))
+	md := pmetric.NewMetrics()
+	st.Emit(md, "scope", "v", 2, false)
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := 0; i < ms.Len(); i++ {
+		switch m := ms.At(i); m.Type() {
+		case pmetric.MetricTypeSum:
+			assert.Equal(t, int64(math.MaxInt64), m.Sum().DataPoints().At(0).IntValue())
+		case pmetric.MetricTypeHistogram:
+			dp := m.Histogram().DataPoints().At(0)
+			assert.Equal(t, uint64(math.MaxUint64), dp.Count())
+			assert.Equal(t, uint64(math.MaxUint64), dp.BucketCounts().At(0))
+		}
+	}
 }

@@ -84,14 +84,14 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// chunk would dilute the stalled share with attempts that failed or
 	// lost before their first chunk.
 	if f.hasStallCount && f.streamed {
-		r.series(stalls, service).Add(f.stallCount)
+		r.add(stalls, service, f.stallCount)
 		stalled := label{key: string(semconv.Stalled), value: "no", ok: true}
 		if f.stallCount > 0 {
 			stalled.value = "yes"
 		}
 		derivation := label{key: string(semconv.Derivation), value: f.derivation, ok: f.derivation != ""}
 		r.labels(l.provider, l.model, l.route, l.outcome, stalled, derivation)
-		r.series(streams, service).Add(1)
+		r.add(streams, service, 1)
 		r.labels(l.provider, l.model, l.route, l.outcome)
 	}
 	// Wasted: received and never given to the caller. hedgeprobe says how
@@ -101,17 +101,24 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 	// Every attempt that did not win keeps a series, 0 or not, so a route
 	// whose attempts only ever fail is still listed by the dashboard's
 	// route variable.
-	switch delivered, okDelivered := r.countAt(slotDelivered); {
-	case okChunks && okDelivered && delivered <= chunks:
+	delivered, okDelivered := r.countAt(slotDelivered)
+	if okChunks && okDelivered && delivered > chunks {
+		// More delivered than received: one of the two is wrong, and the
+		// delivered count is left out.
+		r.p.Invalid(slotKeys[slotDelivered], ReasonOutOfRange)
+		okDelivered = false
+	}
+	switch {
+	case okChunks && okDelivered:
 		if chunks > delivered || l.outcome.value != semconv.AttemptOutcomeWinner {
-			r.series(wastedChunks, service).Add(chunks - delivered)
+			r.add(wastedChunks, service, chunks-delivered)
 		}
 	case l.outcome.ok && l.outcome.value != semconv.AttemptOutcomeWinner && okChunks:
-		r.series(wastedChunks, service).Add(chunks)
+		r.add(wastedChunks, service, chunks)
 	}
 	if okIndex && index > 0 {
 		r.labels(l.provider, l.model, l.route, l.trigger, l.outcome)
-		r.series(hedges, service).Add(1)
+		r.add(hedges, service, 1)
 	}
 	// A burst has no identifiable gaps (docs/design.md §4) and an anomaly
 	// none at all: neither feeds the pooled ITL.
@@ -217,8 +224,10 @@ func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGa
 	// The counts go in at once, not one observation per gap; the exemplar
 	// is the span's mean gap (its streamwatch.itl_mean_ms), as the
 	// individual gaps are no longer at hand.
-	r.series(timePerOutputChunk, service).ObserveCounts(counts, sum,
-		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()})
+	if r.series(timePerOutputChunk, service).ObserveCounts(counts, sum,
+		aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}) {
+		r.p.Invalid(Descs[timePerOutputChunk].Name, ReasonOutOfRange)
+	}
 }
 
 // gapCounts reads streamwatch.gap.bucket_counts of the span being

@@ -29,7 +29,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
 	r.labels(model, route, out)
-	r.series(calls, service).Add(1)
+	r.add(calls, service, 1)
 
 	// The caller's view: the silence the caller lived through, beside the
 	// upstreams' own (docs/design.md §5). Its stall events are not upstream
@@ -39,7 +39,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 	view := r.figures(service, sp, timeline.Caller)
 	if view.hasStall && view.hasStallCount && view.streamed {
 		r.observe(callStallDuration, service, view.stall, ex)
-		r.series(callStalls, service).Add(view.stallCount)
+		r.add(callStalls, service, view.stallCount)
 	}
 
 	// The GenAI conventions' metrics also carry gen_ai.operation.name.
@@ -122,6 +122,6 @@ func (r *Recorder) ejections(service string, sp ptrace.Span) {
 			continue
 		}
 		r.labels(route, r.label(ea, string(semconv.EventEjectionReason)))
-		r.series(routeEjections, service).Add(1)
+		r.add(routeEjections, service, 1)
 	}
 }

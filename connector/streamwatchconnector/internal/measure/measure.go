@@ -38,6 +38,9 @@ const (
 	// ReasonNotUTF8: a string used as a label that is not valid UTF-8; it
 	// is used with each run of invalid bytes replaced by U+FFFD.
 	ReasonNotUTF8 = "not_utf8"
+	// ReasonTooLong: a string used as a label that is longer than
+	// MaxLabelBytes; it is used cut there.
+	ReasonTooLong = "too_long"
 	// ReasonNotACode: an error.type that reads as text, not as a code
 	// (see codeLike); it is recorded as "_OTHER".
 	ReasonNotACode = "not_a_code"
@@ -51,6 +54,13 @@ const (
 	// streamwatch.derivation either way.
 	ReasonAnomaly = "anomaly"
 )
+
+// MaxLabelBytes is the longest label value kept (model, route, provider,
+// service.name, a configured dimension…): a longer one is cut, at a
+// character's start, to at most this many bytes. Names and ids run far
+// shorter; unbounded, one producer's megabyte values would be held by every
+// series they make, and sent at every flush.
+const MaxLabelBytes = 256
 
 // MaxSeconds is the longest duration recorded (about 31 years): anything
 // longer is a broken clock or unit, and could overflow a histogram's sum.

@@ -121,6 +121,14 @@ func (r *Recorder) series(m int, service string) *aggregate.Series {
 	return r.store.Series(m, service, &r.key, r.now)
 }
 
+// add adds n to sum metric m's series; a sum that would pass 2⁶³−1 stays
+// there, and is reported.
+func (r *Recorder) add(m int, service string, n int64) {
+	if r.series(m, service).Add(n) {
+		r.p.Invalid(Descs[m].Name, ReasonOutOfRange)
+	}
+}
+
 func (r *Recorder) observe(m int, service string, v float64, ex aggregate.Exemplar) {
 	if v > MaxSeconds {
 		r.p.Invalid(Descs[m].Name, ReasonOutOfRange)
@@ -177,16 +185,33 @@ func (r *Recorder) str(k string, v pcommon.Value, ok bool) (string, bool) {
 // invalid bytes would be re-sent in every flush: the Prometheus exporter
 // drops it on every scrape, and an OTLP receiver that checks strings
 // refuses each whole request, every valid series in it.
+//
+// A value is cut at MaxLabelBytes too: max_series bounds the series, and
+// this bounds what each holds — its labels are kept for good and sent at
+// every flush.
 func (r *Recorder) labelValue(k, s string) string {
-	if utf8.ValidString(s) { // inlined: every label of every span passes here
+	if len(s) <= MaxLabelBytes && utf8.ValidString(s) { // inlined: every label of every span passes here
 		return s
 	}
 	return r.repair(k, s)
 }
 
 func (r *Recorder) repair(k, s string) string {
-	r.p.Invalid(k, ReasonNotUTF8)
-	return strings.ToValidUTF8(s, "\uFFFD")
+	if !utf8.ValidString(s) {
+		r.p.Invalid(k, ReasonNotUTF8)
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) > MaxLabelBytes {
+		r.p.Invalid(k, ReasonTooLong)
+		// At a character's start, and copied: the cut must not keep the
+		// whole value alive.
+		n := MaxLabelBytes
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = strings.Clone(s[:n])
+	}
+	return s
 }
 
 // number reads a finite, non-negative double (an int is accepted).
