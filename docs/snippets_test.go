@@ -40,13 +40,13 @@ const (
 // from the day it is written.
 var snippets = map[string]snippet{
 	"README.md#1": {
-		imports: []string{`"context"`, `"fmt"`, `"time"`, hedgeprobePkg, ssePkg, tracePkg},
+		imports: []string{`"context"`, `"fmt"`, `"log"`, `"time"`, hedgeprobePkg, ssePkg, tracePkg},
 		given: `var ctx context.Context
 var tp trace.TracerProvider
 var key string
 var msgs []sse.Message
 var anthropicReq sse.AnthropicRequest`,
-		after: `_ = err`,
+		returnsErr: true,
 	},
 	"README.md#2": {
 		imports: []string{`"context"`, hedgeprobePkg, ssePkg},
@@ -73,7 +73,7 @@ var tp trace.TracerProvider
 var cfg hedgeprobe.Config
 var msgs []openai.ChatCompletionMessageParamUnion
 var backupClient openai.Client`,
-		after: `_ = err`,
+		returnsErr: true,
 	},
 	"cmd/fakellm/README.md#1": {
 		imports: []string{`"github.com/openai/openai-go/v3"`, `"github.com/openai/openai-go/v3/option"`},
@@ -103,6 +103,7 @@ var req openai.ChatCompletionRequest`,
 var cfg hedgeprobe.Config
 var params anthropic.MessageNewParams
 var backup anthropic.Client`,
+		returnsErr: true,
 	},
 	"hedgeprobe/README.md#1": {
 		imports: []string{`"context"`, `"time"`, hedgeprobePkg, ssePkg, tracePkg},

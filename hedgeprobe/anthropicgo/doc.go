@@ -13,7 +13,8 @@
 //		MaxTokens: 1024,
 //		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Hello"))},
 //	}
-//	p, _ := hedgeprobe.New(cfg, anthropicgo.Items)
+//	p, err := hedgeprobe.New(cfg, anthropicgo.Items)
+//	if err != nil { … }
 //	stream := p.Stream(ctx,
 //		anthropicgo.Route("anthropic", client, params, anthropicgo.RouteOptions{Prefill: true}),
 //		anthropicgo.Route("backup", backup, params, anthropicgo.RouteOptions{Prefill: true}))

@@ -13,7 +13,8 @@
 //		Model:    openai.GPT4oMini,
 //		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
 //	}
-//	p, _ := hedgeprobe.New(cfg, goopenai.Items)
+//	p, err := hedgeprobe.New(cfg, goopenai.Items)
+//	if err != nil { … }
 //	stream := goopenai.NewReceiver(p.Stream(ctx,
 //		goopenai.Route("openai", client, req, goopenai.RouteOptions{}),
 //		goopenai.Route("llama", llamaClient, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})))
@@ -44,9 +45,11 @@
 // redirect to another host; build the HTTPClient with
 // sse.HeadersStayOnHost too:
 //
-//	cfg.HTTPClient = sse.HeadersStayOnHost(&http.Client{
+//	clientConfig := openai.DefaultAzureConfig(key, endpoint) // or openai.DefaultConfig(key)
+//	clientConfig.HTTPClient = sse.HeadersStayOnHost(&http.Client{
 //		Transport: goopenai.Transport(sse.NewTransport(sse.TransportOptions{}), 0),
 //	}, "Api-Key")
+//	client := openai.NewClientWithConfig(clientConfig)
 //
 // Without Transport, go-openai keeps every non-"data:" line since the
 // stream began (an upstream sending long comments grows the attempt's

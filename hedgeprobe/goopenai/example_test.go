@@ -26,7 +26,11 @@ func Example() {
 		Model:    openai.GPT4oMini,
 		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
 	}
-	p, _ := hedgeprobe.New(cfg, goopenai.Items)
+	p, err := hedgeprobe.New(cfg, goopenai.Items)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	stream := goopenai.NewReceiver(p.Stream(ctx,
 		goopenai.Route("openai", client, req, goopenai.RouteOptions{}),
 		goopenai.Route("llama", llamaClient, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant})))

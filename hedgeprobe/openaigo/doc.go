@@ -11,7 +11,8 @@
 //		Model:    "gpt-4.1-mini",
 //		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
 //	}
-//	p, _ := hedgeprobe.New(cfg, openaigo.Items)
+//	p, err := hedgeprobe.New(cfg, openaigo.Items)
+//	if err != nil { … }
 //	stream := p.Stream(ctx,
 //		openaigo.Route("openai", client, params, openaigo.RouteOptions{}),
 //		openaigo.Route("vllm", vllmClient, params, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage}))
@@ -31,7 +32,10 @@
 // openai-go drops SSE comments. To time keepalives, build the client with
 // option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set
 // RouteOptions.TapKeepalives: each comment then comes out as an empty
-// chunk, which Classify calls Keepalive.
+// chunk, which Classify calls Keepalive. Skip those before
+// openai.ChatCompletionAccumulator.AddChunk, which reports false for a
+// chunk without the stream's id (the text it accumulates is right either
+// way).
 //
 // What openai-go reads differently from the raw route (sse.OpenAIRoute):
 // it ignores an event's type, so an "event: error" whose data is the

@@ -23,7 +23,11 @@ func Example() {
 		Model:    "gpt-4.1-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
 	}
-	p, _ := hedgeprobe.New(cfg, openaigo.Items)
+	p, err := hedgeprobe.New(cfg, openaigo.Items)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	stream := p.Stream(ctx,
 		openaigo.Route("openai", client, params, openaigo.RouteOptions{}),
 		openaigo.Route("vllm", vllmClient, params, openaigo.RouteOptions{Continue: sse.ContinueFinalMessage}))
