@@ -109,7 +109,8 @@ func TestBadInput(t *testing.T) {
 			sp.Attributes().PutStr(string(semconv.AttemptOutcome), semconv.AttemptOutcomeCanceled)
 			sp.Attributes().PutInt(string(semconv.ChunkCount), math.MaxInt64)
 		}, "attribute=streamwatch.chunk.count,reason=out_of_range", semconv.MetricWastedChunks, semconv.MetricHedges},
-		// More delivered than received (outside review): skipped uncounted.
+		// More delivered than received (outside review: it was skipped
+		// uncounted): reported, and left out.
 		{"delivered above chunk count", false, func(sp ptrace.Span) { sp.Attributes().PutInt(string(semconv.ChunksDelivered), 5) },
 			"attribute=streamwatch.chunk.delivered,reason=out_of_range", "", semconv.MetricGenerationDuration},
 		{"index as string", false, func(sp ptrace.Span) { sp.Attributes().PutStr(string(semconv.AttemptIndex), "1") },
@@ -297,15 +298,12 @@ func assertSane(t testing.TB, md pmetric.Metrics) {
 	}
 }
 
-// Strings that become labels and are not UTF-8 (pdata does not check what
-// it unmarshals) are repaired and reported, and their spans still count.
-// A series made from them was dropped by the Prometheus exporter on every
-// scrape, and made every later flush to an OTLP receiver that checks
-// strings fail whole, valid series included.
 // TestLabelsTooLong (outside review): max_series bounded the series, not
 // what each held — a megabyte model name was kept by every series it
 // made, and sent at every flush. A label value is cut at
-// measure.MaxLabelBytes, at a character's start, and counted.
+// measure.MaxLabelBytes, at a character's start, and counted too_long; a
+// short value that its UTF-8 repair lengthens past the bound is cut too,
+// counted not_utf8 alone.
 func TestLabelsTooLong(t *testing.T) {
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()
@@ -319,6 +317,7 @@ func TestLabelsTooLong(t *testing.T) {
 	call.PutStr("tenant", "x"+strings.Repeat("é", 200)) // 401 bytes: 256 is not
 	attempt.PutStr(string(semconv.GenAIRequestModel), model)
 	attempt.PutStr(string(semconv.Route), strings.Repeat("r", 300))
+	attempt.PutStr(string(semconv.GenAIProviderName), strings.Repeat("\xffa", 100)) // 200 bytes; 400 repaired
 
 	cfg := createDefaultConfig().(*Config)
 	cfg.Dimensions = []string{"tenant"}
@@ -326,6 +325,9 @@ func TestLabelsTooLong(t *testing.T) {
 	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.Route)} {
 		assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason=too_long}"], "%s: telemetry %v", k, got)
 	}
+	provider := string(semconv.GenAIProviderName)
+	assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+provider+",reason=not_utf8}"], "telemetry %v", got)
+	assert.Zero(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+provider+",reason=too_long}"], "a 200-byte value counted too_long: %v", got)
 	calls := map[string]int64{}
 	for _, md := range sink.AllMetrics() {
 		assertSane(t, md)
@@ -350,6 +352,11 @@ func TestLabelsTooLong(t *testing.T) {
 	assert.Equal(t, map[string]int64{want: 1}, calls)
 }
 
+// Strings that become labels and are not UTF-8 (pdata does not check what
+// it unmarshals) are repaired and reported, and their spans still count.
+// A series made from them was dropped by the Prometheus exporter on every
+// scrape, and made every later flush to an OTLP receiver that checks
+// strings fail whole, valid series included.
 func TestLabelsNotUTF8(t *testing.T) {
 	td := ptrace.NewTraces()
 	for _, service := range []string{"svc", "svc-\xff"} {
@@ -402,7 +409,8 @@ func TestLabelsNotUTF8(t *testing.T) {
 func TestErrorTypeThatIsText(t *testing.T) {
 	td := ptrace.NewTraces()
 	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
-	for _, et := range []string{"SECRET-ANSWER begins", "429", "*net.OpError", `{"input":"x"}`} {
+	// The last is text past the label bound too: counted once, as text.
+	for _, et := range []string{"SECRET-ANSWER begins", "429", "*net.OpError", `{"input":"x"}`, strings.Repeat("x ", 150)} {
 		sp := spans.AppendEmpty()
 		validCall(sp)
 		sp.Attributes().PutStr(string(semconv.Outcome), semconv.OutcomeError)
@@ -410,7 +418,8 @@ func TestErrorTypeThatIsText(t *testing.T) {
 	}
 
 	sink, got := consumeCounted(t, createDefaultConfig().(*Config), td)
-	assert.Equal(t, int64(2), got["otelcol_connector_streamwatch_invalid_values{attribute=error.type,reason=not_a_code}"], "telemetry %v", got)
+	assert.Equal(t, int64(3), got["otelcol_connector_streamwatch_invalid_values{attribute=error.type,reason=not_a_code}"], "telemetry %v", got)
+	assert.Zero(t, got["otelcol_connector_streamwatch_invalid_values{attribute=error.type,reason=too_long}"], "telemetry %v", got)
 	types := map[string]uint64{}
 	for _, md := range sink.AllMetrics() {
 		assertSane(t, md)
@@ -429,7 +438,7 @@ func TestErrorTypeThatIsText(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, map[string]uint64{"_OTHER": 2, "429": 1, "*net.OpError": 1}, types)
+	assert.Equal(t, map[string]uint64{"_OTHER": 3, "429": 1, "*net.OpError": 1}, types)
 }
 
 // consumeCounted runs td through a connector of cfg and flushes it; it

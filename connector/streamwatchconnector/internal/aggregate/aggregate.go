@@ -238,27 +238,36 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 // exemplar, valued at their mean, while the series has room. It is one call for a
 // whole stream's gaps (internal/breakdown.CountGaps, or the processor's
 // streamwatch.gap.bucket_counts). Callers pass a finite, non-negative sum.
-// Counts past 2⁶⁴−1 stay there (see Add); saturated reports whether one
-// did. Callers pass counts of at most 2⁴⁰ each (measure.MaxCount).
+// Observations that would take the count past 2⁶⁴−1 are not recorded,
+// and saturated is true: the count stays the sum of the bucket counts, as
+// OTLP requires (see Add). Callers pass counts of at most 2⁴⁰ each
+// (measure.MaxCount).
 func (s *Series) ObserveCounts(counts []uint64, sum float64, ex Exemplar) (saturated bool) {
+	counts = counts[:min(len(counts), len(s.counts))]
 	var n uint64
-	for i, c := range counts[:min(len(counts), len(s.counts))] {
+	for _, c := range counts {
 		var ok bool
-		s.counts[i], ok = addCount(s.counts[i], c)
-		saturated = saturated || !ok
-		n += c
+		if n, ok = addCount(n, c); !ok {
+			return true
+		}
 	}
 	if n == 0 {
-		return saturated
+		return false
 	}
-	s.overflow(int64(n))
-	var ok bool
-	s.count, ok = addCount(s.count, n)
+	if _, ok := addCount(s.count, n); !ok {
+		return true
+	}
+	// No bucket can wrap: each holds at most the count.
+	for i, c := range counts {
+		s.counts[i] += c
+	}
+	s.overflow(int64(min(n, math.MaxInt64)))
+	s.count += n
 	s.sum += sum
 	if len(s.exemplars) < s.maxEx && ex.links() {
 		s.exemplars = append(s.exemplars, exemplar{value: sum / float64(n), Exemplar: ex})
 	}
-	return saturated || !ok
+	return false
 }
 
 // Add adds n ≥ 0 to a sum series. A cumulative sum never passes

@@ -315,8 +315,9 @@ func TestLeadingZero(t *testing.T) {
 // TestCountsSaturate (outside review): a cumulative sum wrapped past
 // 2⁶³−1 into negative values — a counter reset to every backend — after
 // 8.4M spans of the largest count one span may carry; histogram counts
-// could wrap past 2⁶⁴−1 likewise. Both stay at their maximum and report
-// it.
+// could wrap past 2⁶⁴−1 likewise. A sum stays at its maximum; a histogram
+// takes no observation that would wrap its count, which stays the sum of
+// its buckets; both report it.
 func TestCountsSaturate(t *testing.T) {
 	st := New(descs, Options{MaxSeries: 10})
 	c := st.Series(1, "svc", key(), 1)
@@ -335,8 +336,8 @@ func TestCountsSaturate(t *testing.T) {
 			assert.Equal(t, int64(math.MaxInt64), m.Sum().DataPoints().At(0).IntValue())
 		case pmetric.MetricTypeHistogram:
 			dp := m.Histogram().DataPoints().At(0)
-			assert.Equal(t, uint64(math.MaxUint64), dp.Count())
-			assert.Equal(t, uint64(math.MaxUint64), dp.BucketCounts().At(0))
+			assert.Equal(t, uint64(math.MaxUint64-1), dp.Count())
+			assert.Equal(t, []uint64{math.MaxUint64 - 1, 0, 0, 0}, dp.BucketCounts().AsRaw(), "the buckets add up to the count")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package measure
 import (
 	"strings"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector/internal/aggregate"
@@ -72,11 +73,13 @@ func (r *Recorder) errorType(outcome string) label {
 	if outcome == string(semconv.OutcomeOK) {
 		return label{}
 	}
-	l := r.labelAt(slotErrorType)
-	if l.ok && l.value != "" && !codeLike(l.value) {
+	// Judged as sent, before labelAt repairs or cuts it: one count for one
+	// bad value, and a cut copy of text is text still.
+	if v, ok := r.vals.get(slotErrorType); ok && v.Type() == pcommon.ValueTypeStr && v.Str() != "" && !codeLike(v.Str()) {
 		r.p.Invalid(slotKeys[slotErrorType], ReasonNotACode)
-		l.ok = false
+		return label{key: slotKeys[slotErrorType], value: "_OTHER", ok: true}
 	}
+	l := r.labelAt(slotErrorType)
 	if !l.ok || l.value == "" {
 		l = label{key: slotKeys[slotErrorType], value: "_OTHER", ok: true}
 	}

@@ -197,21 +197,33 @@ func (r *Recorder) labelValue(k, s string) string {
 }
 
 func (r *Recorder) repair(k, s string) string {
+	if len(s) > MaxLabelBytes {
+		// Judged as sent, and cut before the repair, which would copy it
+		// whole.
+		r.p.Invalid(k, ReasonTooLong)
+		s = cut(s)
+	}
 	if !utf8.ValidString(s) {
 		r.p.Invalid(k, ReasonNotUTF8)
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) > MaxLabelBytes {
-		r.p.Invalid(k, ReasonTooLong)
-		// At a character's start, and copied: the cut must not keep the
-		// whole value alive.
-		n := MaxLabelBytes
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		s = strings.Clone(s[:n])
+		// Each run of bad bytes becomes 3: the repaired value may pass
+		// the bound again, and is cut again (one count for the value).
+		s = cut(strings.ToValidUTF8(s, "\uFFFD"))
 	}
 	return s
+}
+
+// cut returns s cut to at most MaxLabelBytes, at a character's start (a
+// byte that is no UTF-8 continuation), and copied: a cut that shared its
+// bytes would keep the whole value alive.
+func cut(s string) string {
+	if len(s) <= MaxLabelBytes {
+		return s
+	}
+	n := MaxLabelBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n])
 }
 
 // number reads a finite, non-negative double (an int is accepted).
