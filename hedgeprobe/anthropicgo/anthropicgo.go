@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -27,8 +28,8 @@ type Event = anthropic.MessageStreamEventUnion
 
 // Classify is the hedgeprobe.Classifier of anthropic-sdk-go events, with
 // the rule of sse.ClassifyAnthropic: content_block_delta with a non-empty
-// text_delta, thinking_delta or input_json_delta, or a citations_delta, is
-// Content, and so is a content_block_start opening a named tool_use block
+// text_delta, thinking_delta or input_json_delta, or a citations_delta with
+// a citation, is Content, and so is a content_block_start opening a named tool_use block
 // or carrying text; an empty delta or an event without a type (a tapped keepalive; the SDK
 // itself drops ping) is Keepalive; every other event is Control.
 func Classify(e Event) hedgeprobe.Kind {
@@ -36,6 +37,7 @@ func Classify(e Event) hedgeprobe.Kind {
 	return classify.Anthropic(classify.AnthropicParts{
 		Type:      e.Type,
 		DeltaType: d.Type, DeltaText: d.Text, DeltaThinking: d.Thinking, DeltaPartialJSON: d.PartialJSON,
+		DeltaCitation: hasCitation(d.JSON.Citation.Raw()),
 		BlockType: b.Type, BlockText: b.Text, BlockThinking: b.Thinking, BlockName: b.Name,
 	})
 }
@@ -471,4 +473,11 @@ func boundErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Respon
 		eventsize.Bound(resp, sse.DefaultMaxEventSize)
 	}
 	return resp, err
+}
+
+// hasCitation reports whether a delta's citation, as it came (raw JSON),
+// is there: present and not null.
+func hasCitation(raw string) bool {
+	raw = strings.TrimSpace(raw)
+	return raw != "" && raw != "null"
 }

@@ -25,6 +25,9 @@ func TestClassify(t *testing.T) {
 		{Name: "empty text delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}`, Want: hedgeprobe.Keepalive},
 		{Name: "thinking delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, Want: hedgeprobe.Content},
 		{Name: "citations delta", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x","document_index":0,"start_char_index":0,"end_char_index":1}}}`, Want: hedgeprobe.Content},
+		// Outside review: a stream of these held off the stall watchdog.
+		{Name: "citations delta, citation null", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":null}}`, Want: hedgeprobe.Keepalive},
+		{Name: "citations delta, no citation", JSON: `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta"}}`, Want: hedgeprobe.Keepalive},
 		{Name: "input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a"}}`, Want: hedgeprobe.Content},
 		{Name: "empty input_json delta", JSON: `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, Want: hedgeprobe.Keepalive},
 		{Name: "delta without a delta object", JSON: `{"type":"content_block_delta","index":0}`, Want: hedgeprobe.Keepalive},

@@ -91,6 +91,7 @@ func ClassifyAnthropic(e AnthropicEvent) hedgeprobe.Kind {
 	p := classify.AnthropicParts{Type: e.Type, NoDelta: e.Delta == nil}
 	if d := e.Delta; d != nil {
 		p.DeltaType, p.DeltaText, p.DeltaThinking, p.DeltaPartialJSON = d.Type, d.Text, d.Thinking, d.PartialJSON
+		p.DeltaCitation = hasCitation(d.Citation)
 	}
 	if b := e.ContentBlock; b != nil {
 		p.BlockType, p.BlockText, p.BlockThinking, p.BlockName = b.Type, b.Text, b.Thinking, b.Name
@@ -159,4 +160,11 @@ func decodeAnthropic(provider string, ev Event) (e AnthropicEvent, emit, end boo
 	}
 	e.Received = ev.Received
 	return e, true, e.Type == "message_stop", nil
+}
+
+// hasCitation reports whether a delta's citation is there: present and
+// not null.
+func hasCitation(c json.RawMessage) bool {
+	c = bytes.TrimSpace(c)
+	return len(c) > 0 && !bytes.Equal(c, []byte("null"))
 }

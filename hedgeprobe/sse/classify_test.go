@@ -74,6 +74,9 @@ func TestClassifyAnthropic(t *testing.T) {
 		{"empty text delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}`, hedgeprobe.Keepalive},
 		{"thinking delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}`, hedgeprobe.Content},
 		{"citations delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"x"}}}`, hedgeprobe.Content},
+		// Outside review: a stream of these held off the stall watchdog.
+		{"citations delta, citation null", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":null}}`, hedgeprobe.Keepalive},
+		{"citations delta, no citation", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta"}}`, hedgeprobe.Keepalive},
 		{"input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"loc"}}`, hedgeprobe.Content},
 		{"empty input_json delta", "content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, hedgeprobe.Keepalive},
 		{"signature delta", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"abc"}}`, hedgeprobe.Control},

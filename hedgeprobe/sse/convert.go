@@ -130,7 +130,11 @@ func ChatFromAnthropic(e AnthropicEvent) ChatChunk {
 				choice(ChatDelta{ToolCalls: []ChatToolCall{{Index: e.Index, Function: ChatFunction{Arguments: d.PartialJSON}}}}, "")
 			case "citations_delta":
 				// A citation is content without text: it rides in
-				// annotations, as OpenAI's url_citation does.
+				// annotations, as OpenAI's url_citation does. None (absent,
+				// null) is no content.
+				if !hasCitation(d.Citation) {
+					break
+				}
 				ann := make([]byte, 0, len(d.Citation)+2)
 				ann = append(append(append(ann, '['), d.Citation...), ']')
 				choice(ChatDelta{Annotations: ann}, "")

@@ -34,6 +34,9 @@ func TestChatFromAnthropicKeepsKinds(t *testing.T) {
 		{"citation", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"cited_text":"x"}}}`, func(c ChatChunk) bool {
 			return string(c.Choices[0].Delta.Annotations) == `[{"cited_text":"x"}]` && c.Choices[0].Delta.Content == ""
 		}},
+		{"null citation", "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":null}}`, func(c ChatChunk) bool {
+			return len(c.Choices) == 0 || len(c.Choices[0].Delta.Annotations) == 0
+		}},
 		{"tool start", "content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}`, func(c ChatChunk) bool {
 			tc := c.Choices[0].Delta.ToolCalls[0]
 			return tc.Index == 1 && tc.ID == "t1" && tc.Function.Name == "f"

@@ -150,6 +150,9 @@ type AnthropicParts struct {
 	// DeltaType, DeltaText, DeltaThinking and DeltaPartialJSON are the
 	// delta's type, text, thinking and partial_json.
 	DeltaType, DeltaText, DeltaThinking, DeltaPartialJSON string
+	// DeltaCitation reports that the delta carries a citation: present
+	// and not null.
+	DeltaCitation bool
 	// BlockType, BlockText, BlockThinking and BlockName are the type,
 	// text, thinking and name of the content_block of content_block_start.
 	BlockType, BlockText, BlockThinking, BlockName string
@@ -157,11 +160,11 @@ type AnthropicParts struct {
 
 // Anthropic is the classification rule of Anthropic events:
 // content_block_delta with a non-empty text_delta, thinking_delta or
-// input_json_delta, or a citations_delta, is Content, and so is a
-// content_block_start that opens a tool_use block with its name (the
-// counterpart of an OpenAI tool-call name fragment) or carries text; ping,
-// an event without a type and an empty or absent delta are Keepalive;
-// every other event is Control.
+// input_json_delta, or a citations_delta with a citation, is Content, and
+// so is a content_block_start that opens a tool_use block with its name
+// (the counterpart of an OpenAI tool-call name fragment) or carries text;
+// ping, an event without a type and an empty or absent delta are
+// Keepalive; every other event is Control.
 func Anthropic(p AnthropicParts) hedgeprobe.Kind {
 	switch p.Type {
 	case "", "ping":
@@ -180,7 +183,9 @@ func Anthropic(p AnthropicParts) hedgeprobe.Kind {
 		case "input_json_delta":
 			return contentIf(p.DeltaPartialJSON != "")
 		case "citations_delta":
-			return hedgeprobe.Content
+			// One without a citation carries nothing: a stream of them
+			// would hold off the stall watchdog for good.
+			return contentIf(p.DeltaCitation)
 		}
 	case "content_block_start":
 		if p.BlockText != "" || p.BlockThinking != "" || (p.BlockName != "" && AnthropicToolUse(p.BlockType)) {

@@ -79,7 +79,10 @@ func TestAnthropic(t *testing.T) {
 		{"empty text", AnthropicParts{Type: "content_block_delta", DeltaType: "text_delta"}, hedgeprobe.Keepalive},
 		{"thinking", AnthropicParts{Type: "content_block_delta", DeltaType: "thinking_delta", DeltaThinking: "x"}, hedgeprobe.Content},
 		{"partial json", AnthropicParts{Type: "content_block_delta", DeltaType: "input_json_delta", DeltaPartialJSON: "{"}, hedgeprobe.Content},
-		{"citations", AnthropicParts{Type: "content_block_delta", DeltaType: "citations_delta"}, hedgeprobe.Content},
+		{"citations", AnthropicParts{Type: "content_block_delta", DeltaType: "citations_delta", DeltaCitation: true}, hedgeprobe.Content},
+		// Outside review: one without a citation carries nothing, and a
+		// stream of them held off the stall watchdog.
+		{"citations without one", AnthropicParts{Type: "content_block_delta", DeltaType: "citations_delta"}, hedgeprobe.Keepalive},
 		{"signature", AnthropicParts{Type: "content_block_delta", DeltaType: "signature_delta"}, hedgeprobe.Control},
 		{"named tool_use start", AnthropicParts{Type: "content_block_start", BlockType: "tool_use", BlockName: "f"}, hedgeprobe.Content},
 		{"named server_tool_use start", AnthropicParts{Type: "content_block_start", BlockType: "server_tool_use", BlockName: "web_search"}, hedgeprobe.Content},
