@@ -5,7 +5,8 @@
 // never ends its event grows an attempt's memory until it stops. The raw
 // routes bound a line and an event's data at sse.DefaultMaxEventSize;
 // Bound bounds a whole event at that size for the SDKs, from their
-// middleware — its field names, other lines and comments included, so it
+// middleware — its field names and other fields included (comments are
+// not: the decoders drop them), so it
 // is a little stricter than the raw routes.
 package eventsize
 
@@ -19,8 +20,10 @@ import (
 
 // Bound makes the body of resp, when its status is 2xx, fail its read
 // with an error matching sse.ErrTooLarge once an event — what comes
-// between two blank lines, the lines' ends not counted — grows past max
-// bytes; what came before that is read first. The adapters type the
+// between two blank lines, the lines' ends and comment lines not counted
+// (the decoders drop comments; keepalives may come without blank lines
+// between them) — grows past max bytes; what came before that is read
+// first. The adapters type the
 // error as a fatal *sse.ProtocolError, as the raw routes do.
 func Bound(resp *http.Response, max int) {
 	if resp == nil || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -32,10 +35,11 @@ func Bound(resp *http.Response, max int) {
 // body is a response body that counts the bytes of its current event.
 type body struct {
 	io.ReadCloser
-	max   int
-	event int // bytes of the current event so far
-	line  int // bytes of the current line so far
-	err   error
+	max     int
+	event   int  // bytes of the current event so far
+	line    int  // bytes of the current line so far
+	comment bool // the current line is a comment (":…")
+	err     error
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -49,10 +53,16 @@ func (b *body) Read(p []byte) (int, error) {
 			if b.line == 0 { // a blank line ends the event
 				b.event = 0
 			}
-			b.line = 0
+			b.line, b.comment = 0, false
 		case '\r': // a line's end ("\r\n"), not counted
 		default:
+			if b.line == 0 && c == ':' {
+				b.comment = true
+			}
 			b.line++
+			if b.comment {
+				continue
+			}
 			b.event++
 			if b.event > b.max {
 				b.err = fmt.Errorf("%w: an event longer than %d bytes", sse.ErrTooLarge, b.max)

@@ -24,9 +24,14 @@ func TestBound(t *testing.T) {
 	}{
 		{"data: ab\n\ndata: cd\n\n", 200, "data: ab\n\ndata: cd\n\n", false},
 		{"data: ab\r\n\r\ndata: cd\r\n\r\n", 200, "data: ab\r\n\r\ndata: cd\r\n\r\n", false},
-		{"data: a\ndata: b\n\n", 200, "data: a\ndata: b\n\n", false},                                        // 14 bytes in two lines
-		{"data: a\ndata: bc\n\n", 200, "data: a\ndata: b", true},                                            // 15
-		{"data: ab\n\n: " + strings.Repeat("x", 20), 200, "data: ab\n\n: " + strings.Repeat("x", 12), true}, // a comment is part of its event
+		{"data: a\ndata: b\n\n", 200, "data: a\ndata: b\n\n", false}, // 14 bytes in two lines
+		{"data: a\ndata: bc\n\n", 200, "data: a\ndata: b", true},     // 15
+		// Comments are not counted (the decoders drop them): keepalives
+		// may come without blank lines between them (outside review: a
+		// legal stream failed fatally).
+		{"data: a\n" + strings.Repeat(": keepalive\n", 10) + "data: b\n\n", 200, "data: a\n" + strings.Repeat(": keepalive\n", 10) + "data: b\n\n", false},
+		{": " + strings.Repeat("x", 40) + "\n\ndata: ab\n\n", 200, ": " + strings.Repeat("x", 40) + "\n\ndata: ab\n\n", false},
+		{"data: ab\nevent: " + strings.Repeat("x", 20), 200, "data: ab\nevent:", true}, // other fields are
 		{"data: " + strings.Repeat("x", 20), 400, "data: " + strings.Repeat("x", 20), false},
 	} {
 		for _, oneByte := range []bool{false, true} {
