@@ -37,8 +37,10 @@ func Classify(e Event) hedgeprobe.Kind {
 	return classify.Anthropic(classify.AnthropicParts{
 		Type:      e.Type,
 		DeltaType: d.Type, DeltaText: d.Text, DeltaThinking: d.Thinking, DeltaPartialJSON: d.PartialJSON,
-		DeltaCitation: hasCitation(d.JSON.Citation.Raw()),
 		BlockType: b.Type, BlockText: b.Text, BlockThinking: b.Thinking, BlockName: b.Name,
+		// Raw, not Valid: a citation of a shape the SDK does not know is
+		// a citation still.
+		DeltaCitation: hasCitation(d.JSON.Citation.Raw()),
 	})
 }
 

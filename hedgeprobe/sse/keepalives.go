@@ -33,7 +33,9 @@ func KeepaliveRoute[T any](r hedgeprobe.Route[T]) hedgeprobe.Route[T] {
 //
 // The SDK's Next runs on a goroutine of its own; Close cancels the
 // context, closes the stream and waits for that goroutine. Keepalives that
-// arrive faster than the caller reads are dropped past a buffer of 64.
+// arrive faster than the caller reads are dropped past a buffer of 64. The
+// Event mk gets has no Data: a keepalive's text says nothing, and 64 of
+// them, each up to DefaultMaxEventSize, would be held for nothing.
 // Without a Tap in the SDK client's transport, the Source yields the
 // stream's items only.
 func Keepalives[T any](ctx context.Context, open func(context.Context) (hedgeprobe.Source[T], error), mk func(Event) T) (hedgeprobe.Source[T], error) {
@@ -47,6 +49,7 @@ func Keepalives[T any](ctx context.Context, open func(context.Context) (hedgepro
 		mk:     mk,
 	}
 	src, err := open(WithKeepaliveFunc(ctx, func(ev Event) {
+		ev.Data = nil
 		select {
 		case k.kas <- ev:
 		default:

@@ -71,8 +71,9 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // tapBody parses the bytes the SDK reads, on the SDK's goroutine. Its
 // parser watches (parser.watch): a line or an event over the size limit is
-// cut, so the Tap holds at most about twice DefaultMaxEventSize and never
-// stops watching; feed then has no error to report.
+// cut, so the Tap holds at most about three and a half times
+// DefaultMaxEventSize (a partial line, an event's data and its type) and
+// never stops watching; feed then has no error to report.
 type tapBody struct {
 	io.ReadCloser
 	p    parser

@@ -6,8 +6,8 @@
 // routes bound a line and an event's data at sse.DefaultMaxEventSize;
 // Bound bounds a whole event at that size for the SDKs, from their
 // middleware — its field names and other fields included (comments are
-// not: the decoders drop them), so it
-// is a little stricter than the raw routes.
+// not: the decoders drop them), so it is a little stricter than the raw
+// routes.
 package eventsize
 
 import (
