@@ -328,26 +328,7 @@ func TestLabelsTooLong(t *testing.T) {
 	provider := string(semconv.GenAIProviderName)
 	assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+provider+",reason=not_utf8}"], "telemetry %v", got)
 	assert.Zero(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+provider+",reason=too_long}"], "a 200-byte value counted too_long: %v", got)
-	calls := map[string]int64{}
-	for _, md := range sink.AllMetrics() {
-		assertSane(t, md)
-		rms := md.ResourceMetrics()
-		for i := 0; i < rms.Len(); i++ {
-			svc, _ := rms.At(i).Resource().Attributes().Get("service.name")
-			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
-			for j := 0; j < ms.Len(); j++ {
-				if ms.At(j).Name() != semconv.MetricCalls {
-					continue
-				}
-				dps := ms.At(j).Sum().DataPoints()
-				for d := 0; d < dps.Len(); d++ {
-					model, _ := dps.At(d).Attributes().Get(string(semconv.GenAIRequestModel))
-					tenant, _ := dps.At(d).Attributes().Get("tenant")
-					calls[svc.Str()+"|"+model.Str()+"|"+tenant.Str()] += dps.At(d).IntValue()
-				}
-			}
-		}
-	}
+	calls := callsBy(t, sink)
 	want := strings.Repeat("s", 256) + "|" + strings.Repeat("é", 128) + "|x" + strings.Repeat("é", 127)
 	assert.Equal(t, map[string]int64{want: 1}, calls)
 }
@@ -380,26 +361,7 @@ func TestLabelsNotUTF8(t *testing.T) {
 	for _, k := range []string{"service.name", string(semconv.GenAIRequestModel), "tenant", string(semconv.GenAIProviderName), string(semconv.Route)} {
 		assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason=not_utf8}"], "%s: telemetry %v", k, got)
 	}
-	calls := map[string]int64{}
-	for _, md := range sink.AllMetrics() {
-		assertSane(t, md)
-		rms := md.ResourceMetrics()
-		for i := 0; i < rms.Len(); i++ {
-			svc, _ := rms.At(i).Resource().Attributes().Get("service.name")
-			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
-			for j := 0; j < ms.Len(); j++ {
-				if ms.At(j).Name() != semconv.MetricCalls {
-					continue
-				}
-				dps := ms.At(j).Sum().DataPoints()
-				for d := 0; d < dps.Len(); d++ {
-					model, _ := dps.At(d).Attributes().Get(string(semconv.GenAIRequestModel))
-					tenant, _ := dps.At(d).Attributes().Get("tenant")
-					calls[svc.Str()+"|"+model.Str()+"|"+tenant.Str()] += dps.At(d).IntValue()
-				}
-			}
-		}
-	}
+	calls := callsBy(t, sink)
 	assert.Equal(t, map[string]int64{"svc|gpt-x|": 1, "svc-\uFFFD|gpt-\uFFFD|t\uFFFD1": 1}, calls)
 }
 
@@ -455,4 +417,31 @@ func consumeCounted(t *testing.T, cfg *Config, td ptrace.Traces) (*consumertest.
 	require.NoError(t, c.ConsumeTraces(context.Background(), td))
 	snapshot(t, c)
 	return sink, stagetest.Counters(t, tel)
+}
+
+// callsBy adds up the calls of every snapshot in sink by
+// "service.name|model|tenant", each snapshot checked by assertSane.
+func callsBy(t *testing.T, sink *consumertest.MetricsSink) map[string]int64 {
+	t.Helper()
+	calls := map[string]int64{}
+	for _, md := range sink.AllMetrics() {
+		assertSane(t, md)
+		rms := md.ResourceMetrics()
+		for i := 0; i < rms.Len(); i++ {
+			svc, _ := rms.At(i).Resource().Attributes().Get("service.name")
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := 0; j < ms.Len(); j++ {
+				if ms.At(j).Name() != semconv.MetricCalls {
+					continue
+				}
+				dps := ms.At(j).Sum().DataPoints()
+				for d := 0; d < dps.Len(); d++ {
+					model, _ := dps.At(d).Attributes().Get(string(semconv.GenAIRequestModel))
+					tenant, _ := dps.At(d).Attributes().Get("tenant")
+					calls[svc.Str()+"|"+model.Str()+"|"+tenant.Str()] += dps.At(d).IntValue()
+				}
+			}
+		}
+	}
+	return calls
 }
