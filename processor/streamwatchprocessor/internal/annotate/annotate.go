@@ -15,6 +15,7 @@ package annotate
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -150,9 +151,16 @@ func putCounts(dst pcommon.Slice, counts []uint64) {
 	}
 }
 
-// at is the time of offset us after the span's start.
+// at is the time of offset us after the span's start, at most the last
+// time a Timestamp holds: a producer's start near it (a broken clock)
+// would wrap a stall's time to the 1970s, and a stall span would end
+// before it starts.
 func at(span ptrace.Span, us int64) pcommon.Timestamp {
-	return span.StartTimestamp() + pcommon.Timestamp(us*1000)
+	start, d := uint64(span.StartTimestamp()), uint64(us)*1000
+	if d > math.MaxUint64-start {
+		return pcommon.Timestamp(math.MaxUint64)
+	}
+	return pcommon.Timestamp(start + d)
 }
 
 // StallEvents appends one streamwatch.stall event per segment, timestamped

@@ -3,6 +3,7 @@ package annotate
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,6 +76,25 @@ func TestStallSpans(t *testing.T) {
 		string(semconv.StallAfterChunk): int64(4),
 		string(semconv.StallKeepalives): int64(1),
 	}, s.Attributes().AsRaw())
+}
+
+// A parent that starts near the last time a Timestamp holds (a broken
+// clock) wrapped its stall's time to 1970 (outside review): the stall span
+// ended before it started. The times stop at the last one.
+func TestStallTimesDoNotWrap(t *testing.T) {
+	spans := ptrace.NewSpanSlice()
+	parent := spans.AppendEmpty()
+	parent.SetTraceID(pcommon.TraceID{9})
+	parent.SetSpanID(pcommon.SpanID{7})
+	parent.SetStartTimestamp(pcommon.Timestamp(math.MaxUint64 - 1_000_000_000))
+	segs := []breakdown.Segment{{StartUs: 500_000, DurationUs: 3_000_000, AfterChunk: 1}}
+	StallSpans(parent, segs, spans)
+	StallEvents(parent, segs)
+	require.Equal(t, 2, spans.Len())
+	s := spans.At(1)
+	assert.Equal(t, pcommon.Timestamp(math.MaxUint64-500_000_000), s.StartTimestamp())
+	assert.Equal(t, pcommon.Timestamp(math.MaxUint64), s.EndTimestamp())
+	assert.Equal(t, pcommon.Timestamp(math.MaxUint64-500_000_000), parent.Events().At(0).Timestamp())
 }
 
 // A parent without a span id or a trace id gets no stall span: the span
