@@ -445,3 +445,38 @@ func callsBy(t *testing.T, sink *consumertest.MetricsSink) map[string]int64 {
 	}
 	return calls
 }
+
+// A long value with bad bytes past the cut is counted as both (a review:
+// the cut hid them), and a long run of bad bytes — no character starts
+// in it — is cut at the bound and repaired, not cut to nothing, which
+// Prometheus would read as no label.
+func TestLabelsLongAndNotUTF8(t *testing.T) {
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	validCall(sp)
+	sp.Attributes().PutStr("team", strings.Repeat("a", 255)+strings.Repeat("\x80", 10))
+	sp.Attributes().PutStr("zone", strings.Repeat("\x80", 300))
+	cfg := createDefaultConfig().(*Config)
+	cfg.Dimensions = []string{"team", "zone"}
+	sink, got := consumeCounted(t, cfg, td)
+	for _, k := range []string{"team", "zone"} {
+		for _, reason := range []string{"too_long", "not_utf8"} {
+			assert.Positive(t, got["otelcol_connector_streamwatch_invalid_values{attribute="+k+",reason="+reason+"}"], "%s %s: telemetry %v", k, reason, got)
+		}
+	}
+	var zones []string
+	for _, md := range sink.AllMetrics() {
+		assertSane(t, md)
+		ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+		for j := 0; j < ms.Len(); j++ {
+			if ms.At(j).Name() == semconv.MetricCalls {
+				z, _ := ms.At(j).Sum().DataPoints().At(0).Attributes().Get("zone")
+				zones = append(zones, z.Str())
+			}
+		}
+	}
+	require.NotEmpty(t, zones)
+	for _, z := range zones {
+		assert.NotEmpty(t, z, "the zone label was cut to nothing")
+	}
+}

@@ -39,8 +39,14 @@ type body struct {
 	event   int  // bytes of the current event so far
 	line    int  // bytes of the current line so far
 	comment bool // the current line is a comment (":…")
-	err     error
+	// bom is how many bytes of a byte order mark opened the body: one
+	// there is no part of the first line, as in every SSE reader.
+	bom int
+	err error
 }
+
+// byteOrderMark is the UTF-8 byte order mark an event stream may open with.
+const byteOrderMark = "\xEF\xBB\xBF"
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
@@ -48,6 +54,13 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	for i, c := range p[:n] {
+		if b.bom < len(byteOrderMark) {
+			if c == byteOrderMark[b.bom] {
+				b.bom++
+				continue
+			}
+			b.bom = len(byteOrderMark) // no mark: not looked for again
+		}
 		switch c {
 		case '\n':
 			if b.line == 0 { // a blank line ends the event
@@ -60,12 +73,13 @@ func (b *body) Read(p []byte) (int, error) {
 				b.comment = true
 			}
 			b.line++
-			if b.comment {
-				continue
+			if !b.comment {
+				b.event++
 			}
-			b.event++
-			if b.event > b.max {
-				b.err = fmt.Errorf("%w: an event longer than %d bytes", sse.ErrTooLarge, b.max)
+			// A comment is bounded as a line: the decoders hold a line
+			// whole (up to 32 MiB) before they drop it.
+			if b.event > b.max || b.line > b.max {
+				b.err = fmt.Errorf("%w: an event or a line longer than %d bytes", sse.ErrTooLarge, b.max)
 				if i == 0 {
 					return 0, b.err
 				}

@@ -30,7 +30,11 @@ func TestBound(t *testing.T) {
 		// may come without blank lines between them (outside review: a
 		// legal stream failed fatally).
 		{"data: a\n" + strings.Repeat(": keepalive\n", 10) + "data: b\n\n", 200, "data: a\n" + strings.Repeat(": keepalive\n", 10) + "data: b\n\n", false},
-		{": " + strings.Repeat("x", 40) + "\n\ndata: ab\n\n", 200, ": " + strings.Repeat("x", 40) + "\n\ndata: ab\n\n", false},
+		{": " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", 200, ": " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", false},
+		// A comment is a line all the same (a review: an endless one went
+		// unbounded); one after the stream's byte order mark too.
+		{": " + strings.Repeat("x", 40) + "\n", 200, ": " + strings.Repeat("x", 12), true},
+		{"\uFEFF: " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", 200, "\uFEFF: " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", false},
 		{"data: ab\nevent: " + strings.Repeat("x", 20), 200, "data: ab\nevent:", true}, // other fields are
 		{"data: " + strings.Repeat("x", 20), 400, "data: " + strings.Repeat("x", 20), false},
 	} {

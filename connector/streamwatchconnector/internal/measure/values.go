@@ -197,13 +197,14 @@ func (r *Recorder) labelValue(k, s string) string {
 }
 
 func (r *Recorder) repair(k, s string) string {
+	// Both judged on the value as sent (ValidString copies nothing); the
+	// cut comes before the repair, which would copy the whole value.
+	valid := utf8.ValidString(s)
 	if len(s) > MaxLabelBytes {
-		// Judged as sent, and cut before the repair, which would copy it
-		// whole.
 		r.p.Invalid(k, ReasonTooLong)
 		s = cut(s)
 	}
-	if !utf8.ValidString(s) {
+	if !valid {
 		r.p.Invalid(k, ReasonNotUTF8)
 		// Each run of bad bytes becomes 3: the repaired value may pass
 		// the bound again, and is cut again (one count for the value).
@@ -213,15 +214,20 @@ func (r *Recorder) repair(k, s string) string {
 }
 
 // cut returns s cut to at most MaxLabelBytes, at a character's start (a
-// byte that is no UTF-8 continuation), and copied: a cut that shared its
-// bytes would keep the whole value alive.
+// byte that is no UTF-8 continuation) within the last utf8.UTFMax-1
+// bytes — a run of bad bytes has none, and the cut is then at the bound
+// (the repair that follows replaces them) — and copied: a cut that shared
+// its bytes would keep the whole value alive.
 func cut(s string) string {
 	if len(s) <= MaxLabelBytes {
 		return s
 	}
 	n := MaxLabelBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[n]); i++ {
 		n--
+	}
+	if !utf8.RuneStart(s[n]) {
+		n = MaxLabelBytes
 	}
 	return strings.Clone(s[:n])
 }
