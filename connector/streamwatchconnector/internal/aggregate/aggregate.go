@@ -219,8 +219,13 @@ func (st *Store) newSeries(d Desc, service string, now pcommon.Timestamp) *Serie
 
 // Observe records v in a histogram series with bounds (those of its Desc)
 // and keeps ex as an exemplar while the series has room for one (and ex
-// names a span). Callers pass finite, non-negative values only.
-func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
+// names a span). Callers pass finite, non-negative values only. An
+// observation that would wrap the count is not recorded, as in
+// ObserveCounts, and saturated is true.
+func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) (saturated bool) {
+	if s.count == math.MaxUint64 {
+		return true
+	}
 	// Buckets are upper-inclusive, (b[i-1], b[i]], as in OTLP.
 	s.overflow(1)
 	i := sort.SearchFloat64s(bounds, v)
@@ -230,6 +235,7 @@ func (s *Series) Observe(bounds []float64, v float64, ex Exemplar) {
 	if len(s.exemplars) < s.maxEx && ex.links() {
 		s.exemplars = append(s.exemplars, exemplar{value: v, Exemplar: ex})
 	}
+	return false
 }
 
 // ObserveCounts records observations already bucketed over the series'

@@ -325,8 +325,11 @@ func TestCountsSaturate(t *testing.T) {
 	assert.False(t, c.Add(5), "up to the maximum exactly")
 	assert.True(t, c.Add(1), "past it")
 	h := st.Series(0, "svc", key(), 1)
-	assert.False(t, h.ObserveCounts([]uint64{math.MaxUint64 - 1, 0, 0, 0}, 1, Exemplar{}))
-	assert.True(t, h.ObserveCounts([]uint64{2, 0, 0, 0}, 1, Exemplar{}))
+	assert.False(t, h.ObserveCounts([]uint64{math.MaxUint64 - 2, 0, 0, 0}, 1, Exemplar{}))
+	assert.True(t, h.ObserveCounts([]uint64{3, 0, 0, 0}, 1, Exemplar{}))
+	assert.False(t, h.Observe(descs[0].Bounds, 0.5, Exemplar{}))
+	assert.False(t, h.Observe(descs[0].Bounds, 0.5, Exemplar{}), "up to the maximum exactly")
+	assert.True(t, h.Observe(descs[0].Bounds, 0.5, Exemplar{}), "a review: past it, the count wrapped to 0")
 	md := pmetric.NewMetrics()
 	st.Emit(md, "scope", "v", 2, false)
 	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
@@ -336,8 +339,8 @@ func TestCountsSaturate(t *testing.T) {
 			assert.Equal(t, int64(math.MaxInt64), m.Sum().DataPoints().At(0).IntValue())
 		case pmetric.MetricTypeHistogram:
 			dp := m.Histogram().DataPoints().At(0)
-			assert.Equal(t, uint64(math.MaxUint64-1), dp.Count())
-			assert.Equal(t, []uint64{math.MaxUint64 - 1, 0, 0, 0}, dp.BucketCounts().AsRaw(), "the buckets add up to the count")
+			assert.Equal(t, uint64(math.MaxUint64), dp.Count())
+			assert.Equal(t, []uint64{math.MaxUint64, 0, 0, 0}, dp.BucketCounts().AsRaw(), "the buckets add up to the count")
 		}
 	}
 }

@@ -134,7 +134,9 @@ func (r *Recorder) observe(m int, service string, v float64, ex aggregate.Exempl
 		r.p.Invalid(Descs[m].Name, ReasonOutOfRange)
 		return
 	}
-	r.series(m, service).Observe(r.store.Bounds(m), v, ex)
+	if r.series(m, service).Observe(r.store.Bounds(m), v, ex) {
+		r.p.Invalid(Descs[m].Name, ReasonOutOfRange)
+	}
 }
 
 // extras reads the configured dimensions from the span, then the resource.
