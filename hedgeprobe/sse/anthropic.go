@@ -80,10 +80,11 @@ type AnthropicUsage struct {
 // ClassifyAnthropic is the hedgeprobe.Classifier of Anthropic events,
 // with the rule the SDK adapters share: content_block_delta with a
 // non-empty text_delta, thinking_delta or input_json_delta, or a
-// citations_delta, is Content, and so is a content_block_start that opens
-// a tool_use block with its name (the counterpart of an OpenAI tool-call
-// name fragment) or carries text; ping, a comment and an empty delta are
-// Keepalive; every other event is Control.
+// citations_delta with a citation, is Content, and so is a
+// content_block_start that opens a tool_use block with its name (the
+// counterpart of an OpenAI tool-call name fragment) or carries text; ping,
+// a comment and an empty delta are Keepalive; every other event is
+// Control.
 func ClassifyAnthropic(e AnthropicEvent) hedgeprobe.Kind {
 	if e.IsComment {
 		return hedgeprobe.Keepalive
