@@ -39,8 +39,9 @@ type body struct {
 	event   int  // bytes of the current event so far
 	line    int  // bytes of the current line so far
 	comment bool // the current line is a comment (":…")
-	// bom is how many bytes of a byte order mark opened the body: one
-	// there is no part of the first line, as in every SSE reader.
+	// bom is how many bytes of a byte order mark opened the body: a whole
+	// one is no part of the first line, as the SSE rules say; the bytes of
+	// a partial one are the line's first.
 	bom int
 	err error
 }
@@ -59,7 +60,10 @@ func (b *body) Read(p []byte) (int, error) {
 				b.bom++
 				continue
 			}
-			b.bom = len(byteOrderMark) // no mark: not looked for again
+			// No mark: what matched of one is the line's start (so the
+			// line is no comment), and no mark is looked for again.
+			b.line, b.event = b.bom, b.bom
+			b.bom = len(byteOrderMark)
 		}
 		switch c {
 		case '\n':

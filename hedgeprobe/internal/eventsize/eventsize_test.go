@@ -35,6 +35,10 @@ func TestBound(t *testing.T) {
 		// unbounded); one after the stream's byte order mark too.
 		{": " + strings.Repeat("x", 40) + "\n", 200, ": " + strings.Repeat("x", 12), true},
 		{"\uFEFF: " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", 200, "\uFEFF: " + strings.Repeat("x", 12) + "\n\ndata: ab\n\n", false},
+		// A partial mark is the line's start (a review: its bytes went
+		// uncounted, and "\xEF:" read as a comment).
+		{"\xEFdata: abcdefgh\n\n", 200, "\xEFdata: abcdefg", true},
+		{"\xEF:ab\ndata: abcdef\n\n", 200, "\xEF:ab\ndata: abcd", true},
 		{"data: ab\nevent: " + strings.Repeat("x", 20), 200, "data: ab\nevent:", true}, // other fields are
 		{"data: " + strings.Repeat("x", 20), 400, "data: " + strings.Repeat("x", 20), false},
 	} {

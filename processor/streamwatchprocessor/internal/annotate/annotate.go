@@ -156,11 +156,14 @@ func putCounts(dst pcommon.Slice, counts []uint64) {
 // would wrap a stall's time to the 1970s, and a stall span would end
 // before it starts.
 func at(span ptrace.Span, us int64) pcommon.Timestamp {
-	start, d := uint64(span.StartTimestamp()), uint64(us)*1000
-	if d > math.MaxUint64-start {
+	start := uint64(span.StartTimestamp())
+	switch {
+	case us < 0: // not reached: the derivation refuses negative offsets
+		return pcommon.Timestamp(start)
+	case uint64(us) > (math.MaxUint64-start)/1000:
 		return pcommon.Timestamp(math.MaxUint64)
 	}
-	return pcommon.Timestamp(start + d)
+	return pcommon.Timestamp(start + uint64(us)*1000)
 }
 
 // StallEvents appends one streamwatch.stall event per segment, timestamped
