@@ -40,10 +40,10 @@
 // long), hands go-openai a stream's "data:" lines alone (the others it
 // keeps for the whole stream, see below), and reads a stream's end after
 // its [DONE], so an HTTP/1.1 connection serves the next attempt. An
-// sse.Tap, to time keepalives, goes under it. With an Azure config go-openai sends
-// the key as api-key, which Go's client, unlike Authorization, keeps on a
-// redirect to another host; build the HTTPClient with
-// sse.HeadersStayOnHost too:
+// sse.Tap, to time keepalives, goes under it. With an Azure config
+// go-openai sends the key as api-key, which Go's client, unlike
+// Authorization, keeps on a redirect to another host; build the HTTPClient
+// with sse.HeadersStayOnHost too:
 //
 //	clientConfig := openai.DefaultAzureConfig(key, endpoint) // or openai.DefaultConfig(key)
 //	clientConfig.HTTPClient = sse.HeadersStayOnHost(&http.Client{

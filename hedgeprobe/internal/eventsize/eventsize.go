@@ -22,9 +22,9 @@ import (
 // with an error matching sse.ErrTooLarge once an event — what comes
 // between two blank lines, the lines' ends and comment lines not counted
 // (the decoders drop comments; keepalives may come without blank lines
-// between them) — grows past max bytes; what came before that is read
-// first. The adapters type the
-// error as a fatal *sse.ProtocolError, as the raw routes do.
+// between them) — or a line, comments included, grows past max bytes;
+// what came before that is read first. The adapters type the error as a
+// fatal *sse.ProtocolError, as the raw routes do.
 func Bound(resp *http.Response, max int) {
 	if resp == nil || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return
