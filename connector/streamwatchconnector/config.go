@@ -54,7 +54,8 @@ type Config struct {
 	// processor did not derive (no streamwatch.derivation attribute) but
 	// that still carry their raw chunk timeline: the connector then derives
 	// the figures itself on the processor's path (internal/timeline). Keep
-	// it equal to the processor's stall_threshold. Default 2s. The
+	// it equal to the processor's stall_threshold. Default 2s, or
+	// STREAM__STALL_THRESHOLD_MS milliseconds when that variable is set. The
 	// processor's rule applies (internal/stallthreshold): at least 1µs and a
 	// whole number of microseconds, and a value that is not a duration is
 	// rejected with an error naming STREAM__STALL_THRESHOLD_MS, which the

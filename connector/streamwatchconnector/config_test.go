@@ -283,3 +283,17 @@ func TestConfigFractionalCounts(t *testing.T) {
 func TestConfigRawChecksCoverFields(t *testing.T) {
 	stallthresholdtest.CoversFields(t, &Config{}, rawChecks)
 }
+
+// TestConfigDefaultThresholdFromEnv: as the processor's, the connector's
+// threshold for spans it derives itself comes from STREAM__STALL_THRESHOLD_MS
+// when the configuration leaves it out.
+func TestConfigDefaultThresholdFromEnv(t *testing.T) {
+	t.Setenv(stallthreshold.EnvVar, "750")
+	cfg := createDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_series": 10}).Unmarshal(cfg))
+	assert.Equal(t, 750*time.Millisecond, cfg.(*Config).StallThreshold)
+
+	t.Setenv(stallthreshold.EnvVar, "soon")
+	err := confmap.NewFromStringMap(nil).Unmarshal(createDefaultConfig())
+	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out`)
+}

@@ -18,12 +18,16 @@ func NewFactory() connector.Factory {
 		connector.WithTracesToMetrics(createTracesToMetrics, metadata.TracesToMetricsStability))
 }
 
+// createDefaultConfig takes the threshold from STREAM__STALL_THRESHOLD_MS
+// when it is set (stallthreshold.FromEnv); Unmarshal reports a value it
+// cannot use, unless the configuration sets stall_threshold itself.
 func createDefaultConfig() component.Config {
+	threshold, _ := stallthreshold.FromEnv()
 	return &Config{
 		Interval:       15 * time.Second,
 		MaxSeries:      1000,
 		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
-		StallThreshold: stallthreshold.Default,
+		StallThreshold: threshold,
 		LeadingZero:    true,
 	}
 }

@@ -1,9 +1,10 @@
 // Package stallthreshold is the one rule for the stall threshold T of both
 // streamwatch collector components (docs/design.md §4): its default, its
 // minimum and resolution, and how a value that is not a duration is
-// reported — the shipped collector config builds it from the environment
-// variable STREAM__STALL_THRESHOLD_MS, so an error names that variable and
-// what it expects. Both components decode their configuration through its
+// reported. The environment variable STREAM__STALL_THRESHOLD_MS sets it:
+// a configuration that leaves it out takes the variable's milliseconds
+// (FromEnv), and the shipped collector config builds it from the variable,
+// so an error names that variable and what it expects. Both components decode their configuration through its
 // Unmarshal, which checks the raw values of the threshold and of their
 // other duration and count keys before the decoder can change them.
 //
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -28,9 +30,31 @@ import (
 // Key is the YAML key of the threshold in both components.
 const Key = "stall_threshold"
 
-// EnvVar is the environment variable the shipped collector config reads the
-// threshold from, in milliseconds, as "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms".
+// EnvVar is the environment variable that sets the threshold, in
+// milliseconds (docs/design.md §2 rule 9): a component whose configuration
+// leaves stall_threshold out takes it from there (FromEnv), and the shipped
+// collector config reads it as "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms".
 const EnvVar = "STREAM__STALL_THRESHOLD_MS"
+
+// FromEnv is the threshold of a configuration that leaves stall_threshold
+// out: EnvVar's number of milliseconds, read as the shipped config reads
+// it (with "ms" appended: 1500 and 0.5 are valid), or Default when the
+// variable is unset or blank (as hedgeprobe reads its variables). A value that is not such a number, or that
+// Check refuses, gives Default and an error naming the variable, which
+// Unmarshal reports: a collector does not start on a threshold nobody
+// meant.
+func FromEnv() (time.Duration, error) {
+	v := os.Getenv(EnvVar)
+	if strings.TrimSpace(v) == "" {
+		return Default, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v) + "ms")
+	if err == nil && Check(d) == nil {
+		return d, nil
+	}
+	return Default, fmt.Errorf("%s, which sets %s when the configuration leaves it out, "+
+		"must be a number of milliseconds such as 2000, at least 0.001 and a whole number of µs, got %q", EnvVar, Key, v)
+}
 
 // Default is T when nothing is configured: 2 s, a few seconds as the seed
 // suggests (pi-tps uses 500 ms).
@@ -80,7 +104,13 @@ func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys RawChecks) error 
 			errs, bad = append(errs, err), append(bad, k)
 		}
 	}
-	check(Key, CheckRaw(conf.Get(Key)))
+	envBad := false
+	if conf.IsSet(Key) {
+		check(Key, CheckRaw(conf.Get(Key)))
+	} else if _, err := FromEnv(); err != nil {
+		check(Key, err)
+		envBad = true
+	}
 	for _, k := range keys.Durations {
 		check(k, WithUnit(k, conf.Get(k)))
 	}
@@ -93,6 +123,15 @@ func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys RawChecks) error 
 	rest := conf.ToStringMap()
 	for _, k := range bad {
 		deleteKey(rest, k)
+	}
+	if envBad {
+		// What the default config holds (FromEnv), set so that decoding
+		// the rest — which comes back here — does not read the variable
+		// again.
+		if rest == nil {
+			rest = map[string]any{}
+		}
+		rest[Key] = Default.String()
 	}
 	if err := confmap.NewFromStringMap(rest).Unmarshal(cfg); err != nil {
 		return errors.Join(append(errs, err)...)

@@ -199,3 +199,55 @@ func TestUnmarshalCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestFromEnv: STREAM__STALL_THRESHOLD_MS sets the threshold of a
+// configuration that leaves it out, read as the shipped config reads it;
+// a value it cannot use gives Default and an error naming the variable.
+func TestFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		want  time.Duration
+		bad   bool
+	}{
+		{"", Default, false},
+		{"  ", Default, false},
+		{"1500", 1500 * time.Millisecond, false},
+		{" 250 ", 250 * time.Millisecond, false},
+		{"0.5", 500 * time.Microsecond, false},
+		{"0.001", time.Microsecond, false},
+		{"0.0001", Default, true}, // 100ns: below the resolution
+		{"1.0005", Default, true}, // 1000.5µs: not a whole number of µs
+		{"0", Default, true},
+		{"-5", Default, true},
+		{"2s", Default, true},
+		{"2e3", Default, true},
+		{"abc", Default, true},
+		{"99999999999999999999", Default, true},
+	} {
+		t.Run(fmt.Sprintf("%q", tt.value), func(t *testing.T) {
+			t.Setenv(EnvVar, tt.value)
+			got, err := FromEnv()
+			assert.Equal(t, tt.want, got)
+			if !tt.bad {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, fmt.Sprintf("STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out, "+
+				"must be a number of milliseconds such as 2000, at least 0.001 and a whole number of µs, got %q", tt.value))
+		})
+	}
+}
+
+// TestUnmarshalReportsEnv: Unmarshal reports a STREAM__STALL_THRESHOLD_MS
+// it cannot use only when the configuration leaves stall_threshold out —
+// a configured threshold does not read the variable.
+func TestUnmarshalReportsEnv(t *testing.T) {
+	t.Setenv(EnvVar, "soon")
+	var cfg configWithCount
+	err := Unmarshal(confmap.NewFromStringMap(map[string]any{"limit": 1}), &cfg, RawChecks{})
+	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out`)
+
+	cfg = configWithCount{}
+	require.NoError(t, Unmarshal(confmap.NewFromStringMap(map[string]any{"stall_threshold": "3s"}), &cfg, RawChecks{}))
+	assert.Equal(t, 3*time.Second, cfg.StallThreshold)
+}

@@ -14,7 +14,8 @@ import (
 // Config is the configuration of the streamwatch processor.
 type Config struct {
 	// StallThreshold is T: a gap between two content chunks strictly longer
-	// than this is a stall. Default 2s. Lower values attribute shorter
+	// than this is a stall. Default 2s, or STREAM__STALL_THRESHOLD_MS
+	// milliseconds when that variable is set. Lower values attribute shorter
 	// hiccups to stalls (pi-tps uses 500ms) and lower active generation
 	// time; higher values only count long silences. It measures and never
 	// acts: the probe's StallAfter is a separate knob. It must be at least
@@ -82,9 +83,13 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// createDefaultConfig takes the threshold from STREAM__STALL_THRESHOLD_MS
+// when it is set (stallthreshold.FromEnv); Unmarshal reports a value it
+// cannot use, unless the configuration sets stall_threshold itself.
 func createDefaultConfig() component.Config {
+	threshold, _ := stallthreshold.FromEnv()
 	return &Config{
-		StallThreshold: stallthreshold.Default,
+		StallThreshold: threshold,
 		MaxSegments:    64,
 	}
 }

@@ -180,3 +180,21 @@ func TestConfigFractionalSegments(t *testing.T) {
 func TestConfigRawChecksCoverFields(t *testing.T) {
 	stallthresholdtest.CoversFields(t, &Config{}, rawChecks)
 }
+
+// TestConfigDefaultThresholdFromEnv: with STREAM__STALL_THRESHOLD_MS set,
+// a configuration that leaves stall_threshold out takes the variable's
+// milliseconds (docs/design.md §2 rule 9); one that sets it keeps its own,
+// and a variable it cannot use fails only the configuration that needs it.
+func TestConfigDefaultThresholdFromEnv(t *testing.T) {
+	t.Setenv(stallthreshold.EnvVar, "750")
+	cfg := NewFactory().CreateDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_segments": 8}).Unmarshal(cfg))
+	assert.Equal(t, 750*time.Millisecond, cfg.(*Config).StallThreshold)
+
+	t.Setenv(stallthreshold.EnvVar, "soon")
+	err := confmap.NewFromStringMap(nil).Unmarshal(NewFactory().CreateDefaultConfig())
+	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out, must be a number of milliseconds such as 2000`)
+	cfg = NewFactory().CreateDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"stall_threshold": "1s"}).Unmarshal(cfg))
+	assert.Equal(t, time.Second, cfg.(*Config).StallThreshold)
+}
