@@ -128,8 +128,9 @@ type Config struct {
 	// while the caller waits in Next, a resume attempt continues the
 	// delivered text on the next route that can (Route.Continues) and races
 	// the stalled stream; the first to deliver its next content chunk
-	// wins (the stalled stream also with a control item, which reaches the
-	// caller at once: a finish reason ends the answer). It counts like
+	// wins, or the stalled stream by ending (a control item it sends
+	// meanwhile waits for the decision, and is dropped if the
+	// continuation wins). It counts like
 	// StallTimeout (only the caller's waits, summed since the latest
 	// content chunk), from the latest content chunk or resume launch, so a
 	// resume that is silent too is resumed in turn.

@@ -150,6 +150,11 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		// Their triggers are due now: act before anything else happens.
 		s.onDeadline()
 	}
+	if w := r.winner; s.phase == phaseRelay && w != nil && a != w && !w.done && len(w.buf) > 0 && !s.othersLive(w) {
+		// The last resume racing the committed stream failed: what the
+		// stream held for the race's decision goes to the caller.
+		s.releaseHeld(w)
+	}
 	s.endIfNoneLeft(err)
 }
 

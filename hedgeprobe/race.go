@@ -159,6 +159,7 @@ func (s *Stream[T]) handle(ev event[T]) {
 			s.commit(a)
 		case a == s.race.winner:
 			s.cancelOthers(a) // the committed stream completed: no resume is needed
+			s.releaseHeld(a)
 		default:
 			// A continuation that ended without content: the answer was
 			// complete at the prefix, and this attempt says so first.
@@ -229,15 +230,34 @@ func (s *Stream[T]) handle(ev event[T]) {
 			s.commit(a)
 		}
 	case a == s.race.winner:
-		if ev.kind != Keepalive {
+		racing := s.othersLive(a)
+		if racing && ev.kind != Content && (ev.kind == Control || len(a.buf) > 1) {
+			// A resume races the stalled stream, and only content decides
+			// the race (rule 10): a control item (a usage chunk, a
+			// finish reason) waits in a.buf for the decision — the
+			// stream's next content or its end — and what comes after it,
+			// in order. Should the resume win, the caller never sees them.
+			return
+		}
+		if racing && ev.kind == Content {
 			// The stalled stream spoke first: every resume racing it loses.
 			s.cancelOthers(a)
 		}
-		s.out.push(a.buf[len(a.buf)-1])
-		a.buf = a.buf[:0]
+		s.releaseHeld(a)
 	case ev.kind == Content:
 		s.switchTo(a)
 	}
+}
+
+// releaseHeld queues for the caller the items the committed stream a
+// holds: its latest, or what it sent while a resume raced it and no
+// content had decided the race.
+func (s *Stream[T]) releaseHeld(a *attempt[T]) {
+	for i := range a.buf {
+		s.out.push(a.buf[i])
+	}
+	clear(a.buf)
+	a.buf = a.buf[:0]
 }
 
 // commit makes a the winner: every other attempt is cancelled and closed
@@ -256,8 +276,9 @@ func (s *Stream[T]) commit(a *attempt[T]) {
 // switchTo makes the resume attempt a the winner after commit: it
 // delivered its first content chunk, or ended without content, before the
 // stalled stream spoke again (docs/design.md §2 rule 10). The stalled
-// stream is cancelled; what it still had pending (keepalives only: its
-// content would have won) is dropped.
+// stream is cancelled; what it still had pending (keepalives, and control
+// items held for the race's decision: its content would have won) is
+// dropped.
 func (s *Stream[T]) switchTo(a *attempt[T]) {
 	now := time.Now()
 	s.race.winner = a

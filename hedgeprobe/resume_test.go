@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -100,21 +101,22 @@ func TestResumeOriginalRecovers(t *testing.T) {
 	})
 }
 
-// The stalled stream sends a control item (its finish reason) before the
-// continuation's first content chunk: the control item has gone to the
-// caller, so a continuation could only come after the answer's end. The
-// stalled stream wins with any item but a keepalive; the resume is
-// cancelled, and the caller reads the first answer to its end.
+// The stalled stream sends its finish reason and ends before the
+// continuation's first content chunk: its end decides the race (rule 10:
+// content or the end does, a control item alone does not). The finish
+// reason waited for that decision; the resume is cancelled, and the
+// caller reads the first answer to its end.
 func TestResumeStalledStreamEndingWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a", []step{content(time.Second, "A"), control(2500*time.Millisecond, "stop"),
-			{after: 500 * time.Millisecond, end: true}})
+			{after: 200 * time.Millisecond, end: true}})
 		b := continuing("b", []step{content(time.Second, "X")})
 		p := mustNew(t, resumeCfg(), withText())
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route(), b.route())
 		g := drain(s, start)
-		// The resume opened at 3 s; "stop" came at 3.5 s, "X" would at 4 s.
+		// The resume opened at 3 s; "stop" came at 3.5 s and the end at
+		// 3.7 s; "X" would have come at 4 s.
 		if g.err != nil || joined(g) != "A" || len(g.kinds) != 2 || g.kinds[1] != Control || g.texts[1] != "stop" {
 			t.Fatalf("items %v %q err %v, want A then the finish", g.kinds, g.texts, g.err)
 		}
@@ -122,7 +124,60 @@ func TestResumeStalledStreamEndingWins(t *testing.T) {
 		if len(st.Attempts) != 2 || st.Winner != 0 || st.Attempts[1].Outcome != AttemptCanceled || st.Attempts[1].Trigger != TriggerResume {
 			t.Fatalf("stats %+v", st)
 		}
-		wantDur(t, "the end", time.Since(start), 4*time.Second)
+		wantDur(t, "the end", time.Since(start), 3700*time.Millisecond)
+		wantDur(t, "the finish reason", g.at[1], 3700*time.Millisecond)
+	})
+}
+
+// Only content decides a resume race (rule 10: "the first of the two to
+// deliver its next content chunk wins"). A stalled stream that sends a
+// control item — a usage chunk, a role, a finish reason — and falls silent
+// again does not win: the continuation's content at 4 s does, the stalled
+// stream is cancelled, and its control item never reaches the caller
+// (which would otherwise wait for the stalled upstream's next chunk at
+// 8 s).
+func TestResumeControlItemDoesNotDecide(t *testing.T) {
+	for _, text := range []string{"usage", "stop"} {
+		t.Run(text, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(time.Second, "A"), control(2050*time.Millisecond, text),
+					keepalive(100 * time.Millisecond), content(5*time.Second, " late")})
+				b := continuing("b", []step{content(time.Second, "X")})
+				p := mustNew(t, resumeCfg(), withText())
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, start)
+				if g.err != nil || joined(g) != "AX" || !slices.Equal(g.kinds, []Kind{Content, Content}) {
+					t.Fatalf("items %v %q err %v, want A then the continuation's X", g.kinds, g.texts, g.err)
+				}
+				wantDur(t, "X", g.at[1], 4*time.Second)
+				st := s.Stats()
+				if len(st.Attempts) != 2 || st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled {
+					t.Fatalf("stats %+v, want the resume to win and the stalled stream cancelled", st)
+				}
+			})
+		})
+	}
+}
+
+// What the stalled stream held while a resume raced it reaches the caller,
+// in order, when the race ends without a winner: here the only continuing
+// route refuses at 3.5 s, so the usage chunk of 3.2 s and the keepalive
+// after it are released then, and the stream's content of 6 s follows.
+func TestResumeRefusedReleasesHeldItems(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(2200*time.Millisecond, "usage"),
+			keepalive(100 * time.Millisecond), content(2700*time.Millisecond, "B")})
+		b := continuing("b", []step{fail(500*time.Millisecond, &statusErr{code: 400})})
+		p := mustNew(t, resumeCfg(), withText())
+		start := time.Now()
+		g := drain(p.Stream(t.Context(), a.route(), b.route()), start)
+		if g.err != nil || !slices.Equal(g.kinds, []Kind{Content, Control, Keepalive, Content}) || joined(g) != "AB" {
+			t.Fatalf("items %v %q err %v, want A, usage, keepalive, B", g.kinds, g.texts, g.err)
+		}
+		wantDur(t, "the usage chunk", g.at[1], 3500*time.Millisecond)
+		wantDur(t, "the keepalive", g.at[2], 3500*time.Millisecond)
+		wantDur(t, "B", g.at[3], 6*time.Second)
 	})
 }
 
