@@ -120,6 +120,31 @@ func TestHedgeStallBuffered(t *testing.T) {
 	})
 }
 
+// Keepalives are not progress for the stall trigger either (rule 2): a
+// Buffered attempt whose content stopped at 0.5 s and that sends a
+// keepalive every 500 ms is hedged at 0.5 s + StallAfter, as if silent.
+func TestHedgeStallIgnoresKeepalives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := texts("a", 5, 100*time.Millisecond, 100*time.Millisecond)
+		for range 20 {
+			steps = append(steps, keepalive(500*time.Millisecond))
+		}
+		a := newUpstream("a", steps)
+		b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 100*time.Millisecond))
+		p := mustNew(t, Config{HedgeAfter: 10 * time.Second, StallAfter: 3 * time.Second, Delivery: Buffered})
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		wantTexts(t, g, "b0", "b1", "b2")
+		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
+			t.Fatalf("attempts = %+v, want a stall hedge at 3.5 s", st.Attempts)
+		}
+	})
+}
+
 // A stall after commit never launches a hedge and ends in a stall
 // timeout with Truncated.
 func TestHedgeNeverAfterCommit(t *testing.T) {
