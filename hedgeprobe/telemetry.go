@@ -248,6 +248,12 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 		semconv.HedgesThrottled.Int(st.HedgesThrottled))
 	if st.Winner >= 0 {
 		attrs = append(attrs, semconv.WinnerIndex.Int(st.Winner), semconv.WinnerRoute.String(st.WinnerRoute))
+		// The winner's provider is the call's: the connector labels the
+		// call metrics with it (docs/design.md §5). As on an attempt span,
+		// a route without one reports none.
+		if p := st.Attempts[st.Winner].Provider; p != "" {
+			attrs = append(attrs, semconv.GenAIProviderName.String(p))
+		}
 	}
 	if st.ChunksDelivered > 0 {
 		attrs = append(attrs, semconv.GenAIResponseTimeToFirstChunk.Float64(st.TimeToFirstChunk.Seconds()),

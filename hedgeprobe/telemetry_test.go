@@ -197,6 +197,7 @@ func TestTelemetryHedgedCall(t *testing.T) {
 		check(call, semconv.Attempts, 2)
 		check(call, semconv.WinnerIndex, 1)
 		check(call, semconv.WinnerRoute, "b")
+		check(call, semconv.GenAIProviderName, "prov-b") // the winner's
 		check(call, semconv.Outcome, "ok")
 		check(call, semconv.Truncated, false)
 		check(call, semconv.HedgesThrottled, 0)

@@ -156,6 +156,7 @@ func (b *builder) addCall(spans ptrace.SpanSlice, c *Counts) {
 	a.PutStr(string(semconv.Outcome), semconv.OutcomeOK)
 	a.PutInt(string(semconv.WinnerIndex), int64(winner))
 	a.PutStr(string(semconv.WinnerRoute), w.route.Name)
+	a.PutStr(string(semconv.GenAIProviderName), w.route.Provider)
 	a.PutDouble(string(semconv.GenAIResponseTimeToFirstChunk), (w.launch + time.Duration(w.offs[0])*time.Microsecond).Seconds())
 	// The caller's view: the winner's chunks as they reached the caller,
 	// in µs since the call start.

@@ -26,10 +26,12 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 	// The winner's route becomes streamwatch.route, as on attempt metrics.
 	route := r.labelAt(slotWinnerRoute)
 	route.key = string(semconv.Route)
+	// And the winner's provider, which hedgeprobe puts on the call span.
+	provider := r.labelAt(slotProvider)
 	out := label{key: string(semconv.Outcome), value: outcome, ok: true}
 	ex := aggregate.Exemplar{Time: sp.EndTimestamp(), TraceID: sp.TraceID(), SpanID: sp.SpanID()}
 
-	r.labels(model, route, out)
+	r.labels(provider, model, route, out)
 	r.add(calls, service, 1)
 
 	// The caller's view: the silence the caller lived through, beside the
@@ -45,7 +47,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 
 	// The GenAI conventions' metrics also carry gen_ai.operation.name.
 	op := r.labelAt(slotOperation)
-	r.labels(op, model, route, out, r.errorType(outcome))
+	r.labels(op, provider, model, route, out, r.errorType(outcome))
 	if end, start := sp.EndTimestamp(), sp.StartTimestamp(); end >= start {
 		r.observe(callDuration, service, float64(end-start)/1e9, ex)
 	} else {
@@ -59,7 +61,7 @@ func (r *Recorder) call(service string, sp ptrace.Span) {
 		v, ok = r.numberAt(slotCallTTFT)
 	}
 	if ok {
-		r.labels(op, model, route)
+		r.labels(op, provider, model, route)
 		r.observe(callTTFT, service, v, ex)
 	}
 }
