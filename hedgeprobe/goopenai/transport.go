@@ -132,6 +132,11 @@ type dataLines struct {
 	// since, so the next blank line ends its event; any other blank line
 	// is dropped.
 	afterData bool
+	// bom is how many bytes of a byte order mark opened the body: a whole
+	// one is dropped, as the SSE rules and the raw routes drop it (to
+	// go-openai it would make the first line no "data:" line); the bytes
+	// of a partial one are the first line's.
+	bom int
 	// err ends the body once out is read: the body's own error, or the
 	// bound's.
 	err error
@@ -157,38 +162,63 @@ func (b *dataLines) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// byteOrderMark is the UTF-8 byte order mark an event stream may open with.
+const byteOrderMark = "\xEF\xBB\xBF"
+
 // filter appends to out what chunk, the body's next bytes, passes on; it
 // stops at a line past the bound, setting err.
 func (b *dataLines) filter(chunk []byte) {
 	for _, c := range chunk {
-		if c == '\n' {
-			b.endLine()
-			continue
-		}
-		b.line++
-		// A "\r" may end the line ("\r\n"), and is not counted then.
-		if n := b.line; n > b.max && (n > b.max+1 || c != '\r') {
-			b.err = tooLarge("a line", b.max)
-			return
-		}
-		switch {
-		case b.keep:
-			b.out = append(b.out, c)
-		case b.drop:
-		default:
-			b.head[b.headN] = c
-			b.headN++
-			h := b.head[:b.headN]
-			switch {
-			case bytes.Equal(h, dataField):
-				b.keep = true
-				b.out = append(b.out, h...)
-			case b.headN == 1 && c == '\r': // a blank line's "\r\n", perhaps
-			case !bytes.HasPrefix(dataField, h):
-				b.drop = true
+		if b.bom < len(byteOrderMark) {
+			if c == byteOrderMark[b.bom] {
+				b.bom++
+				continue
+			}
+			partial := b.bom
+			b.bom = len(byteOrderMark)
+			for i := range partial {
+				if !b.take(byteOrderMark[i]) {
+					return
+				}
 			}
 		}
+		if !b.take(c) {
+			return
+		}
 	}
+}
+
+// take passes on c, or not, as its line's fate says; it reports false
+// when c puts the line past the bound, setting err.
+func (b *dataLines) take(c byte) bool {
+	if c == '\n' {
+		b.endLine()
+		return true
+	}
+	b.line++
+	// A "\r" may end the line ("\r\n"), and is not counted then.
+	if n := b.line; n > b.max && (n > b.max+1 || c != '\r') {
+		b.err = tooLarge("a line", b.max)
+		return false
+	}
+	switch {
+	case b.keep:
+		b.out = append(b.out, c)
+	case b.drop:
+	default:
+		b.head[b.headN] = c
+		b.headN++
+		h := b.head[:b.headN]
+		switch {
+		case bytes.Equal(h, dataField):
+			b.keep = true
+			b.out = append(b.out, h...)
+		case b.headN == 1 && c == '\r': // a blank line's "\r\n", perhaps
+		case !bytes.HasPrefix(dataField, h):
+			b.drop = true
+		}
+	}
+	return true
 }
 
 // endLine passes on the "\n" of a kept line, and a blank line after one.

@@ -85,8 +85,10 @@ func goOpenAIPayloads(stream []byte) (payloads [][]byte, done bool) {
 // blank line ("\n" or "\r\n") when a "data:" line came since the last
 // blank line; nothing else. A line longer than max, its "\n" and a "\r"
 // before it (or before the body's end) not counted, ends it: long is that
-// line, and out what passed before it.
+// line, and out what passed before it. A byte order mark that opens the
+// body is dropped, as the SSE rules drop it.
 func refDataLines(in []byte, max int) (out, long []byte) {
+	in = bytes.TrimPrefix(in, []byte("\xEF\xBB\xBF"))
 	afterData := false
 	for _, l := range bytes.SplitAfter(in, []byte("\n")) {
 		content := bytes.TrimSuffix(l, []byte("\n"))

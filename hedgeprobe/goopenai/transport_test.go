@@ -269,3 +269,30 @@ func TestTransportJSONBody(t *testing.T) {
 		}
 	}
 }
+
+// Regression (fuzzing): a stream that opens with a byte order mark lost its
+// first chunk, since to go-openai the mark made the first line no "data:"
+// line. Transport drops a leading mark, as the SSE rules and the raw
+// routes do: the client reads both chunks.
+func TestTransportByteOrderMark(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "\xEF\xBB\xBF"+chunkLine("A", "")+chunkLine("B", "stop")+"data: [DONE]\n\n")
+	}))
+	defer ts.Close()
+	src, err := goopenai.Route("r", transportClient(t, ts.URL, 0), req, goopenai.RouteOptions{}).Open(t.Context(), hedgeprobe.Attempt{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for src.Next() {
+		if c := src.Current(); len(c.Choices) > 0 {
+			texts = append(texts, c.Choices[0].Delta.Content)
+		}
+	}
+	_ = src.Close()
+	if err := src.Err(); err != nil || strings.Join(texts, "") != "AB" {
+		t.Fatalf("texts %q err %v, want A and B", texts, err)
+	}
+}

@@ -39,6 +39,9 @@ type body struct {
 	event   int  // bytes of the current event so far
 	line    int  // bytes of the current line so far
 	comment bool // the current line is a comment (":…")
+	// cr: the latest byte was a '\r', not counted yet — it is a line's
+	// end only when a '\n' follows it, which the next byte tells.
+	cr bool
 	// bom is how many bytes of a byte order mark opened the body: a whole
 	// one is no part of the first line, as the SSE rules say; the bytes of
 	// a partial one are the line's first.
@@ -65,31 +68,46 @@ func (b *body) Read(p []byte) (int, error) {
 			b.line, b.event = b.bom, b.bom
 			b.bom = len(byteOrderMark)
 		}
-		switch c {
-		case '\n':
+		// The decoders split lines at '\n' and drop one '\r' before it:
+		// any other '\r' is a byte of its line ("a\rb", and "\r\r\n" is
+		// no blank line). Counted once the next byte shows it, a '\r' that
+		// passes the bound is cut after, not before.
+		over := b.cr && c != '\n' && b.count()
+		b.cr = false
+		switch {
+		case over:
+		case c == '\n':
 			if b.line == 0 { // a blank line ends the event
 				b.event = 0
 			}
 			b.line, b.comment = 0, false
-		case '\r': // a line's end ("\r\n"), not counted
+		case c == '\r':
+			b.cr = true
 		default:
 			if b.line == 0 && c == ':' {
 				b.comment = true
 			}
-			b.line++
-			if !b.comment {
-				b.event++
+			over = b.count()
+		}
+		if over {
+			b.err = fmt.Errorf("%w: an event or a line longer than %d bytes", sse.ErrTooLarge, b.max)
+			if i == 0 {
+				return 0, b.err
 			}
-			// A comment is bounded as a line: the decoders hold a line
-			// whole (up to 32 MiB) before they drop it.
-			if b.event > b.max || b.line > b.max {
-				b.err = fmt.Errorf("%w: an event or a line longer than %d bytes", sse.ErrTooLarge, b.max)
-				if i == 0 {
-					return 0, b.err
-				}
-				return i, nil
-			}
+			return i, nil
 		}
 	}
 	return n, err
+}
+
+// count counts a byte of the current line and reports whether the line or
+// the event is now past the bound. A comment is bounded as a line, not
+// counted into its event: the decoders hold a line whole (up to 32 MiB)
+// before they drop it.
+func (b *body) count() bool {
+	b.line++
+	if !b.comment {
+		b.event++
+	}
+	return b.event > b.max || b.line > b.max
 }

@@ -41,6 +41,11 @@ func TestBound(t *testing.T) {
 		{"\xEF:ab\ndata: abcdef\n\n", 200, "\xEF:ab\ndata: abcd", true},
 		{"data: ab\nevent: " + strings.Repeat("x", 20), 200, "data: ab\nevent:", true}, // other fields are
 		{"data: " + strings.Repeat("x", 20), 400, "data: " + strings.Repeat("x", 20), false},
+		// Regressions (fuzzing): a '\r' that ends no line is a byte of it,
+		// as the decoders keep it — padding did not count — and a
+		// "\r\r\n" line is no blank line, so it does not end the event.
+		{"data: a" + strings.Repeat("\r", 20) + "\n\n", 200, "data: a\r\r\r\r\r\r\r\r", true},
+		{"data: abcd\n\r\r\ndata: abc\n\n", 200, "data: abcd\n\r\r\ndat", true},
 	} {
 		for _, oneByte := range []bool{false, true} {
 			var r io.Reader = strings.NewReader(tc.body)

@@ -57,6 +57,11 @@ func refBound(body []byte, max int) int {
 				event++
 			}
 			if k+1 > max || event > max {
+				if line[k] == '\r' {
+					// A '\r' counts only once the byte after it shows it
+					// ends no line: the cut comes after it.
+					return s + k + 1
+				}
 				return s + k
 			}
 		}
