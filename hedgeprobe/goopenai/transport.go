@@ -153,7 +153,7 @@ func (b *dataLines) Read(p []byte) (int, error) {
 		b.out, b.off = b.out[:0], 0
 		n, err := b.ReadCloser.Read(b.in)
 		b.filter(b.in[:n])
-		if err != nil && b.err == nil {
+		if err != nil && b.err == nil && b.takeMark() {
 			b.err = err
 		}
 	}
@@ -169,23 +169,31 @@ const byteOrderMark = "\xEF\xBB\xBF"
 // stops at a line past the bound, setting err.
 func (b *dataLines) filter(chunk []byte) {
 	for _, c := range chunk {
-		if b.bom < len(byteOrderMark) {
-			if c == byteOrderMark[b.bom] {
-				b.bom++
-				continue
-			}
-			partial := b.bom
-			b.bom = len(byteOrderMark)
-			for i := range partial {
-				if !b.take(byteOrderMark[i]) {
-					return
-				}
-			}
+		if b.bom < len(byteOrderMark) && c == byteOrderMark[b.bom] {
+			b.bom++
+			continue
 		}
-		if !b.take(c) {
+		if !b.takeMark() || !b.take(c) {
 			return
 		}
 	}
+}
+
+// takeMark takes the bytes of a partial byte order mark as the first
+// line's, once a byte that is not the mark's, or the body's end, shows it
+// partial; no mark is looked for after. It reports false as take does.
+func (b *dataLines) takeMark() bool {
+	partial := b.bom
+	if partial == len(byteOrderMark) {
+		return true
+	}
+	b.bom = len(byteOrderMark)
+	for i := range partial {
+		if !b.take(byteOrderMark[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // take passes on c, or not, as its line's fate says; it reports false

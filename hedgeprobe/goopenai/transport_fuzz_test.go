@@ -116,6 +116,7 @@ func refDataLines(in []byte, max int) (out, long []byte) {
 // colon is an empty data field to the SSE rules, and no "data:" line to
 // go-openai, which Transport passes only.
 func sseOnly(b []byte) bool {
+	b = bytes.TrimPrefix(b, []byte("\xEF\xBB\xBF")) // no part of the first line
 	for i, c := range b {
 		if c == '\r' && (i+1 == len(b) || b[i+1] != '\n') {
 			return true
