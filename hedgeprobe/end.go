@@ -152,7 +152,9 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	}
 	if w := r.winner; s.phase == phaseRelay && w != nil && a != w && !w.done && len(w.buf) > 0 && !s.othersLive(w) {
 		// The last resume racing the committed stream failed: what the
-		// stream held for the race's decision goes to the caller.
+		// stream held for the race's decision goes to the caller. (A
+		// committed stream that failed drops what it held, as any failed
+		// attempt its undelivered items: it cannot win the race.)
 		s.releaseHeld(w)
 	}
 	s.endIfNoneLeft(err)

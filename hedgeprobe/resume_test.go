@@ -181,6 +181,37 @@ func TestResumeRefusedReleasesHeldItems(t *testing.T) {
 	})
 }
 
+// A stalled stream that fails while it holds a control item for a resume
+// race drops it, as any failed attempt its undelivered items: when the
+// resume is then refused, the caller holds "A" and no finish reason — with
+// room for one more attempt, the answer is continued from "A"; without,
+// the call fails with the stalled stream's error.
+func TestResumeFailedStreamDropsHeldItems(t *testing.T) {
+	for _, max := range []int{2, 3} {
+		t.Run(fmt.Sprintf("MaxAttempts=%d", max), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(time.Second, "A"), control(2200*time.Millisecond, "stop"),
+					fail(200*time.Millisecond, &statusErr{code: 503})}, []step{content(10*time.Millisecond, " Y")})
+				b := continuing("b", []step{fail(700*time.Millisecond, &statusErr{code: 400})})
+				cfg := resumeCfg()
+				cfg.MaxAttempts = max
+				s := mustNew(t, cfg, withText()).Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if slices.Contains(g.texts, "stop") {
+					t.Fatalf("items %v %q: the failed stream's held finish reason reached the caller", g.kinds, g.texts)
+				}
+				var se *statusErr
+				switch {
+				case max == 3 && (g.err != nil || joined(g) != "A Y" || len(s.Stats().Attempts) != 3):
+					t.Fatalf("text %q err %v attempts %d, want A continued on a third attempt", joined(g), g.err, len(s.Stats().Attempts))
+				case max == 2 && (!errors.As(g.err, &se) || se.code != 503 || joined(g) != "A"):
+					t.Fatalf("text %q err %v, want A and the stalled stream's 503", joined(g), g.err)
+				}
+			})
+		})
+	}
+}
+
 // A control item after the text closes the answer (here its finish
 // reason): a stream that falls silent after it is not resumed — the
 // continuation would follow the answer's end — and the watchdog ends the

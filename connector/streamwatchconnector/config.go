@@ -61,6 +61,9 @@ type Config struct {
 	// rejected with an error naming STREAM__STALL_THRESHOLD_MS, which the
 	// shipped collector config reads it from.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
+	// thresholdEnv: STREAM__STALL_THRESHOLD_MS could not be used for the
+	// default; Validate reports it unless stall_threshold is set.
+	thresholdEnv stallthreshold.EnvError
 
 	// Dimensions are extra attribute keys added to every metric of a span
 	// that has them, looked up on the span, then on its resource (values
@@ -122,6 +125,7 @@ var builtin = map[string]bool{
 // and a count with a fraction (max_series: 2.5) instead of being cut to a
 // whole number. The error names every invalid key (stallthreshold.Unmarshal).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	c.thresholdEnv.Clear(conf)
 	return stallthreshold.Unmarshal(conf, c, rawChecks)
 }
 
@@ -200,7 +204,7 @@ const MinInterval = 100 * time.Millisecond
 
 // Validate checks the configuration and reports every invalid field.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := []error{c.thresholdEnv.Err()}
 	if c.Interval < MinInterval {
 		errs = append(errs, fmt.Errorf("interval must be at least %s (each flush copies every series), got %s", MinInterval, c.Interval))
 	}

@@ -294,6 +294,12 @@ func TestConfigDefaultThresholdFromEnv(t *testing.T) {
 	assert.Equal(t, 750*time.Millisecond, cfg.(*Config).StallThreshold)
 
 	t.Setenv(stallthreshold.EnvVar, "soon")
-	err := confmap.NewFromStringMap(nil).Unmarshal(createDefaultConfig())
-	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out`)
+	cfg = createDefaultConfig()
+	sub, err := confmap.NewFromStringMap(map[string]any{"streamwatch": nil}).Sub("streamwatch")
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(&cfg))
+	require.ErrorContains(t, confmap.Validate(cfg), `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out`)
+	cfg = createDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"stall_threshold": "1s"}).Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
 }

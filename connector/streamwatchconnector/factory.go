@@ -19,17 +19,19 @@ func NewFactory() connector.Factory {
 }
 
 // createDefaultConfig takes the threshold from STREAM__STALL_THRESHOLD_MS
-// when it is set (stallthreshold.FromEnv); Unmarshal reports a value it
+// when it is set (stallthreshold.FromEnv); Validate reports a value it
 // cannot use, unless the configuration sets stall_threshold itself.
 func createDefaultConfig() component.Config {
-	threshold, _ := stallthreshold.FromEnv()
-	return &Config{
+	threshold, err := stallthreshold.FromEnv()
+	cfg := &Config{
 		Interval:       15 * time.Second,
 		MaxSeries:      1000,
 		Exemplars:      ExemplarsConfig{MaxPerDataPoint: 5},
 		StallThreshold: threshold,
 		LeadingZero:    true,
 	}
+	cfg.thresholdEnv.Set(err)
+	return cfg
 }
 
 func createTracesToMetrics(_ context.Context, set connector.Settings, cfg component.Config, next consumer.Metrics) (connector.Traces, error) {

@@ -39,10 +39,13 @@ const EnvVar = "STREAM__STALL_THRESHOLD_MS"
 // FromEnv is the threshold of a configuration that leaves stall_threshold
 // out: EnvVar's number of milliseconds, read as the shipped config reads
 // it (with "ms" appended: 1500 and 0.5 are valid), or Default when the
-// variable is unset or blank (as hedgeprobe reads its variables). A value that is not such a number, or that
-// Check refuses, gives Default and an error naming the variable, which
-// Unmarshal reports: a collector does not start on a threshold nobody
-// meant.
+// variable is unset or blank (as hedgeprobe reads its variables). A value
+// that is not such a number, or that Check refuses, gives Default and an
+// error naming the variable. A component's default config keeps that
+// error (EnvError) and its Validate reports it unless the configuration
+// sets the threshold: a collector does not start on a threshold nobody
+// meant. Validate, because a component given no configuration at all
+// ("streamwatch:") is validated but never unmarshalled.
 func FromEnv() (time.Duration, error) {
 	v := os.Getenv(EnvVar)
 	if strings.TrimSpace(v) == "" {
@@ -104,13 +107,7 @@ func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys RawChecks) error 
 			errs, bad = append(errs, err), append(bad, k)
 		}
 	}
-	envBad := false
-	if conf.IsSet(Key) {
-		check(Key, CheckRaw(conf.Get(Key)))
-	} else if _, err := FromEnv(); err != nil {
-		check(Key, err)
-		envBad = true
-	}
+	check(Key, CheckRaw(conf.Get(Key)))
 	for _, k := range keys.Durations {
 		check(k, WithUnit(k, conf.Get(k)))
 	}
@@ -124,20 +121,30 @@ func Unmarshal(conf *confmap.Conf, cfg confmap.Validator, keys RawChecks) error 
 	for _, k := range bad {
 		deleteKey(rest, k)
 	}
-	if envBad {
-		// What the default config holds (FromEnv), set so that decoding
-		// the rest — which comes back here — does not read the variable
-		// again.
-		if rest == nil {
-			rest = map[string]any{}
-		}
-		rest[Key] = Default.String()
-	}
 	if err := confmap.NewFromStringMap(rest).Unmarshal(cfg); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	return errors.Join(append(errs, cfg.Validate())...)
 }
+
+// EnvError is what a component's config keeps of FromEnv's error: Set by
+// the default config, cleared by Clear when the configuration sets the
+// threshold itself, reported by Err in Validate. Its zero value holds no
+// error.
+type EnvError struct{ err error }
+
+// Set keeps err, FromEnv's error.
+func (e *EnvError) Set(err error) { e.err = err }
+
+// Clear drops the kept error when conf sets the threshold.
+func (e *EnvError) Clear(conf *confmap.Conf) {
+	if conf.IsSet(Key) {
+		e.err = nil
+	}
+}
+
+// Err is the kept error, nil when there is none.
+func (e *EnvError) Err() error { return e.err }
 
 // CheckRaw checks the configured value before it is decoded, so that a
 // value that is not a duration gets an error that says where it came from

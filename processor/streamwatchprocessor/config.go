@@ -25,6 +25,9 @@ type Config struct {
 	// "${env:STREAM__STALL_THRESHOLD_MS:-2000}ms"; a value that is not a
 	// duration is rejected with an error naming that variable.
 	StallThreshold time.Duration `mapstructure:"stall_threshold"`
+	// thresholdEnv: STREAM__STALL_THRESHOLD_MS could not be used for the
+	// default; Validate reports it unless stall_threshold is set.
+	thresholdEnv stallthreshold.EnvError
 
 	// MaxSegments bounds the stall segments written per span, as
 	// streamwatch.stall events and (with stall_spans) child spans. Default
@@ -66,6 +69,7 @@ var (
 // max_segments with a fraction is rejected instead of cut to a whole
 // number (-0.5 would become 0 and pass as valid).
 func (c *Config) Unmarshal(conf *confmap.Conf) error {
+	c.thresholdEnv.Clear(conf)
 	return stallthreshold.Unmarshal(conf, c, rawChecks)
 }
 
@@ -76,7 +80,7 @@ var rawChecks = stallthreshold.RawChecks{Counts: []string{"max_segments"}}
 // Validate checks the configuration and reports every invalid field;
 // messages name the YAML key and the value.
 func (c *Config) Validate() error {
-	errs := []error{stallthreshold.Check(c.StallThreshold)}
+	errs := []error{stallthreshold.Check(c.StallThreshold), c.thresholdEnv.Err()}
 	if c.MaxSegments < 0 {
 		errs = append(errs, fmt.Errorf("max_segments must be 0 or more, got %d", c.MaxSegments))
 	}
@@ -84,12 +88,14 @@ func (c *Config) Validate() error {
 }
 
 // createDefaultConfig takes the threshold from STREAM__STALL_THRESHOLD_MS
-// when it is set (stallthreshold.FromEnv); Unmarshal reports a value it
+// when it is set (stallthreshold.FromEnv); Validate reports a value it
 // cannot use, unless the configuration sets stall_threshold itself.
 func createDefaultConfig() component.Config {
-	threshold, _ := stallthreshold.FromEnv()
-	return &Config{
+	threshold, err := stallthreshold.FromEnv()
+	cfg := &Config{
 		StallThreshold: threshold,
 		MaxSegments:    64,
 	}
+	cfg.thresholdEnv.Set(err)
+	return cfg
 }

@@ -192,9 +192,25 @@ func TestConfigDefaultThresholdFromEnv(t *testing.T) {
 	assert.Equal(t, 750*time.Millisecond, cfg.(*Config).StallThreshold)
 
 	t.Setenv(stallthreshold.EnvVar, "soon")
-	err := confmap.NewFromStringMap(nil).Unmarshal(NewFactory().CreateDefaultConfig())
-	require.ErrorContains(t, err, `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out, must be a number of milliseconds such as 2000`)
+	const want = `STREAM__STALL_THRESHOLD_MS, which sets stall_threshold when the configuration leaves it out, must be a number of milliseconds such as 2000`
+	// "streamwatch:" with no body: the collector never unmarshals it, and
+	// validates it.
+	cfg = NewFactory().CreateDefaultConfig()
+	sub, err := confmap.NewFromStringMap(map[string]any{"streamwatch": nil}).Sub("streamwatch")
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(&cfg))
+	require.ErrorContains(t, confmap.Validate(cfg), want)
+	// A body without the key.
+	cfg = NewFactory().CreateDefaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"max_segments": 8}).Unmarshal(cfg))
+	require.ErrorContains(t, confmap.Validate(cfg), want)
+	// The key set: the variable is not read.
 	cfg = NewFactory().CreateDefaultConfig()
 	require.NoError(t, confmap.NewFromStringMap(map[string]any{"stall_threshold": "1s"}).Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
 	assert.Equal(t, time.Second, cfg.(*Config).StallThreshold)
+	// A bad key and the bad variable: the key's error alone.
+	err = confmap.NewFromStringMap(map[string]any{"stall_threshold": "abc"}).Unmarshal(NewFactory().CreateDefaultConfig())
+	require.ErrorContains(t, err, `stall_threshold must be a duration`)
+	assert.NotContains(t, err.Error(), "leaves it out")
 }

@@ -102,6 +102,9 @@ func fieldProblems(cfg any, checks stallthreshold.RawChecks) []string {
 				ft = ft.Elem()
 			}
 			switch {
+			case ft == reflect.TypeFor[stallthreshold.EnvError]():
+				// No configuration: what the default config kept of the
+				// environment, which nothing decodes into.
 			case !f.IsExported() || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array ||
 				ft.Kind() == reflect.Map || ft.Kind() == reflect.Interface:
 				if holdsNumber(f.Type, map[reflect.Type]bool{}) {
