@@ -30,7 +30,9 @@ const DefaultMaxLineSize = sse.DefaultMaxEventSize
 //     against its EmptyMessagesLimit, never reach it (an sse.Tap under
 //     Transport still sees the keepalives). A line that is not an SSE
 //     field at all — a bare JSON error object — is dropped too, as the raw
-//     route ignores it: the stream then ends without its terminal event;
+//     route ignores it: the stream then ends without its terminal event.
+//     A byte order mark that opens the stream is dropped, as the raw
+//     route drops it: to go-openai it would hide the first "data:" line;
 //   - a line of such a stream longer than maxLine bytes (0:
 //     DefaultMaxLineSize; its "\n" or "\r\n" not counted) fails the read
 //     with an error matching sse.ErrTooLarge, which the route reports as a

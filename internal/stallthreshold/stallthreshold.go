@@ -4,9 +4,10 @@
 // reported. The environment variable STREAM__STALL_THRESHOLD_MS sets it:
 // a configuration that leaves it out takes the variable's milliseconds
 // (FromEnv), and the shipped collector config builds it from the variable,
-// so an error names that variable and what it expects. Both components decode their configuration through its
-// Unmarshal, which checks the raw values of the threshold and of their
-// other duration and count keys before the decoder can change them.
+// so an error names that variable and what it expects. Both components
+// decode their configuration through its Unmarshal, which checks the raw
+// values of the threshold and of their other duration and count keys
+// before the decoder can change them.
 //
 // The canonical use, in a component's config:
 //
