@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -97,52 +98,39 @@ func TestHedgeStallBeforeCommitHoldChunks(t *testing.T) {
 	})
 }
 
-// A stall before commit launches a hedge: Buffered.
+// A stall before commit launches a hedge: Buffered. Keepalives are not
+// progress for the stall trigger (rule 2): an attempt that sends one every
+// 500 ms after its content stopped at 0.5 s is hedged at the same instant.
 func TestHedgeStallBuffered(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := newUpstream("a", append(texts("a", 5, 100*time.Millisecond, 100*time.Millisecond), content(time.Minute, "late")))
-		b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 100*time.Millisecond))
-		p := mustNew(t, Config{HedgeAfter: 10 * time.Second, StallAfter: 3 * time.Second, Delivery: Buffered})
-		start := time.Now()
-		s := p.Stream(t.Context(), a.route(), b.route())
-		g := drain(s, start)
-		if g.err != nil {
-			t.Fatal(g.err)
-		}
-		wantTexts(t, g, "b0", "b1", "b2")
-		st := s.Stats()
-		if st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
-			t.Fatalf("attempts = %+v", st.Attempts)
-		}
-		// Buffered: nothing before b completes at 3.5 s + 300 ms.
-		wantDur(t, "first delivery", g.at[0], 3800*time.Millisecond)
-		wantDur(t, "TimeToFirstChunk", st.TimeToFirstChunk, 3800*time.Millisecond)
-	})
-}
-
-// Keepalives are not progress for the stall trigger either (rule 2): a
-// Buffered attempt whose content stopped at 0.5 s and that sends a
-// keepalive every 500 ms is hedged at 0.5 s + StallAfter, as if silent.
-func TestHedgeStallIgnoresKeepalives(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		steps := texts("a", 5, 100*time.Millisecond, 100*time.Millisecond)
-		for range 20 {
-			steps = append(steps, keepalive(500*time.Millisecond))
-		}
-		a := newUpstream("a", steps)
-		b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 100*time.Millisecond))
-		p := mustNew(t, Config{HedgeAfter: 10 * time.Second, StallAfter: 3 * time.Second, Delivery: Buffered})
-		start := time.Now()
-		s := p.Stream(t.Context(), a.route(), b.route())
-		g := drain(s, start)
-		if g.err != nil {
-			t.Fatal(g.err)
-		}
-		wantTexts(t, g, "b0", "b1", "b2")
-		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
-			t.Fatalf("attempts = %+v, want a stall hedge at 3.5 s", st.Attempts)
-		}
-	})
+	for _, keepalives := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keepalives=%v", keepalives), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				steps := texts("a", 5, 100*time.Millisecond, 100*time.Millisecond)
+				if keepalives {
+					for range 20 {
+						steps = append(steps, keepalive(500*time.Millisecond))
+					}
+				}
+				a := newUpstream("a", append(steps, content(time.Minute, "late")))
+				b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 100*time.Millisecond))
+				p := mustNew(t, Config{HedgeAfter: 10 * time.Second, StallAfter: 3 * time.Second, Delivery: Buffered})
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route())
+				g := drain(s, start)
+				if g.err != nil {
+					t.Fatal(g.err)
+				}
+				wantTexts(t, g, "b0", "b1", "b2")
+				st := s.Stats()
+				if st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
+					t.Fatalf("attempts = %+v", st.Attempts)
+				}
+				// Buffered: nothing before b completes at 3.5 s + 300 ms.
+				wantDur(t, "first delivery", g.at[0], 3800*time.Millisecond)
+				wantDur(t, "TimeToFirstChunk", st.TimeToFirstChunk, 3800*time.Millisecond)
+			})
+		})
+	}
 }
 
 // A stall after commit never launches a hedge and ends in a stall
