@@ -122,7 +122,7 @@ func TestHedgeStallBuffered(t *testing.T) {
 				}
 				wantTexts(t, g, "b0", "b1", "b2")
 				st := s.Stats()
-				if st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
+				if len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerStall || st.Attempts[1].LaunchOffset != 3500*time.Millisecond {
 					t.Fatalf("attempts = %+v", st.Attempts)
 				}
 				// Buffered: nothing before b completes at 3.5 s + 300 ms.

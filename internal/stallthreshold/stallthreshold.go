@@ -11,10 +11,28 @@
 //
 // The canonical use, in a component's config:
 //
+//	type Config struct {
+//		StallThreshold time.Duration `mapstructure:"stall_threshold"`
+//		thresholdEnv   stallthreshold.EnvError
+//	}
+//
 //	var rawChecks = stallthreshold.RawChecks{Counts: []string{"max_segments"}}
 //
-//	func (c *Config) Unmarshal(conf *confmap.Conf) error { return stallthreshold.Unmarshal(conf, c, rawChecks) }
-//	func (c *Config) Validate() error { return stallthreshold.Check(c.StallThreshold) }
+//	func createDefaultConfig() component.Config {
+//		threshold, err := stallthreshold.FromEnv()
+//		cfg := &Config{StallThreshold: threshold}
+//		cfg.thresholdEnv.Set(err)
+//		return cfg
+//	}
+//
+//	func (c *Config) Unmarshal(conf *confmap.Conf) error {
+//		c.thresholdEnv.Clear(conf)
+//		return stallthreshold.Unmarshal(conf, c, rawChecks)
+//	}
+//
+//	func (c *Config) Validate() error {
+//		return errors.Join(stallthreshold.Check(c.StallThreshold), c.thresholdEnv.Err())
+//	}
 package stallthreshold
 
 import (
