@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/eventsize"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
 
@@ -164,14 +165,11 @@ func (b *dataLines) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// byteOrderMark is the UTF-8 byte order mark an event stream may open with.
-const byteOrderMark = "\xEF\xBB\xBF"
-
 // filter appends to out what chunk, the body's next bytes, passes on; it
 // stops at a line past the bound, setting err.
 func (b *dataLines) filter(chunk []byte) {
 	for _, c := range chunk {
-		if b.bom < len(byteOrderMark) && c == byteOrderMark[b.bom] {
+		if b.bom < len(eventsize.ByteOrderMark) && c == eventsize.ByteOrderMark[b.bom] {
 			b.bom++
 			continue
 		}
@@ -186,12 +184,12 @@ func (b *dataLines) filter(chunk []byte) {
 // partial; no mark is looked for after. It reports false as take does.
 func (b *dataLines) takeMark() bool {
 	partial := b.bom
-	if partial == len(byteOrderMark) {
+	if partial == len(eventsize.ByteOrderMark) {
 		return true
 	}
-	b.bom = len(byteOrderMark)
+	b.bom = len(eventsize.ByteOrderMark)
 	for i := range partial {
-		if !b.take(byteOrderMark[i]) {
+		if !b.take(eventsize.ByteOrderMark[i]) {
 			return false
 		}
 	}

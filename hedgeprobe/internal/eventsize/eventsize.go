@@ -49,8 +49,9 @@ type body struct {
 	err error
 }
 
-// byteOrderMark is the UTF-8 byte order mark an event stream may open with.
-const byteOrderMark = "\xEF\xBB\xBF"
+// ByteOrderMark is the UTF-8 byte order mark an event stream may open
+// with, which the SSE rules drop (goopenai's Transport drops it too).
+const ByteOrderMark = "\xEF\xBB\xBF"
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.err != nil {
@@ -58,15 +59,15 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	for i, c := range p[:n] {
-		if b.bom < len(byteOrderMark) {
-			if c == byteOrderMark[b.bom] {
+		if b.bom < len(ByteOrderMark) {
+			if c == ByteOrderMark[b.bom] {
 				b.bom++
 				continue
 			}
 			// No mark: what matched of one is the line's start (so the
 			// line is no comment), and no mark is looked for again.
 			b.line, b.event = b.bom, b.bom
-			b.bom = len(byteOrderMark)
+			b.bom = len(ByteOrderMark)
 		}
 		// The decoders split lines at '\n' and drop one '\r' before it:
 		// any other '\r' is a byte of its line ("a\rb", and "\r\r\n" is

@@ -39,8 +39,8 @@ func (r *pieces) Read(p []byte) (int, error) {
 // but not counted in its event; a blank line ends an event.
 func refBound(body []byte, max int) int {
 	start := 0
-	if bytes.HasPrefix(body, []byte(byteOrderMark)) {
-		start = len(byteOrderMark)
+	if bytes.HasPrefix(body, []byte(ByteOrderMark)) {
+		start = len(ByteOrderMark)
 	}
 	event := 0
 	for s := start; s <= len(body); {
