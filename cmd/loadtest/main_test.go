@@ -5,7 +5,14 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// TestMain checks that no test leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func TestRoundRatios(t *testing.T) {
 	med, lo, hi := roundRatios([]float64{80, 90, 45, 100}, []float64{100, 100, 50, 100})
