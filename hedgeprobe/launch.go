@@ -36,7 +36,11 @@ func (s *Stream[T]) begin() bool {
 	r.streaming = cfg.Delivery == Streaming
 	r.hold = int64(max(cfg.HoldChunks, 1))
 	r.resumable = cfg.ResumeAfter > 0 && s.p.items.Text != nil && cfg.MaxAttempts > 1 && anyContinues(s.routes)
-	r.events = make(chan event[T], 4*cfg.MaxAttempts)
+	// Four queued events per attempt let the reading goroutines run a
+	// little ahead of the race; the queue is allocated with every call, and
+	// past three attempts (a primary, a hedge, a resume) a call seldom has
+	// more live at once, so it stops growing there.
+	r.events = make(chan event[T], 4*min(cfg.MaxAttempts, 3))
 	s.out.text.max = cfg.ResumeMaxText
 	s.phase = phaseRace
 	if err := s.ctx.Err(); err != nil {

@@ -398,11 +398,12 @@ func targetSeeds() []uint64 {
 // within 15 % of the best hedgeprobe row, below the rows with 2 attempts
 // or a budget of 0.1 (seed scenario) and, at p99, never worse than no
 // hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls
-// the third-slowest call — within 10 % of no hedge's: there the zero-value
-// Config's slowest calls are those no resume rescued (every attempt
-// stalled, or the budget was dry), each waiting out a silence drawn like no
-// hedge's after the resumes before it, and 3 of 16 seeds put it behind no
-// hedge's, by up to 5 % (docs/performance.md, "Across seeds").
+// the third-slowest call — below no hedge's in both, and in the seed
+// scenario within 3× the oracle's and below the same defaults with 3
+// attempts: on 16 seeds 1.14–2.34× the oracle, where 3 attempts gave
+// 64–161 s, and at most 0.11× (seed) and 0.61× (stress) no hedge's, where
+// 3 attempts were behind it on 1 seed (docs/performance.md, "Across
+// seeds").
 func TestResumeTargets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("virtual-time targets of 2,000 calls: make test runs them without -race")
@@ -427,7 +428,7 @@ func TestResumeTargets(t *testing.T) {
 			if float64(zero.Done[1]) > 1.15*float64(best) {
 				t.Errorf("zero-value Config p99 %v, more than 15 %% above the best tuned row's %v", zero.Done[1], best)
 			}
-			// The defaults' attempt cap and budget (3 and 0.3) against the
+			// The defaults' attempt cap and budget (5 and 0.3) against the
 			// 2 and 0.1 they were first sized at, together and each alone.
 			for _, name := range []string{"zero-value Config, MaxAttempts 2, budget 0.1", "zero-value Config, MaxAttempts 2", "zero-value Config, budget 0.1"} {
 				if lower := row(t, seed, name).Summary.Done[1]; zero.Done[1] >= lower {
@@ -435,6 +436,14 @@ func TestResumeTargets(t *testing.T) {
 				} else {
 					t.Logf("%s: p99 %v", name, lower)
 				}
+			}
+			oracle999 := row(t, seed, "oracle (no faults, no hedge)").Summary.Done[2]
+			three := row(t, seed, "zero-value Config, MaxAttempts 3").Summary
+			t.Logf("seed: p99.9 oracle %v, zero-value %v (%.2f×), MaxAttempts 3 %v", oracle999, zero.Done[2], float64(zero.Done[2])/float64(oracle999), three.Done[2])
+			// The default attempt cap, 5, against the previous 3: the calls
+			// whose rescues stall too no longer wait out a silence.
+			if float64(zero.Done[2]) > 3*float64(oracle999) || zero.Done[2] >= three.Done[2] {
+				t.Errorf("zero-value Config p99.9 %v: more than 3× the oracle's %v, or not below MaxAttempts 3's %v", zero.Done[2], oracle999, three.Done[2])
 			}
 			stress := DefaultScenario(2000)
 			stress.Seed = s
@@ -444,8 +453,8 @@ func TestResumeTargets(t *testing.T) {
 				if z.Done[1] > n.Done[1] {
 					t.Errorf("zero-value Config p99 %v worse than no hedge's %v", z.Done[1], n.Done[1])
 				}
-				if float64(z.Done[2]) > 1.1*float64(n.Done[2]) {
-					t.Errorf("zero-value Config p99.9 %v more than 10 %% above no hedge's %v", z.Done[2], n.Done[2])
+				if z.Done[2] >= n.Done[2] {
+					t.Errorf("zero-value Config p99.9 %v not below no hedge's %v", z.Done[2], n.Done[2])
 				}
 			}
 			// Regression: a resumed attempt ends canceled, yet the chunks it
