@@ -242,9 +242,9 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 			}
 		}),
 		hedgeprobe.OnThrottle(func(e hedgeprobe.ThrottleEvent) {
-			if c := hook(e.Context); c != nil && e.Trigger == hedgeprobe.TriggerTTFT && e.Reason == hedgeprobe.ThrottlePushback {
+			if c := hook(e.Context); c != nil && (e.Trigger == hedgeprobe.TriggerTTFT || e.Trigger == hedgeprobe.TriggerStall) && e.Reason == hedgeprobe.ThrottlePushback {
 				c.mu.Lock()
-				c.ttftPushedBack = append(c.ttftPushedBack, e.Elapsed)
+				c.pushedBack = append(c.pushedBack, e.Elapsed)
 				c.mu.Unlock()
 			}
 			if c := hook(e.Context); c != nil && e.Trigger == hedgeprobe.TriggerResume {
@@ -682,10 +682,18 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 				continue
 			}
 			// A hedge pushback refused when due launches when the pushback
-			// ends, later.
-			want := res.st.Attempts[i-1].LaunchOffset + cfg.HedgeAfter
+			// ends, later. It is due at want; or, when a live attempt had
+			// content after the previous launch (the silence was the stall
+			// trigger's) and then failed, at that failure; and a stall hedge
+			// refused before that failure is the one that launches, as a
+			// TTFT hedge once the silence is the TTFT trigger's (counted
+			// once, at the stall's refusal).
+			prev := res.st.Attempts[i-1].LaunchOffset
+			want := prev + cfg.HedgeAfter
 			c.mu.Lock()
-			pushedBack := slices.Contains(c.ttftPushedBack, want)
+			pushedBack := slices.ContainsFunc(c.pushedBack, func(at time.Duration) bool {
+				return at > prev && at <= a.LaunchOffset
+			})
 			c.mu.Unlock()
 			if a.LaunchOffset != want && !(pushedBack && a.LaunchOffset > want) {
 				viol = append(viol, fmt.Sprintf("ttft hedge %d launched at %v, want %v (previous launch + HedgeAfter)", i, a.LaunchOffset, want))

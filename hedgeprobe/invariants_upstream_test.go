@@ -146,9 +146,10 @@ type ivCall struct {
 	done    map[int][]hedgeprobe.AttemptStats
 	resumes []hedgeprobe.ResumeEvent
 	hedges  []hedgeprobe.HedgeEvent
-	// ttftPushedBack holds when each TTFT hedge pushback refused was due.
-	ttftPushedBack []time.Duration
-	viol           []string
+	// pushedBack holds when pushback (a Retry-After or an ejection on
+	// every route) refused a TTFT or stall hedge that was due.
+	pushedBack []time.Duration
+	viol       []string
 
 	// The caller's clock, kept like the library's: waits in Next summed
 	// since the latest content chunk (and since the latest resume).
