@@ -26,12 +26,15 @@ COLLECTOR_SRC := builder-config.yaml go.mod go.sum otelcol-streamwatch.pgo \
 
 .PHONY: test e2e bench lint fuzz collector ollama demo fakellm loadtest pgo clean
 
-## test: go vet, the race-enabled unit and integration tests, and the
-## hedge simulation's targets (virtual time, too slow under -race).
+## test: go vet, the race-enabled unit and integration tests, the hedge
+## simulation's targets (virtual time, too slow under -race), and
+## hedgeprobe's random invariants over 100,000 calls (10,000 under -race):
+## some violations show once in a few hundred thousand calls.
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run 'TestResumeTargets|TestRouteHealthEffect|TestAdaptiveDelayWarm' ./internal/testbed/hedgesim/
+	$(GO) test -count=1 -run 'TestInvariantsRandom' ./hedgeprobe/ -args -invariants.sessions=20000 -invariants.seed=1
 
 ## e2e: the real collector, a real Prometheus server and two Ollama servers (see e2e/).
 e2e: collector ollama
