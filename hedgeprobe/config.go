@@ -171,18 +171,18 @@ type Config struct {
 	// included. Default 5, the most gRPC allows: a stream's continuation
 	// may stall as well, and a call whose cap was spent waits its silence
 	// out (at 3, such calls set the p99.9 of the simulated seed's workload:
-	// 103.6 s against 17.3 s at 5). HedgeBudget, not this cap, bounds the
+	// 103.6 s against 17.0 s at 5). HedgeBudget, not this cap, bounds the
 	// load. Values above 5 are clamped to 5; 1 disables hedging and resume.
 	MaxAttempts int
 	// HedgeBudget is the number of hedge tokens each call adds to the
 	// Prober's bucket; every hedge and every resume takes one token.
-	// Default 0.3: it must cover the calls that need a rescue (8–9 %
+	// Default 0.3: it must cover the calls that need a rescue (4.6 %
 	// TTFT hedges at the adaptive p95 delay in the simulation of the
-	// seed's workload — more than 5 %, since a p95 of few samples lies
-	// below the true one — plus the share of streams that fall silent,
-	// 10 % there), and it keeps extra attempts below a third of calls, so
-	// an outage cannot double the load. As everywhere in Config, 0 means
-	// the default; MaxAttempts 1 turns hedging off.
+	// seed's workload, plus a resume or two for each stream that falls
+	// silent, 10 % there: 0.195 extra attempts per call in all), and it
+	// keeps extra attempts below a third of calls, so an outage cannot
+	// double the load. As everywhere in Config, 0 means the default;
+	// MaxAttempts 1 turns hedging off.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.

@@ -400,8 +400,8 @@ func targetSeeds() []uint64 {
 // hedge, on the seed and the stress scenario. At p99.9 — on 2,000 calls
 // the third-slowest call — below no hedge's in both, and in the seed
 // scenario within 3× the oracle's and below the same defaults with 3
-// attempts: on 16 seeds 1.14–2.34× the oracle, where 3 attempts gave
-// 64–161 s, and at most 0.11× (seed) and 0.61× (stress) no hedge's, where
+// attempts: on 16 seeds 1.14–2.14× the oracle, where 3 attempts gave
+// 60–161 s, and at most 0.09× (seed) and 0.61× (stress) no hedge's, where
 // 3 attempts were behind it on 1 seed (docs/performance.md, "Across
 // seeds").
 func TestResumeTargets(t *testing.T) {

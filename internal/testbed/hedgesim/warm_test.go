@@ -26,8 +26,8 @@ import (
 // ejection, and an ejected route collects no TTFTs, so how cold a row's
 // sketch gets then follows its failures on the primary — rule 11 at
 // work, not the arrivals this test is about. With ejection on, the
-// zero-value Config (5 attempts) started 9.4 % of its stress calls cold,
-// the other rows 5.9–7.8 %; without it, all lie within 5.9–6.6 %.
+// zero-value Config (5 attempts) started 8.0 % of its stress calls cold,
+// the other rows 5.9–7.7 %; without it, all lie within 5.9–7.0 %.
 func TestAdaptiveDelayWarm(t *testing.T) {
 	if raceEnabled {
 		t.Skip("2,000 calls of every adaptive row: make test runs it without -race")
