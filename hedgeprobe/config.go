@@ -95,9 +95,13 @@ type Config struct {
 	// attempt when no live attempt has produced a content chunk this long
 	// after the latest launch. Zero (the default) means adaptive: the
 	// HedgeQuantile of recent attempt TTFTs of the route × model, clamped
-	// to [HedgeMinDelay, HedgeMaxDelay]. Env HEDGE__AFTER_S.
+	// to [HedgeMinDelay, HedgeMaxDelay]: the recent TTFT that the next one
+	// exceeds with probability nearest 1 − HedgeQuantile, so that about
+	// that share of attempts is hedged on few samples too (at p95, the
+	// largest of up to 29 samples). Env HEDGE__AFTER_S.
 	HedgeAfter time.Duration
-	// HedgeQuantile is the quantile of the adaptive delay, in (0, 1).
+	// HedgeQuantile is the quantile of the adaptive delay, in (0, 1):
+	// about 1 − HedgeQuantile of attempts wait past it and are hedged.
 	// Default 0.95 (Tail at Scale: about 5 % extra attempts). Lower hedges
 	// more often and cuts the tail harder.
 	HedgeQuantile float64
