@@ -46,7 +46,7 @@ e2e: collector ollama
 bench:
 	$(GO) test -p 1 -run='^$$' -bench=. -benchmem ./...
 
-## fuzz: each fuzz target for FUZZTIME.
+## fuzz: each fuzz target for FUZZTIME: a duration (15s) or a count of inputs (20000x).
 fuzz:
 	@for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 		for f in $$(grep -h '^func Fuzz' $$t/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
