@@ -45,6 +45,24 @@ type Result struct {
 	Err error
 }
 
+// delivered records a content chunk that reached the caller now, start
+// being the call's start: the first sets TTFT, the last Done.
+func (r *Result) delivered(start time.Time) {
+	r.Done = time.Since(start)
+	if r.TTFT < 0 {
+		r.TTFT = r.Done
+	}
+}
+
+// end records how the call finished: OK when err is nil, else err and the
+// time it came.
+func (r *Result) end(start time.Time, err error) {
+	r.Err, r.OK = err, err == nil
+	if !r.OK {
+		r.Done = time.Since(start)
+	}
+}
+
 // Indexes of Result.ByTrigger.
 const (
 	byTTFT = iota
@@ -251,24 +269,16 @@ func direct(ctx context.Context, c *call) Result {
 	r := Result{TTFT: -1, Attempts: 1}
 	src, err := c.open(ctx, Primary)
 	if err != nil {
-		r.Done, r.Err = time.Since(start), err
+		r.end(start, err)
 		return r
 	}
 	defer src.Close()
 	for src.Next() {
-		if src.Current().Kind != hedgeprobe.Content {
-			continue
-		}
-		r.Done = time.Since(start)
-		if r.TTFT < 0 {
-			r.TTFT = r.Done
+		if src.Current().Kind == hedgeprobe.Content {
+			r.delivered(start)
 		}
 	}
-	r.Err = src.Err()
-	r.OK = r.Err == nil
-	if !r.OK {
-		r.Done = time.Since(start)
-	}
+	r.end(start, src.Err())
 	return r
 }
 
@@ -337,10 +347,7 @@ func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 			}
 			garbled = garbled || s.Current().Index != next
 			next++
-			r.Done = time.Since(start)
-			if r.TTFT < 0 {
-				r.TTFT = r.Done
-			}
+			r.delivered(start)
 		}
 		err := s.Err()
 		if err == nil && (garbled || next != c.sc.Chunks) {
@@ -369,7 +376,7 @@ func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 			return r
 		}
 		if !retry || try == 1 || !hedgeprobe.IsTransient(err) {
-			r.Done, r.Err = time.Since(start), err
+			r.end(start, err)
 			return r
 		}
 		// The retry goes to the other route first.

@@ -74,13 +74,13 @@ func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r h
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		r.Done, r.Err = time.Since(start), err
+		r.end(start, err)
 		return r
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		r.Done, r.Err = time.Since(start), &StatusError{Code: resp.StatusCode}
+		r.end(start, &StatusError{Code: resp.StatusCode})
 		return r
 	}
 	sc := bufio.NewScanner(resp.Body)
@@ -90,15 +90,8 @@ func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r h
 			continue
 		}
 		r.read++
-		r.Done = time.Since(start)
-		if r.TTFT < 0 {
-			r.TTFT = r.Done
-		}
+		r.delivered(start)
 	}
-	r.Err = sc.Err()
-	r.OK = r.Err == nil
-	if !r.OK {
-		r.Done = time.Since(start)
-	}
+	r.end(start, sc.Err())
 	return r
 }
