@@ -182,12 +182,12 @@ func readBody(t *testing.T, body io.Reader, size int, stop func([]byte) bool) ([
 	}
 }
 
-// hasDoneMark reports whether raw holds bodyend's [DONE] mark at a line's
-// start.
-func hasDoneMark(raw []byte) bool {
-	s := "\n" + string(raw)
-	return strings.Contains(s, "\ndata: [DONE]") || strings.Contains(s, "\ndata:[DONE]")
-}
+// doneMark is bodyend's [DONE] mark: "data:", whitespace but a newline
+// (go-openai's `\s`), "[DONE]", at a line's start.
+var doneMark = regexp.MustCompile(`(^|\n)data:[ \t\f\r]*\[DONE\]`)
+
+// hasDoneMark reports whether raw holds bodyend's [DONE] mark.
+func hasDoneMark(raw []byte) bool { return doneMark.Match(raw) }
 
 // FuzzTransport holds Transport to its contract on any body, Content-Type
 // and status, read in fuzz-chosen pieces through reads of a fuzz-chosen
@@ -204,9 +204,10 @@ func hasDoneMark(raw []byte) bool {
 //     (see sseOnly), the data payloads go-openai
 //     would read through Transport are those of the data fields the raw
 //     route's sse.Reader yields for the same body, up to [DONE];
-//   - a body closed once go-openai would stop at [DONE] has, when a [DONE]
-//     mark was read, its next bodyend.Max bytes drained by Close, and
-//     nothing more read otherwise;
+//   - every [DONE] go-openai stops at is bodyend's mark (hasDoneMark); a
+//     body closed when the mark has been read has its next bodyend.Max
+//     bytes drained by Close, and one closed before it has nothing more
+//     read;
 //   - any other 2xx body reads whole up to maxLine bytes, then fails with
 //     sse.ErrTooLarge; an error status's body reads whole and unchanged;
 //   - no read returns more than it was given room for or stalls, and
@@ -230,7 +231,9 @@ func FuzzTransport(f *testing.F) {
 		{"data: a\rdata: b\n\n", 40},
 		{"data: a\n\ndata: [DONE]\n\ndata: abcdefghijk\n", 12},
 		{"data: a\n\ndata: [DONE]\n\ntrailing bytes after the end", 40},
-		{"data: a\n\ndata:  [DONE]\n\ntrailing bytes, no mark", 40},
+		{"data: a\n\ndata:  [DONE]\n\ntrailing bytes after a spaced end", 40},
+		{"data: a\n\ndata:\t[DONE] \r\n\r\ntrailing bytes after a tabbed end", 40},
+		{"data: a\n\ndata: [DONE\n\ntrailing bytes, no end", 40},
 		{": " + strings.Repeat("x", 20) + "\n", 10},
 		{"\uFEFFdata: a\n\ndata: b\n\n", 40},
 		{"data\n\ndata:  spaced  \n\n", 40},
@@ -327,13 +330,18 @@ func FuzzTransport(f *testing.F) {
 
 		// Closed where go-openai stops at [DONE], the body has its end
 		// drained when its mark was read, and is not read on otherwise.
+		// Every [DONE] go-openai stops at is a mark.
 		raw, resp = roundTrip()
+		var stopped bool
 		_, _ = readBody(t, resp.Body, readSize, func(out []byte) bool {
-			_, done := goOpenAIPayloads(out)
-			return done
+			_, stopped = goOpenAIPayloads(out)
+			return stopped
 		})
 		before := raw.off
 		mark := hasDoneMark(in[:before])
+		if stopped && !mark {
+			t.Fatalf("%s: go-openai stopped at [DONE] with %d bytes read, and they hold no mark", desc, before)
+		}
 		closeBody(raw, resp)
 		switch wantOff := min(len(in), before+bodyend.Max); {
 		case mark && raw.off != wantOff:

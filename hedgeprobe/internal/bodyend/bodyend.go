@@ -38,36 +38,43 @@ func Drain(resp *http.Response) {
 	_, _ = io.CopyN(io.Discard, resp.Body, Max)
 }
 
-// doneMarks are the line that ends an OpenAI-compatible event stream, at
-// the start of a line (the space after the colon is optional in SSE): a
-// text delta may hold "data: [DONE]" too, but a JSON string holds no raw
-// newline.
-var doneMarks = [][]byte{[]byte("\ndata: [DONE]"), []byte("\ndata:[DONE]")}
-
-// doneMarkLen is the length of the longest of doneMarks.
-const doneMarkLen = len("\ndata: [DONE]")
+// The line that ends an OpenAI-compatible event stream is "data:", any
+// run of whitespace but a newline (' ', '\t', '\f', '\r'), then
+// "[DONE]", at the start of a line: the space after the colon is optional
+// in SSE, openai-go takes one at most and go-openai any whitespace (it
+// matches `^data:\s*` on the line), and the mark must find every line
+// either SDK stops at, or the SDK's Close cuts a connection that was good
+// to keep. A mark that is
+// taken where the SDK does not stop costs a Close at most Wait. A text
+// delta may hold "data: [DONE]" too, but a JSON string holds no raw
+// newline, so the mark is looked for only at a line's start.
+const (
+	markLine = "\ndata:" // the newline that starts the line, then the field
+	markDone = "[DONE]"
+)
 
 // AtDone wraps resp's body, for an SDK that closes its stream itself when
-// it reads [DONE] (openai-go), before its caller can read the body's end:
-// closed after its "data: [DONE]" line has been read, the body first has
-// its end read as Drain reads it. Only a 2xx HTTP/1.x response is
-// wrapped.
+// it reads [DONE] (openai-go, go-openai), before its caller can read the
+// body's end: closed after its "data: [DONE]" line has been read, the
+// body first has its end read as Drain reads it. Only a 2xx HTTP/1.x
+// response is wrapped.
 func AtDone(resp *http.Response) {
 	if resp == nil || resp.ProtoMajor != 1 || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return
 	}
-	b := &doneBody{ReadCloser: resp.Body}
-	b.tailN = copy(b.tail[:], "\n") // the body's start is a line's
-	resp.Body = b
+	resp.Body = &doneBody{ReadCloser: resp.Body, matched: 1} // the body's start is a line's
 }
 
-// doneBody is a response body that watches for a doneMark in what is read
-// through it, across reads, without copying more than a mark's length.
+// doneBody is a response body that watches what is read through it for
+// the [DONE] line, across reads, byte by byte, with no copy.
 type doneBody struct {
 	io.ReadCloser
-	tail  [doneMarkLen - 1]byte // the last bytes read, up to len(tail)
-	tailN int
-	// done: a doneMark has been read. Atomic: Close may come from another
+	// matched is how much of the mark the last bytes read match: up to
+	// len(markLine), that many of its bytes; at len(markLine), the field
+	// and the whitespace after it; beyond, that many bytes of markDone
+	// more.
+	matched int
+	// done: the mark has been read. Atomic: Close may come from another
 	// goroutine while a Read is under way (a loser cancelled mid-read).
 	done atomic.Bool
 }
@@ -80,22 +87,33 @@ func (b *doneBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// watch looks for a doneMark in chunk and where it meets the bytes before.
+// watch carries the match of the mark on through chunk.
 func (b *doneBody) watch(chunk []byte) {
-	var win [2 * len(b.tail)]byte
-	w := copy(win[:], b.tail[:b.tailN])
-	w += copy(win[w:], chunk[:min(len(chunk), len(b.tail))])
-	for _, m := range doneMarks {
-		if bytes.Contains(chunk, m) || bytes.Contains(win[:w], m) {
-			b.done.Store(true)
-			return
+	for i := 0; i < len(chunk); i++ {
+		if b.matched == 0 {
+			// Nothing matched: only a newline can start the mark.
+			nl := bytes.IndexByte(chunk[i:], '\n')
+			if nl < 0 {
+				return
+			}
+			i += nl
 		}
-	}
-	// The new tail: the last bytes of what came before and chunk.
-	if len(chunk) >= len(b.tail) {
-		b.tailN = copy(b.tail[:], chunk[len(chunk)-len(b.tail):])
-	} else {
-		b.tailN = copy(b.tail[:], win[max(0, w-len(b.tail)):w])
+		c := chunk[i]
+		switch m := b.matched; {
+		case m < len(markLine) && c == markLine[m]:
+			b.matched++
+		case m == len(markLine) && (c == ' ' || c == '\t' || c == '\f' || c == '\r'):
+			// whitespace between the field and [DONE]
+		case m >= len(markLine) && c == markDone[m-len(markLine)]:
+			if b.matched++; b.matched == len(markLine)+len(markDone) {
+				b.done.Store(true)
+				return
+			}
+		case c == '\n':
+			b.matched = 1 // a mismatch on a newline starts the mark again
+		default:
+			b.matched = 0
+		}
 	}
 }
 

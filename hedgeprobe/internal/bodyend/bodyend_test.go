@@ -25,6 +25,15 @@ func TestDoneBodyFindsTheMark(t *testing.T) {
 		{"data: {\"choices\":[]}\n\ndata: [DONE]\n\n", true},
 		{"data: [DONE]", true},
 		{"data: {\"choices\":[]}\n\ndata:[DONE]\n\n", true},
+		// go-openai takes any whitespace after the colon.
+		{"data: {\"choices\":[]}\n\ndata:  [DONE]\n\n", true},
+		{"data: {\"choices\":[]}\r\n\r\ndata:\t \f[DONE]\r\n\r\n", true},
+		{"data:\r[DONE]", true},
+		{"\n\n\ndata: [DONE]", true},
+		{"ddata: [DONE]\n", false},
+		{"data: x[DONE]\n", false},
+		{"data: [DONE\ndata: [DONE\n", false},
+		{" data: [DONE]\n", false}, // a field named " data", no SDK's end
 		// A text delta that holds the mark is no end: a Close there would
 		// wait for a body that goes on.
 		{"data: {\"choices\":[{\"delta\":{\"content\":\"data: [DONE]\"}}]}\n\n", false},
