@@ -44,10 +44,9 @@ func Drain(resp *http.Response) {
 // in SSE, openai-go takes one at most and go-openai any whitespace (it
 // matches `^data:\s*` on the line), and the mark must find every line
 // either SDK stops at, or the SDK's Close cuts a connection that was good
-// to keep. A mark that is
-// taken where the SDK does not stop costs a Close at most Wait. A text
-// delta may hold "data: [DONE]" too, but a JSON string holds no raw
-// newline, so the mark is looked for only at a line's start.
+// to keep; a mark taken where the SDK does not stop costs its Close at
+// most Wait. A text delta may hold "data: [DONE]" too, but a JSON string
+// holds no raw newline, so the mark is looked for only at a line's start.
 const (
 	markLine = "\ndata:" // the newline that starts the line, then the field
 	markDone = "[DONE]"
