@@ -95,7 +95,7 @@ func BenchmarkTap(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tb := &tapBody{ReadCloser: io.NopCloser(bytes.NewReader(in)), emit: func(Event) {}}
-		tb.p.limit, tb.p.watch = DefaultMaxEventSize, true // as RoundTrip sets them
+		tb.p.limit, tb.p.watch = TapLimit, true // as RoundTrip sets them
 		_, _ = io.Copy(io.Discard, struct{ io.Reader }{tb})
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")

@@ -35,7 +35,7 @@ func KeepaliveRoute[T any](r hedgeprobe.Route[T]) hedgeprobe.Route[T] {
 // context, closes the stream and waits for that goroutine. Keepalives that
 // arrive faster than the caller reads are dropped past a buffer of 64. The
 // Event mk gets has no Data: a keepalive's text says nothing, and 64 of
-// them, each up to DefaultMaxEventSize, would be held for nothing.
+// them, each up to TapLimit, would be held for nothing.
 // Without a Tap in the SDK client's transport, the Source yields the
 // stream's items only.
 func Keepalives[T any](ctx context.Context, open func(context.Context) (hedgeprobe.Source[T], error), mk func(Event) T) (hedgeprobe.Source[T], error) {

@@ -15,7 +15,8 @@ import (
 //
 // Reports go to the function attached to the request's context with
 // WithKeepaliveFunc (per attempt), and to OnKeepalive (per client). Both are
-// called on the goroutine reading the body and must not block.
+// called on the goroutine reading the body and must not block. A reported
+// keepalive's Data is cut at TapLimit bytes.
 //
 // A Tap is safe for concurrent use; its fields must not change after first
 // use.
@@ -26,6 +27,13 @@ type Tap struct {
 	// response.
 	OnKeepalive func(req *http.Request, ev Event)
 }
+
+// TapLimit bounds what a Tap keeps of a line and of an event's data while
+// it watches a stream: a keepalive's text says nothing, and the SDK that
+// reads the stream bounds its events itself, so the Tap holds a few KiB
+// per stream however long an upstream's lines and events are, not a
+// second copy of them.
+const TapLimit = 4 << 10
 
 type keepaliveKey struct{}
 
@@ -55,7 +63,7 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	tb := &tapBody{ReadCloser: resp.Body}
-	tb.p.limit, tb.p.watch = DefaultMaxEventSize, true
+	tb.p.limit, tb.p.watch = TapLimit, true
 	// Watching, the parser emits keepalives only (parser.watch).
 	tb.emit = func(ev Event) {
 		if f != nil {
@@ -70,10 +78,10 @@ func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // tapBody parses the bytes the SDK reads, on the SDK's goroutine. Its
-// parser watches (parser.watch): a line or an event over the size limit is
-// cut, so the Tap holds at most about three and a half times
-// DefaultMaxEventSize (a partial line, an event's data and its type) and
-// never stops watching; feed then has no error to report.
+// parser watches (parser.watch): a line or an event's data over TapLimit
+// is cut, so the Tap holds at most about three times TapLimit (a partial
+// line, an event's data and its type) and never stops watching; feed then
+// has no error to report.
 type tapBody struct {
 	io.ReadCloser
 	p    parser

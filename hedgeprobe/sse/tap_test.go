@@ -3,6 +3,7 @@ package sse
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -147,6 +148,59 @@ func TestTapWatchesWithoutContentType(t *testing.T) {
 	_ = resp.Body.Close()
 	if strings.Join(got, ",") != "alive" {
 		t.Fatalf("keepalives reported: %q, want alive", got)
+	}
+}
+
+// A Tap keeps at most TapLimit of a line and of an event's data (and so
+// of its type, a line's value), however long they are and however the
+// reads cut them: a comment,
+// a data line, an event of many data lines and an "event:" line, each of
+// 2 MiB, and the keepalives after each are reported, the first cut.
+func TestTapHoldsAFewKiB(t *testing.T) {
+	long := strings.Repeat("z", 2<<20)
+	input := ": " + long + "\n\n" +
+		"data: " + long + "\n\n: a\n\n" +
+		strings.Repeat("data: "+long[:1000]+"\n", 2<<10) + "\n: b\n\n" +
+		"event: " + long + "\ndata: x\n\n: c\n\n" +
+		"event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	for _, seg := range []int{1 << 10, 64 << 10} {
+		var segs []string
+		for s := input; len(s) > 0; s = s[min(seg, len(s)):] {
+			segs = append(segs, s[:min(seg, len(s))])
+		}
+		var got []string
+		tap := &Tap{
+			Base:        fixedTransport{contentType: "text/event-stream", segs: segs},
+			OnKeepalive: func(_ *http.Request, ev Event) { got = append(got, string(ev.Data)) },
+		}
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://x.test/", nil)
+		resp, err := tap.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb := resp.Body.(*tapBody)
+		var line, data, n int
+		buf := make([]byte, 32<<10)
+		for {
+			k, err := tb.Read(buf)
+			n += k
+			line, data = max(line, cap(tb.p.line)), max(data, cap(tb.p.data))
+			if err != nil {
+				break
+			}
+		}
+		_ = resp.Body.Close()
+		if n != len(input) {
+			t.Fatalf("read %d bytes through the Tap, want %d", n, len(input))
+		}
+		// append may round a buffer's capacity up to its size class.
+		if line > 2*TapLimit || data > 2*TapLimit {
+			t.Errorf("reads of %d: the Tap held a line of %d bytes and data of %d; want at most TapLimit (%d) each, up to append's rounding", seg, line, data, TapLimit)
+		}
+		want := []string{long[:TapLimit-2], "a", "b", "c", `{"type": "ping"}`}
+		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+			t.Errorf("reads of %d: reported %.80q, want %.80q", seg, got, want)
+		}
 	}
 }
 
