@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +232,65 @@ func TestTapMemoryBounded(t *testing.T) {
 			t.Errorf("%q × 20,000: reported %q, want the comment after the event last", line, got)
 		}
 	}
+}
+
+// FuzzTap holds the Tap's parser to the SSE rules on any body read in any
+// pieces: it never changes a byte the SDK reads, never fails, holds at most
+// limit bytes of a line and limit+1 of data, and, on a body whose lines
+// and events fit the limit, reports exactly the comments and "ping" events
+// the Reader reads (FuzzReader holds it to the rules), in order.
+func FuzzTap(f *testing.F) {
+	for _, tc := range readerCases {
+		f.Add([]byte(tc.in), uint8(7))
+	}
+	f.Add([]byte(tapInput), uint8(5))
+	f.Add([]byte("event: ping\ndata: "+strings.Repeat("y", 100)+"\n\n: after\n\n"), uint8(3))
+	f.Add([]byte("data: a\nevent: ping\n\nevent: ping\nevent: x\ndata: b\n\n"), uint8(2))
+	const limit = 64
+	f.Fuzz(func(t *testing.T, in []byte, split uint8) {
+		n := int(split)%max(len(in), 1) + 1
+		var segs [][]byte
+		for b := in; len(b) > 0; b = b[min(n, len(b)):] {
+			segs = append(segs, bytes.Clone(b[:min(n, len(b))]))
+		}
+		var got []Event
+		tb := &tapBody{ReadCloser: io.NopCloser(&splitReader{segs: segs})}
+		tb.p.limit, tb.p.watch = limit, true
+		tb.emit = func(ev Event) { got = append(got, ev) }
+		var out []byte
+		buf := make([]byte, 512)
+		for {
+			k, err := tb.Read(buf)
+			out = append(out, buf[:k]...)
+			if len(tb.p.line) > limit || len(tb.p.data) > limit+1 {
+				t.Fatalf("buffers over the limit: line %d, data %d", len(tb.p.line), len(tb.p.data))
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+		}
+		if !bytes.Equal(out, in) {
+			t.Fatalf("the Tap changed the body: read %q, sent %q", out, in)
+		}
+		all, err := readAll(bytes.NewReader(in), WithMaxEventSize(limit))
+		if err != nil {
+			return // cut at the limit: the bounds above are the contract
+		}
+		key := func(e Event) string { return fmt.Sprintf("%t %q %q", e.Comment, e.Type, e.Data) }
+		var want, have []string
+		for _, e := range all {
+			if e.Comment || e.Type == "ping" {
+				want = append(want, key(e))
+			}
+		}
+		for _, e := range got {
+			have = append(have, key(e))
+		}
+		if !slices.Equal(have, want) {
+			t.Fatalf("reported %q, the Reader's keepalives are %q", have, want)
+		}
+	})
 }
