@@ -43,12 +43,17 @@ func chunkLine(text, finish string) string {
 
 // A stream read to [DONE] through Transport leaves its HTTP/1.1 connection
 // for the next: go-openai stops at [DONE] without reading the chunked
-// encoding's end, and without Transport every attempt dialled again.
+// encoding's end, and without Transport every attempt dialled again. It
+// stops at a [DONE] after any whitespace too.
 func TestTransportReusesTheConnection(t *testing.T) {
-	adapter.CheckConnectionReused(t, chunkLine("hi", "stop")+"data: [DONE]\n\n",
-		func(url string) hedgeprobe.Route[goopenai.Chunk] {
-			return goopenai.Route("r", transportClient(t, url, 0), req, goopenai.RouteOptions{})
+	for _, done := range []string{"data: [DONE]", "data:[DONE]", "data:  [DONE]", "data:\t[DONE] "} {
+		t.Run(done, func(t *testing.T) {
+			adapter.CheckConnectionReused(t, chunkLine("hi", "stop")+done+"\n\n",
+				func(url string) hedgeprobe.Route[goopenai.Chunk] {
+					return goopenai.Route("r", transportClient(t, url, 0), req, goopenai.RouteOptions{})
+				})
 		})
+	}
 }
 
 // A line longer than Transport's bound ends the attempt with a fatal
