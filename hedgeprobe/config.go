@@ -183,13 +183,17 @@ type Config struct {
 	// Default 0.3: it must cover the calls that need a rescue (4.6 %
 	// TTFT hedges at the adaptive p95 delay in the simulation of the
 	// seed's workload, plus a resume or two for each stream that falls
-	// silent, 10 % there: 0.195 extra attempts per call in all), and it
+	// silent, 10 % there: 0.192 extra attempts per call in all), and it
 	// keeps extra attempts below a third of calls, so an outage cannot
 	// double the load. As everywhere in Config, 0 means the default;
 	// MaxAttempts 1 turns hedging off.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.
+	// A TTFT hedge launches only while the bucket holds the whole tokens of
+	// half of it besides its own (6 of 10): the last tokens are kept for
+	// resumes, stall hedges and error relaunches, whose calls would
+	// otherwise wait out a silence or fail.
 	HedgeBurst float64
 	// Delivery is when an attempt commits. Default Streaming.
 	Delivery Delivery

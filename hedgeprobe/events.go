@@ -59,7 +59,9 @@ type ThrottleReason string
 
 // Values of ThrottleReason.
 const (
-	// ThrottleBudget: the hedge budget had no token.
+	// ThrottleBudget: the hedge budget had no token, or, for a TTFT
+	// hedge, none above the reserve it leaves for the other rescues
+	// (Config.HedgeBurst).
 	ThrottleBudget ThrottleReason = "budget"
 	// ThrottlePushback: every route the hedge could go to asked callers to
 	// stay away (Retry-After) or is ejected.

@@ -237,10 +237,52 @@ func TestHedgeBudgetRunsDry(t *testing.T) {
 			hedged += len(st.Attempts) - 1
 			throttled += st.HedgesThrottled
 		}
-		// Burst 2 (full at start), +0.1 per call: calls 1 and 2 hedge
-		// (2 → 1 → 0.1), call 11 has 1.1 and hedges, 12-20 are throttled.
-		if hedged != 3 || throttled != 17 || len(throttles) != 17 || throttles[0].Reason != ThrottleBudget {
+		// Burst 2 (full at start), +0.1 per call, and a TTFT hedge leaves
+		// half the burst (1 token): call 1 hedges (2 → 1), calls 2-10
+		// have 1.1-1.9 and are throttled, call 11 has 2 and hedges, 12-20
+		// are throttled.
+		if hedged != 2 || throttled != 18 || len(throttles) != 18 || throttles[0].Reason != ThrottleBudget {
 			t.Fatalf("hedged %d throttled %d events %d", hedged, throttled, len(throttles))
+		}
+	})
+}
+
+// A bucket at half its burst or below refuses a TTFT hedge and still
+// admits an error relaunch: the tokens left go to the rescues without
+// which a call fails or waits out a silence.
+func TestHedgeBudgetReserveForRescues(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := newUpstream("a", append([]step{content(2*time.Second, "a0")}, texts("a", 1, 10*time.Millisecond, 0)...))
+		hung := newUpstream("b", []step{hang()})
+		var throttles []ThrottleEvent
+		// Burst 4: a TTFT hedge leaves 2 tokens. The refills (1e-6 a
+		// call) are too small to matter.
+		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBudget: 1e-6, HedgeBurst: 4, MaxAttempts: 2},
+			OnThrottle(func(e ThrottleEvent) { throttles = append(throttles, e) }))
+		for i, wantHedge := range []bool{true, true, false} { // 4 → 3 → 2 tokens, then refused
+			s := p.Stream(t.Context(), slow.route(), hung.route())
+			if g := drain(s, time.Now()); g.err != nil {
+				t.Fatalf("call %d: %v", i, g.err)
+			}
+			if got := len(s.Stats().Attempts) == 2; got != wantHedge {
+				t.Fatalf("call %d (TTFT): hedged %v, want %v", i, got, wantHedge)
+			}
+		}
+		if len(throttles) != 1 || throttles[0].Trigger != TriggerTTFT || throttles[0].Reason != ThrottleBudget {
+			t.Fatalf("throttles %+v, want one TTFT hedge refused by the budget", throttles)
+		}
+		// The same 2 tokens launch the next attempt after an error.
+		failing := newUpstream("a")
+		failing.openErr = &statusErr{code: 500}
+		ok := newUpstream("b", texts("b", 1, 10*time.Millisecond, 0))
+		s := p.Stream(t.Context(), failing.route(), ok.route())
+		g := drain(s, time.Now())
+		if g.err != nil {
+			t.Fatalf("error relaunch: %v (throttles %+v)", g.err, throttles[1:])
+		}
+		wantTexts(t, g, "b0")
+		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerError {
+			t.Fatalf("attempts %+v, want the primary and an error relaunch", st.Attempts)
 		}
 	})
 }

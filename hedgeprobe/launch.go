@@ -174,7 +174,11 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	}
 	started := false
 	if l.trigger != TriggerPrimary {
-		if !s.p.budget.take() {
+		var keep float64
+		if l.trigger == TriggerTTFT {
+			keep = s.p.budget.reserve
+		}
+		if !s.p.budget.take(keep) {
 			return nil, true
 		}
 		// A span processor that panics in Start below launches nothing:

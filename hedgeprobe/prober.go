@@ -3,6 +3,7 @@ package hedgeprobe
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -152,15 +153,25 @@ func (p *Prober[T]) HedgeDelay(route, model string) time.Duration {
 
 // budget is the hedge token bucket (docs/design.md §2 rule 3): each call
 // adds perCall tokens up to burst, each hedge or resume takes one.
+//
+// A TTFT hedge also leaves reserve tokens in the bucket: it saves its call
+// a few seconds of a slow first chunk, where a resume or a stall hedge
+// saves a silence of a minute and an error relaunch the call itself, so
+// when the bucket runs low the tokens left go to those. gRPC's hedging
+// throttle stops every hedge at half its tokens likewise; here only the
+// cheapest rescue stops.
 type budget struct {
 	mu      sync.Mutex
 	tokens  float64
 	perCall float64
 	burst   float64
+	reserve float64 // what a TTFT hedge leaves: the whole tokens of half the burst
 }
 
 func (b *budget) init(perCall, burst float64) {
 	b.perCall, b.burst, b.tokens = perCall, burst, burst
+	// Whole tokens, so that a burst of 1 still lets a TTFT hedge launch.
+	b.reserve = math.Floor(burst / 2)
 }
 
 func (b *budget) refill() {
@@ -181,10 +192,11 @@ func (b *budget) giveBack() {
 	b.mu.Unlock()
 }
 
-func (b *budget) take() bool {
+// take takes a token if the bucket holds one more than keep.
+func (b *budget) take(keep float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.tokens < 1-tokenSlack {
+	if b.tokens < 1+keep-tokenSlack {
 		return false
 	}
 	b.tokens--

@@ -57,13 +57,13 @@ func TestRegressionLosingHedgeNotCensoredAtCeiling(t *testing.T) {
 func TestRegressionBudgetTenthsAddUp(t *testing.T) {
 	var b budget
 	b.init(0.1, 1)
-	if !b.take() || b.take() {
+	if !b.take(0) || b.take(0) {
 		t.Fatal("a bucket of burst 1 gives one token")
 	}
 	for range 10 {
 		b.refill()
 	}
-	if !b.take() {
+	if !b.take(0) {
 		t.Fatalf("10 refills of 0.1 leave %v tokens, not one", b.tokens)
 	}
 }
