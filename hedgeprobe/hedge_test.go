@@ -248,8 +248,8 @@ func TestHedgeBudgetRunsDry(t *testing.T) {
 }
 
 // A bucket at half its burst or below refuses a TTFT hedge and still
-// admits an error relaunch: the tokens left go to the rescues without
-// which a call fails or waits out a silence.
+// admits an error relaunch and a resume: the tokens left go to the
+// rescues without which a call fails or waits out a silence.
 func TestHedgeBudgetReserveForRescues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow := newUpstream("a", append([]step{content(2*time.Second, "a0")}, texts("a", 1, 10*time.Millisecond, 0)...))
@@ -257,7 +257,7 @@ func TestHedgeBudgetReserveForRescues(t *testing.T) {
 		var throttles []ThrottleEvent
 		// Burst 4: a TTFT hedge leaves 2 tokens. The refills (1e-6 a
 		// call) are too small to matter.
-		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBudget: 1e-6, HedgeBurst: 4, MaxAttempts: 2},
+		p := mustNew(t, Config{HedgeAfter: time.Second, HedgeBudget: 1e-6, HedgeBurst: 4, MaxAttempts: 2}, withText(),
 			OnThrottle(func(e ThrottleEvent) { throttles = append(throttles, e) }))
 		for i, wantHedge := range []bool{true, true, false} { // 4 → 3 → 2 tokens, then refused
 			s := p.Stream(t.Context(), slow.route(), hung.route())
@@ -283,6 +283,16 @@ func TestHedgeBudgetReserveForRescues(t *testing.T) {
 		wantTexts(t, g, "b0")
 		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerError {
 			t.Fatalf("attempts %+v, want the primary and an error relaunch", st.Attempts)
+		}
+		// The last token resumes a stream that falls silent.
+		stalls := continuing("a", []step{content(500*time.Millisecond, "Hel"), content(10*time.Millisecond, "lo"), hang()})
+		goesOn := continuing("b", []step{content(100*time.Millisecond, " wor"), content(10*time.Millisecond, "ld")})
+		s = p.Stream(t.Context(), stalls.route(), goesOn.route())
+		if g := drain(s, time.Now()); g.err != nil || joined(g) != "Hello world" {
+			t.Fatalf("resume: text %q, err %v (throttles %+v)", joined(g), g.err, throttles[1:])
+		}
+		if st := s.Stats(); len(st.Attempts) != 2 || st.Attempts[1].Trigger != TriggerResume || p.budget.tokens >= 1 {
+			t.Fatalf("attempts %+v, %v tokens left; want the primary and a resume on the last token", st.Attempts, p.budget.tokens)
 		}
 	})
 }

@@ -192,7 +192,7 @@ func (b *budget) giveBack() {
 	b.mu.Unlock()
 }
 
-// take takes a token if the bucket holds one more than keep.
+// take takes a token when the bucket holds it and keep more.
 func (b *budget) take(keep float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
