@@ -186,8 +186,11 @@ func readBody(t *testing.T, body io.Reader, size int, stop func([]byte) bool) ([
 // (go-openai's `\s`), "[DONE]", at a line's start.
 var doneMark = regexp.MustCompile(`(^|\n)data:[ \t\f\r]*\[DONE\]`)
 
-// hasDoneMark reports whether raw holds bodyend's [DONE] mark.
-func hasDoneMark(raw []byte) bool { return doneMark.Match(raw) }
+// hasDoneMark reports whether raw holds bodyend's [DONE] mark; a byte
+// order mark that opens raw is no part of its first line.
+func hasDoneMark(raw []byte) bool {
+	return doneMark.Match(bytes.TrimPrefix(raw, []byte("\xEF\xBB\xBF")))
+}
 
 // FuzzTransport holds Transport to its contract on any body, Content-Type
 // and status, read in fuzz-chosen pieces through reads of a fuzz-chosen
@@ -234,6 +237,7 @@ func FuzzTransport(f *testing.F) {
 		{"data: a\n\ndata:  [DONE]\n\ntrailing bytes after a spaced end", 40},
 		{"data: a\n\ndata:\t[DONE] \r\n\r\ntrailing bytes after a tabbed end", 40},
 		{"data: a\n\ndata: [DONE\n\ntrailing bytes, no end", 40},
+		{"\uFEFFdata: [DONE]\n\ntrailing bytes after a first-line end", 40},
 		{": " + strings.Repeat("x", 20) + "\n", 10},
 		{"\uFEFFdata: a\n\ndata: b\n\n", 40},
 		{"data\n\ndata:  spaced  \n\n", 40},

@@ -73,6 +73,11 @@ type doneBody struct {
 	// and the whitespace after it; beyond, that many bytes of markDone
 	// more.
 	matched int
+	// bomAt is how many bytes of a byte order mark open the body so far,
+	// -1 past the body's start: a BOM is no part of the first line (the
+	// SSE rules and goopenai.Transport drop it), so a [DONE] right after
+	// it is at a line's start.
+	bomAt int
 	// done: the mark has been read. Atomic: Close may come from another
 	// goroutine while a Read is under way (a loser cancelled mid-read).
 	done atomic.Bool
@@ -86,9 +91,26 @@ func (b *doneBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// bom is the UTF-8 byte order mark.
+const bom = "\xEF\xBB\xBF"
+
 // watch carries the match of the mark on through chunk.
 func (b *doneBody) watch(chunk []byte) {
-	for i := 0; i < len(chunk); i++ {
+	i := 0
+	for b.bomAt >= 0 && i < len(chunk) {
+		if chunk[i] != bom[b.bomAt] {
+			if b.bomAt > 0 {
+				b.matched = 0 // a part of a BOM: the first line is no field's
+			}
+			b.bomAt = -1
+			break
+		}
+		i++
+		if b.bomAt++; b.bomAt == len(bom) {
+			b.bomAt = -1
+		}
+	}
+	for ; i < len(chunk); i++ {
 		if b.matched == 0 {
 			// Nothing matched: only a newline can start the mark.
 			nl := bytes.IndexByte(chunk[i:], '\n')

@@ -34,6 +34,11 @@ func TestDoneBodyFindsTheMark(t *testing.T) {
 		{"data: x[DONE]\n", false},
 		{"data: [DONE\ndata: [DONE\n", false},
 		{" data: [DONE]\n", false}, // a field named " data", no SDK's end
+		// A byte order mark is no part of the first line; a part of one is.
+		{"\uFEFFdata: [DONE]", true},
+		{"\uFEFFdata: {}\n\ndata:  [DONE]\n", true},
+		{"\xEF\xBBdata: [DONE]\n", false},
+		{"\uFEFF\uFEFFdata: [DONE]\n", false},
 		// A text delta that holds the mark is no end: a Close there would
 		// wait for a body that goes on.
 		{"data: {\"choices\":[{\"delta\":{\"content\":\"data: [DONE]\"}}]}\n\n", false},
