@@ -191,9 +191,10 @@ type Config struct {
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
 	// is new. Default 10. It must be at least 1 for any hedge to launch.
 	// A TTFT hedge launches only while the bucket holds, besides its own
-	// token, the whole tokens of half of it (5 of 10, so it needs 6): the
-	// last tokens are kept for resumes, stall hedges and error relaunches,
-	// whose calls would otherwise wait out a silence or fail.
+	// token, the whole tokens of half of it (5 of 10, so it needs 6; with
+	// a burst of 2, a full bucket): the last tokens are kept for resumes,
+	// stall hedges and error relaunches, whose calls would otherwise wait
+	// out a silence or fail.
 	HedgeBurst float64
 	// Delivery is when an attempt commits. Default Streaming.
 	Delivery Delivery

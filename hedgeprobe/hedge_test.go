@@ -247,6 +247,32 @@ func TestHedgeBudgetRunsDry(t *testing.T) {
 	})
 }
 
+// A full bucket of any burst of at least 1 admits a TTFT hedge: the
+// reserve is the whole tokens of half the burst, and a burst below 1
+// (shadow mode) admits nothing. From full, TTFT hedges take the tokens
+// above the reserve and the other rescues the rest.
+func TestBudgetReserveByBurst(t *testing.T) {
+	for _, tc := range []struct {
+		burst         float64
+		ttft, rescues int
+	}{
+		{0.5, 0, 0}, {1, 1, 0}, {2, 1, 1}, {3, 2, 1}, {4, 2, 2}, {10, 5, 5}, {10.5, 5, 5},
+	} {
+		var b budget
+		b.init(0, tc.burst)
+		ttft, rescues := 0, 0
+		for b.take(b.reserve) {
+			ttft++
+		}
+		for b.take(0) {
+			rescues++
+		}
+		if ttft != tc.ttft || rescues != tc.rescues {
+			t.Errorf("burst %v: %d TTFT hedges then %d rescues from a full bucket, want %d and %d", tc.burst, ttft, rescues, tc.ttft, tc.rescues)
+		}
+	}
+}
+
 // A bucket at half its burst or below refuses a TTFT hedge and still
 // admits an error relaunch and a resume: the tokens left go to the
 // rescues without which a call fails or waits out a silence.
