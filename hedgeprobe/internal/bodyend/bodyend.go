@@ -91,7 +91,8 @@ func (b *doneBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// bom is the UTF-8 byte order mark.
+// bom is the UTF-8 byte order mark: eventsize.ByteOrderMark, which this
+// package cannot import (eventsize imports sse, which imports bodyend).
 const bom = "\xEF\xBB\xBF"
 
 // watch carries the match of the mark on through chunk.
