@@ -66,7 +66,16 @@ type Scenario struct {
 	// silence: the connection is alive, nothing is produced.
 	KeepaliveEvery time.Duration
 
-	// FailAfter is how fast an outage 503 or a 429 answers.
+	// FailAfter is how fast an outage 503 or a 429 answers, on average:
+	// each answers after a time drawn uniformly in FailAfter × [0.5, 1.5].
+	// A fixed time put the errors, Retry-After ends and relaunches of
+	// different calls on one grid (calls 6 s apart, errors 50 ms after a
+	// launch, Retry-After 2 s), and the events of two calls due at the
+	// very same virtual instant run in whatever order the scheduler picks:
+	// which of them took the budget's last token changed from run to run.
+	// Calls that wait for the same route's pushback to end still wake
+	// together, and which of them gets the route's one probe is the
+	// scheduler's pick, as it would be on a real clock.
 	FailAfter time.Duration
 	// OutageRoute fails every attempt with 503 (no Retry-After) for the
 	// calls in [OutageFrom, OutageTo) × Calls.
@@ -153,8 +162,8 @@ func (sc Scenario) Markdown() string {
 	w("stream", fmt.Sprintf("%d content chunks, gap %v ± %.0f %%", sc.Chunks, sc.ChunkGap, 100*sc.ChunkJitter))
 	w("mid-stream silence", fmt.Sprintf("%.0f %% of attempts, after chunk %d–%d, lognormal median %v sigma %.2g, keepalive every %v",
 		100*sc.StallShare, sc.StallAfterMin, sc.StallAfterMax, sc.StallMedian, sc.StallSigma, sc.KeepaliveEvery))
-	w("outage", fmt.Sprintf("route %s answers 503 in %v for calls %.0f–%.0f %%", sc.OutageRoute, sc.FailAfter, 100*sc.OutageFrom, 100*sc.OutageTo))
-	w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v for calls %.0f–%.0f %%",
+	w("outage", fmt.Sprintf("route %s answers 503 in %v ± 50 %% for calls %.0f–%.0f %%", sc.OutageRoute, sc.FailAfter, 100*sc.OutageFrom, 100*sc.OutageTo))
+	w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v ± 50 %% for calls %.0f–%.0f %%",
 		100*sc.StormShare, sc.RetryAfter, sc.FailAfter, 100*sc.StormFrom, 100*sc.StormTo))
 	w("routes", "primary, secondary: independent draws per call × route × attempt")
 	return b.String()
@@ -169,6 +178,7 @@ type draw struct {
 	status     int           // 200, 429 or 503
 	retryAfter time.Duration // on 429
 	ttft       time.Duration // request → first content chunk (≥ HeaderDelay)
+	failAfter  time.Duration // request → error status, when status is not 200
 	stallAt    int           // content chunks before the silence; -1: none
 	stall      time.Duration
 	gapSeed    uint64 // seeds the chunk-gap jitter of this attempt
@@ -192,6 +202,9 @@ func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
 	stall := lognormalDraw(rng, sc.StallMedian, sc.StallSigma)
 	storm := rng.Float64() < sc.StormShare
 	d.gapSeed = rng.Uint64()
+	// Drawn last, so that every draw before it is what it was before
+	// error times were drawn.
+	d.failAfter = time.Duration(float64(sc.FailAfter) * (0.5 + rng.Float64()))
 	if !faults {
 		return d
 	}

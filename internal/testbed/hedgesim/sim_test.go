@@ -249,7 +249,10 @@ func TestScriptTiming(t *testing.T) {
 				want += d.stall - sc.ChunkGap
 			}
 			if d.status != 200 {
-				want = sc.FailAfter
+				want = d.failAfter
+				if want < sc.FailAfter/2 || want > sc.FailAfter*3/2 {
+					t.Errorf("call %d: error after %v, want within %v ± 50 %%", i, want, sc.FailAfter)
+				}
 			}
 			if res.Done != want || (d.status == 200) != res.OK {
 				t.Errorf("call %d: done %v ok %v, want %v (draw %+v)", i, res.Done, res.OK, want, d)

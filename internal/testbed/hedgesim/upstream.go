@@ -156,7 +156,7 @@ func (s *script) close() { s.once.Do(func() { close(s.closed) }) }
 func (s *script) headers() error {
 	wait := s.sc.HeaderDelay
 	if s.d.status != 200 {
-		wait = s.sc.FailAfter
+		wait = s.d.failAfter
 	}
 	if !s.wait(wait) {
 		return s.err
