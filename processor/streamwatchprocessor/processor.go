@@ -94,7 +94,11 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 		problem = addProblem(problem, fmt.Sprintf("replaced a %s value the processor did not write", semconv.Derivation))
 	}
 	if n := annotate.RemoveStallEvents(span); n > 0 {
-		problem = addProblem(problem, fmt.Sprintf("removed %d %s events the producer wrote", n, semconv.EventStall))
+		note := fmt.Sprintf("removed %d %s events the producer wrote", n, semconv.EventStall)
+		if n == 1 {
+			note = fmt.Sprintf("removed 1 %s event the producer wrote", semconv.EventStall)
+		}
+		problem = addProblem(problem, note)
 	}
 	annotate.Figures(span, r, p.thresholdUs, problem, d.GapCounts(sc))
 	if r.Incomplete() {

@@ -196,3 +196,25 @@ func TestDerivedOnce(t *testing.T) {
 		assert.False(t, ok, "%s: drop_timeline kept the offsets", name)
 	}
 }
+
+// TestProducerStallEventNoted: stall events a producer wrote are replaced
+// by the processor's, and the problem note counts them in words that read
+// right for one as for several.
+func TestProducerStallEventNoted(t *testing.T) {
+	p := newTestProcessor(t, nil)
+	for n, want := range map[int]string{
+		1: "removed 1 streamwatch.stall event the producer wrote",
+		3: "removed 3 streamwatch.stall events the producer wrote",
+	} {
+		td := ptrace.NewTraces()
+		span := appendAttempt(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans(), 1,
+			[]int64{100_000, 200_000, 300_000}, nil) // no silence: any stall event is the producer's
+		for range n {
+			span.Events().AppendEmpty().SetName(semconv.EventStall)
+		}
+		_, err := p.processTraces(context.Background(), td)
+		require.NoError(t, err)
+		assert.Equal(t, want, str(t, span, string(semconv.DerivationProblem)), "%d events", n)
+		assert.Zero(t, countEvents(span, semconv.EventStall), "%d events", n)
+	}
+}
