@@ -38,12 +38,14 @@ var adapter = adaptertest.Adapter[openaigo.Chunk]{Items: openaigo.Items}
 // readText is openai-go's usual loop: the first choice's content of each
 // chunk, and the stream's error at the end. The chunks also go to a
 // ChatCompletionAccumulator, which must accept every one (resumed or not:
-// Items.Relabel) and hold the same text.
+// Items.Relabel) and hold the same text, and each chunk's raw JSON — what
+// a gateway relays — must say what its fields say.
 func readText(t testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, error) {
 	text := ""
 	acc := openai.ChatCompletionAccumulator{}
 	for stream.Next() {
 		chunk := stream.Current()
+		checkRawJSON(t, chunk)
 		if chunk.ID != "" && !acc.AddChunk(chunk) { // a tapped keepalive has no id
 			t.Fatalf("ChatCompletionAccumulator refused chunk %q after %q", chunk.ID, acc.ID)
 		}
@@ -55,6 +57,31 @@ func readText(t testing.TB, stream *hedgeprobe.Stream[openaigo.Chunk]) (string, 
 		t.Fatalf("ChatCompletionAccumulator has %q, the loop read %q", acc.Choices[0].Message.Content, text)
 	}
 	return text, stream.Err()
+}
+
+// checkRawJSON fails the test when chunk's RawJSON, decoded anew, has
+// another id, creation time, model or content than its fields: a
+// continuation's chunk is relabelled, and a repeated prefix cut from it,
+// in both (a tapped keepalive has no JSON).
+func checkRawJSON(t testing.TB, chunk openaigo.Chunk) {
+	t.Helper()
+	if chunk.RawJSON() == "" {
+		return
+	}
+	var raw openai.ChatCompletionChunk
+	if err := raw.UnmarshalJSON([]byte(chunk.RawJSON())); err != nil {
+		t.Fatalf("chunk's raw JSON %q: %v", chunk.RawJSON(), err)
+	}
+	content := func(c openai.ChatCompletionChunk) string {
+		if len(c.Choices) == 0 {
+			return ""
+		}
+		return c.Choices[0].Delta.Content
+	}
+	if raw.ID != chunk.ID || raw.Created != chunk.Created || raw.Model != chunk.Model || content(raw) != content(chunk) {
+		t.Fatalf("chunk's raw JSON %q says id %q created %d model %q content %q; its fields %q %d %q %q",
+			chunk.RawJSON(), raw.ID, raw.Created, raw.Model, content(raw), chunk.ID, chunk.Created, chunk.Model, content(chunk))
+	}
 }
 
 // TestResponseOnSpan: openai-go's chunks from fakellm describe the

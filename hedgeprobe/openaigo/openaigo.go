@@ -1,7 +1,9 @@
 package openaigo
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -132,11 +134,83 @@ func Opening(c Chunk) bool {
 // continues, as every chunk of one completion shares them (openai-go's
 // ChatCompletionAccumulator refuses a chunk of another id). Its model
 // stays the one that wrote it. A tapped keepalive (no id, no content) is
-// left as it is: it is no part of the answer.
+// left as it is: it is no part of the answer. The chunk is decoded anew
+// from its JSON with the two changed (rewritten), so that its RawJSON —
+// what a gateway relays to its own client — carries the answer's id too.
 func Relabel(answer, c Chunk) Chunk {
-	if c.ID != "" || Classify(c) != hedgeprobe.Keepalive {
-		c.ID, c.Created = answer.ID, answer.Created
+	if c.ID == "" && Classify(c) == hedgeprobe.Keepalive {
+		return c
 	}
+	if r, ok := rewritten(c, func(fields map[string]json.RawMessage) error {
+		id, err := encode(answer.ID)
+		fields["id"], fields["created"] = id, json.RawMessage(strconv.FormatInt(answer.Created, 10))
+		return err
+	}); ok {
+		return r
+	}
+	c.ID, c.Created = answer.ID, answer.Created
+	return c
+}
+
+// rewritten returns c decoded anew from its raw JSON after edit changed
+// the JSON's top-level fields, and true; c and false when there is no
+// such JSON (a chunk built in code) or it cannot be read or edited so.
+// Fields come out in another order, and the SDK's view of which fields
+// were present follows the JSON, as it does for a chunk off the wire.
+func rewritten(c Chunk, edit func(fields map[string]json.RawMessage) error) (Chunk, bool) {
+	var fields map[string]json.RawMessage
+	if c.RawJSON() == "" || json.Unmarshal([]byte(c.RawJSON()), &fields) != nil || fields == nil || edit(fields) != nil {
+		return c, false
+	}
+	b, err := encode(fields)
+	if err != nil {
+		return c, false
+	}
+	var r Chunk
+	if r.UnmarshalJSON(b) != nil {
+		return c, false
+	}
+	return r, true
+}
+
+// encode is json.Marshal without HTML escaping and the encoder's newline:
+// text that goes back into a chunk keeps its bytes ("<", "&").
+func encode(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// withContent returns c with its first choice's content set to text, in
+// its fields and in its raw JSON (rewritten); c must have a choice.
+func withContent(c Chunk, text string) Chunk {
+	if r, ok := rewritten(c, func(fields map[string]json.RawMessage) error {
+		var choices []map[string]json.RawMessage
+		if err := json.Unmarshal(fields["choices"], &choices); err != nil || len(choices) == 0 || choices[0] == nil {
+			return errors.New("no choice to edit")
+		}
+		var delta map[string]json.RawMessage
+		if err := json.Unmarshal(choices[0]["delta"], &delta); err != nil || delta == nil {
+			return errors.New("no delta to edit")
+		}
+		var err error
+		if delta["content"], err = encode(text); err != nil {
+			return err
+		}
+		if choices[0]["delta"], err = encode(delta); err != nil {
+			return err
+		}
+		fields["choices"], err = encode(choices)
+		return err
+	}); ok {
+		return r
+	}
+	c.Choices = slices.Clone(c.Choices) // the chunk's own stay as decoded
+	c.Choices[0].Delta.Content = text
 	return c
 }
 
@@ -428,11 +502,7 @@ func echoDropped(s hedgeprobe.Source[Chunk], prefix string) hedgeprobe.Source[Ch
 			}
 			return c.Choices[0].Delta.Content
 		},
-		WithText: func(c Chunk, text string) Chunk {
-			c.Choices = slices.Clone(c.Choices) // the chunk's own stay as decoded
-			c.Choices[0].Delta.Content = text
-			return c
-		}}
+		WithText: withContent}
 }
 
 // boundErrorBody is the middleware that bounds the read of an error

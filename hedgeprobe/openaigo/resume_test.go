@@ -2,6 +2,7 @@ package openaigo_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -157,6 +158,34 @@ func TestResumeExtendsPrefill(t *testing.T) {
 // keep their model; a tapped keepalive stays empty.
 func TestRelabel(t *testing.T) {
 	adaptertest.CheckChatRelabel(t, openaigo.Relabel, func(c openaigo.Chunk) (string, int64, string) { return c.ID, c.Created, c.Model })
+}
+
+// TestRelabelRawJSON: a relabelled chunk's RawJSON, which a gateway
+// relays, carries the answer's id and keeps the text's bytes (no HTML
+// escaping); a chunk built in code, with no JSON, is relabelled in its
+// fields.
+func TestRelabelRawJSON(t *testing.T) {
+	var answer, c openaigo.Chunk
+	if err := answer.UnmarshalJSON([]byte(`{"id":"chatcmpl-A","created":100,"choices":[{"index":0,"delta":{"content":"x"}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnmarshalJSON([]byte(`{"id":"chatcmpl-B","created":200,"model":"b","choices":[{"index":0,"delta":{"content":"<b> & é"}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := openaigo.Relabel(answer, c)
+	for _, want := range []string{`"id":"chatcmpl-A"`, `"created":100`, `"content":"<b> & é"`, `"model":"b"`} {
+		if !strings.Contains(got.RawJSON(), want) {
+			t.Errorf("RawJSON %s lacks %s", got.RawJSON(), want)
+		}
+	}
+	if got.Choices[0].Delta.Content != "<b> & é" || c.ID != "chatcmpl-B" {
+		t.Errorf("content %q, the original's id %q: want the text kept and the original untouched", got.Choices[0].Delta.Content, c.ID)
+	}
+
+	built := openaigo.Chunk{ID: "chatcmpl-B", Created: 200, Choices: []openai.ChatCompletionChunkChoice{{Delta: openai.ChatCompletionChunkChoiceDelta{Content: "y"}}}}
+	if got := openaigo.Relabel(answer, built); got.ID != "chatcmpl-A" || got.Created != 100 {
+		t.Errorf("a chunk built in code: id %q created %d, want chatcmpl-A 100", got.ID, got.Created)
+	}
 }
 
 // TestResumeDropsEcho: vLLM's "echo" would repeat the delivered text
