@@ -91,6 +91,19 @@ type attempt[T any] struct {
 // commit: the parent's prefix and the attempt's own.
 func (a *attempt[T]) chainContent() int64 { return a.parentContent + a.content }
 
+// prefixChunks is, for a resume attempt, the content chunks its prefix
+// was read from: those delivered before it (after commit), or its
+// parent's chain up to where it continues (before commit).
+func (a *attempt[T]) prefixChunks() int64 {
+	switch {
+	case a.trigger != TriggerResume:
+		return 0
+	case a.parent != nil:
+		return a.parentContent
+	}
+	return a.delivered
+}
+
 // stats describes the attempt.
 func (a *attempt[T]) stats() AttemptStats {
 	st := AttemptStats{
@@ -274,7 +287,7 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 			src, err = nil, panicked(ErrOpenPanic, fmt.Sprintf("route %q", a.route.Name), r)
 		}
 	}()
-	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix})
+	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix, PrefixChunks: a.prefixChunks()})
 	if err != nil {
 		if src != nil {
 			// Outside the recover above: a panic in Close is ignored (the

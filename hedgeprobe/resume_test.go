@@ -58,7 +58,7 @@ func TestResumeWins(t *testing.T) {
 		if len(resumes) != 1 || resumes[0].Elapsed != 3010*time.Millisecond || resumes[0].Of != 0 || resumes[0].DeliveredChunks != 2 {
 			t.Fatalf("resumes = %+v, want one at 3.01s", resumes)
 		}
-		if got := b.attempts(); len(got) != 1 || got[0].Trigger != TriggerResume || got[0].Prefix != "Hello" || got[0].Index != 1 {
+		if got := b.attempts(); len(got) != 1 || got[0].Trigger != TriggerResume || got[0].Prefix != "Hello" || got[0].Index != 1 || got[0].PrefixChunks != 2 {
 			t.Fatalf("b asked %+v", got)
 		}
 		st := s.Stats()
@@ -341,7 +341,7 @@ func TestResumeTwice(t *testing.T) {
 		}
 		// A at 1 s; resume 1 at 3 s, B at 3.1 s; resume 2 at 5.1 s, C at 5.2 s.
 		wantDur(t, "C", g.at[len(g.at)-1], 5200*time.Millisecond)
-		if asked := a.attempts(); len(asked) != 2 || asked[1].Prefix != "AB" || asked[1].Index != 2 {
+		if asked := a.attempts(); len(asked) != 2 || asked[1].Prefix != "AB" || asked[1].Index != 2 || asked[1].PrefixChunks != 2 || asked[0].PrefixChunks != 0 {
 			t.Fatalf("a asked %+v", asked)
 		}
 		st := s.Stats()
@@ -439,7 +439,7 @@ func TestResumeBeforeCommitBuffered(t *testing.T) {
 		if fmt.Sprint(g.texts) != "[role A B C stop]" {
 			t.Fatalf("items %v: the continuation's own role chunk must not be delivered", g.texts)
 		}
-		if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "AB" || asked[0].Trigger != TriggerResume {
+		if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "AB" || asked[0].Trigger != TriggerResume || asked[0].PrefixChunks != 2 {
 			t.Fatalf("b asked %+v", asked)
 		}
 		if st := s.Stats(); st.Winner != 1 || st.Attempts[0].Outcome != AttemptCanceled {

@@ -144,6 +144,13 @@ type Attempt struct {
 	// received): the upstream continues it. Empty on every other attempt.
 	// It is never recorded in telemetry.
 	Prefix string
+	// PrefixChunks is, on a resume attempt, how many content chunks the
+	// call had when Prefix was taken: those delivered to the caller (or,
+	// before commit, those of the stalled attempt up to the stall). The
+	// routes of this module ask a continuation for the request's token
+	// limit less this many (sse.ContinuationLimit), so that the answer as
+	// a whole keeps to the limit the caller set. 0 on every other attempt.
+	PrefixChunks int64
 }
 
 // Items tells a Prober what it needs to know about the upstream item type

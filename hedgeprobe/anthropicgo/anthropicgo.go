@@ -244,6 +244,7 @@ func Route(name string, client anthropic.Client, params anthropic.MessageNewPara
 			if sent, cut = prefill.Trim(a.Prefix); sent != "" {
 				params.Messages = continuation(params.Messages, sent)
 			}
+			params.MaxTokens = sse.ContinuationLimit(params.MaxTokens, a.PrefixChunks)
 		}
 		var resp *http.Response
 		s := client.Messages.NewStreaming(ctx, params, append(slices.Clip(o.RequestOptions), option.WithMiddleware(boundErrorBody), option.WithResponseInto(&resp))...)

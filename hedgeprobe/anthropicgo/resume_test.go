@@ -163,3 +163,32 @@ func TestThinkingDoesNotContinue(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuationAsksForTheRest: a resume attempt after 30 content
+// chunks asks for MaxTokens less 30 (sse.ContinuationLimit), also when
+// the prefix is all whitespace and no prefill is sent; a primary asks for
+// MaxTokens as it is.
+func TestContinuationAsksForTheRest(t *testing.T) {
+	up := adaptertest.CaptureBodies(t) // its answer is no Anthropic stream: only the request counts
+	r := anthropicgo.Route("claude", clientOf(t, up.URL, false), params, anthropicgo.RouteOptions{Prefill: true})
+	for _, tc := range []struct {
+		name string
+		a    hedgeprobe.Attempt
+		want float64
+	}{
+		{"primary", hedgeprobe.Attempt{}, 100},
+		{"resume", hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30}, 70},
+		{"resume, whitespace", hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "\n\n", PrefixChunks: 2}, 98},
+	} {
+		src, err := r.Open(t.Context(), tc.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for src.Next() {
+		}
+		_ = src.Close()
+		if got := up.Next(t)["max_tokens"]; got != tc.want {
+			t.Errorf("%s: max_tokens %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -329,6 +329,8 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
 			}
 			req.Messages = msgs
+			req.MaxTokens = int(sse.ContinuationLimit(int64(req.MaxTokens), a.PrefixChunks))
+			req.MaxCompletionTokens = int(sse.ContinuationLimit(int64(req.MaxCompletionTokens), a.PrefixChunks))
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		stream, err := client.CreateChatCompletionStream(ctx, req)

@@ -218,3 +218,33 @@ func capturing(t *testing.T) (*adaptertest.Bodies, *openai.Client) {
 	cfg.HTTPClient = adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
 	return up, openai.NewClientWithConfig(cfg)
 }
+
+// TestContinuationAsksForTheRest: a resume attempt after 30 content
+// chunks asks for the request's token limit less 30
+// (sse.ContinuationLimit); a primary asks for it as it is.
+func TestContinuationAsksForTheRest(t *testing.T) {
+	up, client := capturing(t)
+	resume := hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30}
+	for _, tc := range []struct {
+		name  string
+		a     hedgeprobe.Attempt
+		field string
+		limit func(*openai.ChatCompletionRequest)
+		want  float64
+	}{
+		{"primary, max_tokens", hedgeprobe.Attempt{}, "max_tokens", func(r *openai.ChatCompletionRequest) { r.MaxTokens = 100 }, 100},
+		{"resume, max_tokens", resume, "max_tokens", func(r *openai.ChatCompletionRequest) { r.MaxTokens = 100 }, 70},
+		{"resume, max_completion_tokens", resume, "max_completion_tokens", func(r *openai.ChatCompletionRequest) { r.MaxCompletionTokens = 200 }, 170},
+	} {
+		req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "a story"}}}
+		tc.limit(&req)
+		src, err := goopenai.Route("r", client, req, goopenai.RouteOptions{Continue: sse.ContinueTrailingAssistant}).Open(t.Context(), tc.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adaptertest.Drain(t, src)
+		if got := up.Next(t)[tc.field]; got != tc.want {
+			t.Errorf("%s: %s %v, want %v", tc.name, tc.field, got, tc.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -320,6 +321,8 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			if params, opts, err = continuation(params, opts, o.Continue, a.Prefix); err != nil {
 				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
 			}
+			params.MaxTokens = continuationLimit(params.MaxTokens, a.PrefixChunks)
+			params.MaxCompletionTokens = continuationLimit(params.MaxCompletionTokens, a.PrefixChunks)
 		}
 		var resp *http.Response
 		s := client.Chat.Completions.NewStreaming(ctx, params, append(slices.Clip(opts), option.WithMiddleware(boundErrorBody), option.WithResponseInto(&resp))...)
@@ -386,6 +389,16 @@ func continuation(params openai.ChatCompletionNewParams, opts []option.RequestOp
 		opts = append(opts, option.WithJSONSet("messages."+strconv.Itoa(last)+".prefix", true))
 	}
 	return params, opts, nil
+}
+
+// continuationLimit is a token limit of the params for a continuation
+// after prefixChunks content chunks (sse.ContinuationLimit); unset stays
+// unset.
+func continuationLimit(limit param.Opt[int64], prefixChunks int64) param.Opt[int64] {
+	if !limit.Valid() {
+		return limit
+	}
+	return openai.Int(sse.ContinuationLimit(limit.Value, prefixChunks))
 }
 
 // extended returns the caller's trailing assistant message m with prefix

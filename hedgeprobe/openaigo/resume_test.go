@@ -288,3 +288,36 @@ func TestStreamOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuationAsksForTheRest: a resume attempt after 30 content
+// chunks asks for the params' token limits less 30
+// (sse.ContinuationLimit); a primary asks for them as they are, and
+// params without a limit send none.
+func TestContinuationAsksForTheRest(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	client := openai.NewClient(option.WithBaseURL(up.URL), option.WithAPIKey("test"), option.WithMaxRetries(0),
+		option.WithHTTPClient(adaptertest.HTTPClient(t, adaptertest.ClientOptions{})))
+	limited := params
+	limited.MaxTokens, limited.MaxCompletionTokens = openai.Int(100), openai.Int(200)
+	resume := hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30}
+	for _, tc := range []struct {
+		name     string
+		params   openai.ChatCompletionNewParams
+		a        hedgeprobe.Attempt
+		max, mct any
+	}{
+		{"primary", limited, hedgeprobe.Attempt{}, 100.0, 200.0},
+		{"resume", limited, resume, 70.0, 170.0},
+		{"resume, no limit", params, resume, nil, nil},
+	} {
+		src, err := openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: sse.ContinueTrailingAssistant}).Open(t.Context(), tc.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adaptertest.Drain(t, src)
+		body := up.Next(t)
+		if body["max_tokens"] != tc.max || body["max_completion_tokens"] != tc.mct {
+			t.Errorf("%s: max_tokens %v, max_completion_tokens %v; want %v, %v", tc.name, body["max_tokens"], body["max_completion_tokens"], tc.max, tc.mct)
+		}
+	}
+}

@@ -280,3 +280,57 @@ func TestE2EMistralUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestContinuationAsksForTheRest: a resume attempt after 30 content
+// chunks asks for the request's token limit less 30 (sse.ContinuationLimit),
+// on the OpenAI-compatible route (max_tokens and max_completion_tokens in
+// Params) and on the Anthropic one (MaxTokens), also when the prefix is
+// all whitespace and no prefill is sent; other attempts ask for the
+// limit as it is.
+func TestContinuationAsksForTheRest(t *testing.T) {
+	up := adaptertest.CaptureBodies(t)
+	client := adaptertest.HTTPClient(t, adaptertest.ClientOptions{})
+	openAI := sse.OpenAIRoute("vllm", sse.OpenAIRequest{BaseURL: up.URL, Model: "m", Client: client,
+		Messages: []sse.Message{{Role: "user", Content: "a story"}}, Continue: sse.ContinueTrailingAssistant,
+		Params: map[string]any{"max_tokens": 100, "max_completion_tokens": int64(200)}})
+	anthropic := sse.AnthropicRoute("claude", sse.AnthropicRequest{BaseURL: up.URL, Model: "m", Client: client,
+		Messages: []sse.Message{{Role: "user", Content: "a story"}}, MaxTokens: 100, Prefill: true})
+	for _, tc := range []struct {
+		name  string
+		open  func(a hedgeprobe.Attempt) error
+		a     hedgeprobe.Attempt
+		limit map[string]float64
+	}{
+		{"openai primary", openSource(t, openAI), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100, "max_completion_tokens": 200}},
+		{"openai resume", openSource(t, openAI), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
+			map[string]float64{"max_tokens": 70, "max_completion_tokens": 170}},
+		{"anthropic primary", openSource(t, anthropic), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100}},
+		{"anthropic resume", openSource(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
+			map[string]float64{"max_tokens": 70}},
+		{"anthropic resume, whitespace", openSource(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "\n\n", PrefixChunks: 2},
+			map[string]float64{"max_tokens": 98}},
+	} {
+		if err := tc.open(tc.a); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		body := up.Next(t)
+		for k, want := range tc.limit {
+			if body[k] != want {
+				t.Errorf("%s: %s = %v, want %v", tc.name, k, body[k], want)
+			}
+		}
+	}
+}
+
+// openSource opens an attempt of r and drains it: the request is sent.
+func openSource[T any](t *testing.T, r hedgeprobe.Route[T]) func(a hedgeprobe.Attempt) error {
+	return func(a hedgeprobe.Attempt) error {
+		src, err := r.Open(t.Context(), a)
+		if err != nil {
+			return err
+		}
+		for src.Next() {
+		}
+		return src.Close()
+	}
+}

@@ -1,6 +1,8 @@
 package sse
 
 import (
+	"encoding/json"
+	"math"
 	"slices"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -43,6 +45,48 @@ const (
 	// with it: the resume attempt fails with hedgeprobe.ErrCannotContinue.
 	ContinuePrefixEcho
 )
+
+// ContinuationLimit is the output-token limit to ask a continuation for
+// (max_tokens, max_completion_tokens) when the request asked for limit and
+// prefixChunks content chunks came before it (hedgeprobe.Attempt's
+// PrefixChunks): limit less those chunks, and at least 1. A continuation
+// is a new request, and a server counts only what it generates against
+// its limit, so asking for limit again would let the answer run past it
+// by all that was delivered. The chunks stand for the tokens, which the
+// caller does not know until the usage at the end: a chunk carries at
+// least one token on every server we know of, so the continuation is
+// never asked for less than the limit leaves. With one token a chunk
+// (as Ollama sends them, and most servers mostly) the whole answer stays
+// within limit; where a chunk carries several, it can run past limit by
+// the tokens beyond one a chunk. A limit of 0 or less (none set) is
+// returned as it is. The routes of this module use it; a Route.Open of
+// your own can too.
+func ContinuationLimit(limit, prefixChunks int64) int64 {
+	if limit <= 0 || prefixChunks <= 0 {
+		return limit
+	}
+	return max(1, limit-prefixChunks)
+}
+
+// limitTokens sets the token limits body holds as numbers (max_tokens,
+// max_completion_tokens, as Params may give them: any numeric type, or a
+// json.Number) to ContinuationLimit's; a limit of another type is left
+// for the upstream to refuse.
+func limitTokens(body map[string]any, prefixChunks int64) {
+	for _, k := range [...]string{"max_tokens", "max_completion_tokens"} {
+		v, ok := body[k]
+		if !ok || v == nil {
+			continue
+		}
+		// Through JSON, as the request sends it.
+		b, err := json.Marshal(v)
+		var n float64
+		if err != nil || json.Unmarshal(b, &n) != nil || n != math.Trunc(n) || n > math.MaxInt64/2 {
+			continue
+		}
+		body[k] = ContinuationLimit(int64(n), prefixChunks)
+	}
+}
 
 // echoDropped returns the Source of a resume attempt on an upstream that
 // repeats the prefix (ContinuePrefixEcho): the content of its first

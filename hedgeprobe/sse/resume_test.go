@@ -3,6 +3,7 @@ package sse
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func TestOpenAIContinuationBody(t *testing.T) {
 		{ContinuePrefix, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","prefix":true,"role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
 		{ContinuePrefixEcho, `{"messages":[{"content":"be brief","role":"system"},{"content":"hi","role":"user"},{"content":"Hello, \"world\"\n ","prefix":true,"role":"assistant"}],"model":"m","stream":true,"temperature":0.5}`},
 	} {
-		b, err := openAIContinuation(body, msgs, tc.how, prefix)
+		b, err := openAIContinuation(body, msgs, tc.how, prefix, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,13 +41,60 @@ func TestOpenAIContinuationBody(t *testing.T) {
 	}
 	// vLLM's echo would repeat the delivered text: never sent on.
 	echoing := map[string]any{"model": "m", "echo": true}
-	b, err := openAIContinuation(echoing, msgs, ContinueFinalMessage, prefix)
+	b, err := openAIContinuation(echoing, msgs, ContinueFinalMessage, prefix, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := canonical(t, b); strings.Contains(got, "echo") || echoing["echo"] != true {
 		t.Fatalf("continuation %s, route body %v", got, echoing)
 	}
+}
+
+// TestContinuationLimit: a continuation after n content chunks asks for
+// the request's token limits less n, at least 1, whatever numeric type
+// Params gave them in; a limit that is no whole number, and none, stay as
+// they are; the route's body does not change.
+func TestContinuationLimit(t *testing.T) {
+	for _, c := range [][3]int64{{100, 0, 100}, {100, 30, 70}, {100, 99, 1}, {100, 100, 1}, {100, 250, 1}, {0, 30, 0}, {-1, 30, -1}} {
+		if got := ContinuationLimit(c[0], c[1]); got != c[2] {
+			t.Errorf("ContinuationLimit(%d, %d) = %d, want %d", c[0], c[1], got, c[2])
+		}
+	}
+	msgs := []Message{{Role: "user", Content: "hi"}}
+	for _, tc := range []struct {
+		name   string
+		limits map[string]any
+		want   string
+	}{
+		{"int", map[string]any{"max_tokens": 100}, `"max_tokens":70`},
+		{"int64 and float64", map[string]any{"max_tokens": int64(100), "max_completion_tokens": 200.0}, `"max_completion_tokens":170,"max_tokens":70`},
+		{"json.Number", map[string]any{"max_completion_tokens": json.Number("100")}, `"max_completion_tokens":70`},
+		{"spent", map[string]any{"max_tokens": 20}, `"max_tokens":1`},
+		{"not whole", map[string]any{"max_tokens": 100.5}, `"max_tokens":100.5`},
+		{"a string", map[string]any{"max_tokens": "100"}, `"max_tokens":"100"`},
+		{"null", map[string]any{"max_tokens": nil}, `"max_tokens":null`},
+		{"none", map[string]any{}, `"messages"`},
+	} {
+		body := maps.Clone(tc.limits)
+		body["model"] = "m"
+		b, err := openAIContinuation(body, msgs, ContinueTrailingAssistant, "Hello", 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := canonical(t, b); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+		if !maps.Equal(body, mapsWith(tc.limits, "model", "m")) {
+			t.Errorf("%s: the route's body changed: %v", tc.name, body)
+		}
+	}
+}
+
+// mapsWith is m with k set to v, m left as it is.
+func mapsWith(m map[string]any, k string, v any) map[string]any {
+	c := maps.Clone(m)
+	c[k] = v
+	return c
 }
 
 // TestOpenAIContinuationExtendsPrefill: a request that already ends in an
@@ -72,7 +120,7 @@ func TestOpenAIContinuationExtendsPrefill(t *testing.T) {
 		{"final message not asked", ContinueFinalMessage, plain, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := openAIContinuation(tc.body, msgs, tc.how, prefix)
+			b, err := openAIContinuation(tc.body, msgs, tc.how, prefix, 0)
 			if tc.want == "" {
 				if !errors.Is(err, errAnsweredAfter) {
 					t.Fatalf("body %s, err %v; want errAnsweredAfter", b, err)
@@ -92,7 +140,7 @@ func TestOpenAIContinuationExtendsPrefill(t *testing.T) {
 	}
 	// An upstream that repeats the prefix repeated the caller's prefill in
 	// the delivered text too: no continuation is built.
-	if b, err := openAIContinuation(plain, msgs, ContinuePrefixEcho, prefix); !errors.Is(err, prefill.ErrEchoAfterPrefill) {
+	if b, err := openAIContinuation(plain, msgs, ContinuePrefixEcho, prefix, 0); !errors.Is(err, prefill.ErrEchoAfterPrefill) {
 		t.Fatalf("echo after a prefill: body %s, err %v; want ErrEchoAfterPrefill", b, err)
 	}
 }

@@ -170,7 +170,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 			buf := buf
 			if a.Trigger == hedgeprobe.TriggerResume && req.Continue != ContinueNone {
 				var err error
-				if buf, err = openAIContinuation(body, req.Messages, req.Continue, a.Prefix); err != nil {
+				if buf, err = openAIContinuation(body, req.Messages, req.Continue, a.Prefix, a.PrefixChunks); err != nil {
 					return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 				}
 			}
@@ -290,11 +290,14 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 				// afresh and the cut whitespace is dropped from that.
 				var sent string
 				sent, cut = prefill.Trim(a.Prefix)
+				b := maps.Clone(body)
+				b["max_tokens"] = ContinuationLimit(int64(req.MaxTokens), a.PrefixChunks)
 				if sent != "" {
-					var err error
-					if buf, err = marshalWith(body, "messages", anthropicContinuation(req.Messages, sent)); err != nil {
-						return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
-					}
+					b["messages"] = anthropicContinuation(req.Messages, sent)
+				}
+				var err error
+				if buf, err = json.Marshal(b); err != nil {
+					return nil, fmt.Errorf("%w: %w", hedgeprobe.ErrCannotContinue, err)
 				}
 			}
 			resp, cancel, err := post(ctx, client, req.Provider, url, header, buf)
@@ -327,11 +330,12 @@ func anthropicContinuation(msgs []Message, sent string) []Message {
 
 // openAIContinuation returns the body of a resume attempt: the request's
 // messages ending in an assistant message that carries prefix, in the way
-// the upstream continues it. When the request already ends in an
+// the upstream continues it, and its token limits less the prefix's
+// chunks (ContinuationLimit). When the request already ends in an
 // assistant message (the caller's own prefill), prefix extends it: the
 // upstream continued it, so the delivered text follows it in the same
 // message.
-func openAIContinuation(body map[string]any, msgs []Message, how Continuation, prefix string) ([]byte, error) {
+func openAIContinuation(body map[string]any, msgs []Message, how Continuation, prefix string, prefixChunks int64) ([]byte, error) {
 	type prefixMessage struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -356,6 +360,7 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	}
 	b := maps.Clone(body)
 	b["messages"] = out
+	limitTokens(b, prefixChunks)
 	// vLLM's "echo" repeats the last message first: the delivered text,
 	// which the caller has.
 	delete(b, "echo")
@@ -372,13 +377,6 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 // message, in a new one, and a continuation would need two assistant
 // messages in a row, which many chat templates refuse.
 var errAnsweredAfter = errors.New(`the request ends in an assistant message that the upstream answered after rather than continued (Params has no "continue_final_message": true)`)
-
-// marshalWith marshals body with key set to v, leaving body as it is.
-func marshalWith(body map[string]any, key string, v any) ([]byte, error) {
-	b := maps.Clone(body)
-	b[key] = v
-	return json.Marshal(b)
-}
 
 // keepOnHost returns the client a route sends with (DefaultClient when
 // nil), built once per route: every header the route was given stays on
