@@ -329,6 +329,7 @@ func Route(name string, client *openai.Client, req openai.ChatCompletionRequest,
 				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
 			}
 			req.Messages = msgs
+			//lint:ignore SA1019 callers still set it, and Ollama, llama.cpp and vLLM read it
 			req.MaxTokens = int(sse.ContinuationLimit(int64(req.MaxTokens), a.PrefixChunks))
 			req.MaxCompletionTokens = int(sse.ContinuationLimit(int64(req.MaxCompletionTokens), a.PrefixChunks))
 		}

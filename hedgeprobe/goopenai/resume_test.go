@@ -232,8 +232,8 @@ func TestContinuationAsksForTheRest(t *testing.T) {
 		limit func(*openai.ChatCompletionRequest)
 		want  float64
 	}{
-		{"primary, max_tokens", hedgeprobe.Attempt{}, "max_tokens", func(r *openai.ChatCompletionRequest) { r.MaxTokens = 100 }, 100},
-		{"resume, max_tokens", resume, "max_tokens", func(r *openai.ChatCompletionRequest) { r.MaxTokens = 100 }, 70},
+		{"primary, max_tokens", hedgeprobe.Attempt{}, "max_tokens", setMaxTokens, 100},
+		{"resume, max_tokens", resume, "max_tokens", setMaxTokens, 70},
 		{"resume, max_completion_tokens", resume, "max_completion_tokens", func(r *openai.ChatCompletionRequest) { r.MaxCompletionTokens = 200 }, 170},
 	} {
 		req := openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "a story"}}}
@@ -247,4 +247,11 @@ func TestContinuationAsksForTheRest(t *testing.T) {
 			t.Errorf("%s: %s %v, want %v", tc.name, tc.field, got, tc.want)
 		}
 	}
+}
+
+// setMaxTokens sets the request's max_tokens to 100: the field callers
+// still set, deprecated in go-openai.
+func setMaxTokens(r *openai.ChatCompletionRequest) {
+	//lint:ignore SA1019 the deprecated field is the one under test
+	r.MaxTokens = 100
 }
