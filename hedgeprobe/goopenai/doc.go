@@ -79,7 +79,13 @@
 // non-stream Content-Type is an *sse.ProtocolError, as on the raw route.
 // go-openai reads such a JSON body as it reads a stream, without a bound:
 // one that stalls holds its attempt until the hedge delay or a watchdog
-// (the raw route gives it a second).
+// (the raw route gives it a second). go-openai reads each "data:" line
+// alone, as a whole payload: an event whose JSON is split over several
+// "data:" lines (valid SSE) and an "event: error" whose data is not JSON
+// fail as a fatal *sse.ProtocolError, and an empty "data:" line (which
+// the SSE rules do not dispatch, and the raw route takes for a keepalive)
+// as a transient mid-stream *sse.UpstreamError; sse.OpenAIRoute reads all
+// three as the SSE rules say.
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial

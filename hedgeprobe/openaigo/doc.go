@@ -47,8 +47,14 @@
 // a stream whose lines end in a lone "\r" (valid SSE, which the raw route
 // reads) is one line to it, and fails as an event past
 // sse.DefaultMaxEventSize (fatal) or a stream without its terminal event
-// (transient). The adapter bounds a whole event, which openai-go does not,
-// at the raw route's size (sse.DefaultMaxEventSize).
+// (transient). It decodes every event's data as a chunk, so two framings
+// the raw route reads end the stream with a fatal *sse.ProtocolError
+// instead (no hedge, no resume): an event with an empty data field
+// ("data:" alone, which the SSE rules do not dispatch and the raw route
+// takes for a keepalive), and an "event: error" whose data is not JSON
+// (the raw route's transient *sse.UpstreamError); use sse.OpenAIRoute for
+// a server that sends either. The adapter bounds a whole event, which
+// openai-go does not, at the raw route's size (sse.DefaultMaxEventSize).
 //
 // A stream that falls silent after its first chunks is resumed
 // (docs/design.md §2 rule 10) on a route that can continue a partial
