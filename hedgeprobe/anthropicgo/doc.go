@@ -36,6 +36,13 @@
 // RouteOptions.TapKeepalives: each ping then comes out as an event with an
 // empty Type, which Classify calls Keepalive.
 //
+// The SDK reads an event by its "event:" line and skips one without it: a
+// compatible server that sends its events as "data:" lines alone (valid
+// SSE, which sse.AnthropicRoute reads by the data's "type") ends every
+// attempt as a stream without its terminal event, a transient
+// *sse.ConnectionError, and is hedged each time; use sse.AnthropicRoute
+// for such a server.
+//
 // A stream that falls silent after its first chunks is resumed (docs/design.md
 // §2 rule 10) on a route whose model accepts a prefill (RouteOptions.Prefill):
 // the delivered text goes as a trailing assistant message, or extends the
