@@ -113,9 +113,11 @@ type HedgeEvent struct {
 	// so a hook can attribute the event to a request.
 	Context context.Context
 	// Attempt is the new attempt's index (1 for the first hedge).
-	Attempt                int
+	Attempt int
+	// Route, Provider and Model are the new attempt's route's.
 	Route, Provider, Model string
-	Trigger                Trigger
+	// Trigger is why it was launched.
+	Trigger Trigger
 	// Delay is the hedge delay that was in force for the TTFT trigger.
 	Delay time.Duration
 	// Elapsed is the time since the call started.
@@ -132,17 +134,23 @@ type ThrottleEvent struct {
 	// Attempt is the index the attempt would have had.
 	Attempt int
 	// Route is the route it would have gone to.
-	Route   string
+	Route string
+	// Trigger is why it was due.
 	Trigger Trigger
-	Reason  ThrottleReason
+	// Reason is what refused it: the budget, or every route it could go
+	// to pushing back or ejected.
+	Reason ThrottleReason
+	// Elapsed is the time since the call started.
 	Elapsed time.Duration
 }
 
 // CommitEvent describes a commit.
 type CommitEvent struct {
 	// Context is the context the call was started with.
-	Context                context.Context
-	Attempt                int
+	Context context.Context
+	// Attempt is the index of the attempt that won.
+	Attempt int
+	// Route, Provider and Model are its route's.
 	Route, Provider, Model string
 	// Elapsed is the time since the call started.
 	Elapsed time.Duration
@@ -160,10 +168,17 @@ type AttemptEvent struct {
 type WatchdogEvent struct {
 	// Context is the context the call was started with.
 	Context context.Context
-	Kind    TimeoutKind
+	// Kind is the watchdog that fired: TimeoutTTFT or TimeoutStall.
+	Kind TimeoutKind
+	// Timeout is its setting (Config.TTFTTimeout or Config.StallTimeout).
 	Timeout time.Duration
+	// Attempt is the index of the attempt the call's error names: the
+	// newest live attempt for a TTFT timeout, the committed stream's for
+	// a stall timeout.
 	Attempt int
-	Route   string
+	// Route is that attempt's route.
+	Route string
+	// Elapsed is the time since the call started.
 	Elapsed time.Duration
 }
 
@@ -188,6 +203,7 @@ type ResumeEvent struct {
 	// Skipped is why it was not launched (or was declined after its
 	// launch: ResumeRefused, ResumeBuild); empty for a launch.
 	Skipped ResumeSkip
+	// Elapsed is the time since the call started.
 	Elapsed time.Duration
 }
 
@@ -196,7 +212,8 @@ type ResumeEvent struct {
 type RouteEvent struct {
 	// Context is the context of the call whose attempt caused it.
 	Context context.Context
-	Route   string
+	// Route is the route's name.
+	Route string
 	// Reason is why the route was ejected: EjectFailures or
 	// EjectRetryAfter; empty on a restore.
 	Reason EjectReason

@@ -115,7 +115,8 @@ type Route[T any] struct {
 	// r := openaigo.Route(…); r.ServerAddress, r.ServerPort =
 	// "api.openai.com", 443. ServerAddress must be UTF-8.
 	ServerAddress string
-	ServerPort    int
+	// ServerPort is the upstream's port, written beside ServerAddress.
+	ServerPort int
 	// Open starts one attempt, described by a (its index, trigger and, for
 	// a resume attempt, the text to continue). The context is the
 	// attempt's own: it is cancelled when the attempt loses, fails or the

@@ -32,9 +32,13 @@ type Stats struct {
 // AttemptStats describes one attempt; AttemptEvent carries it to the
 // OnAttemptDone hook.
 type AttemptStats struct {
-	Index                  int
+	// Index is the attempt's index: 0 for the primary, then in launch
+	// order.
+	Index int
+	// Route, Provider and Model are its route's.
 	Route, Provider, Model string
-	Trigger                Trigger
+	// Trigger is why it was launched.
+	Trigger Trigger
 	// Outcome is AttemptRunning while the attempt runs.
 	Outcome AttemptOutcome
 	// Err is the error of a failed attempt. Its Error can quote the
