@@ -243,7 +243,8 @@ func (s *Stream[T]) Close() error {
 // All returns the items as an iterator: single use, it starts the call
 // lazily, yields each item with a nil error, ends after yielding the
 // call's error (with a zero item) if there is one, and closes the Stream
-// when the loop ends.
+// when the loop ends. Ranging over it again yields no item, only that
+// error again, as Err keeps returning it.
 func (s *Stream[T]) All() iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		defer s.Close()
