@@ -186,6 +186,35 @@ func TestRelabelRawJSON(t *testing.T) {
 	if got := openaigo.Relabel(answer, built); got.ID != "chatcmpl-A" || got.Created != 100 {
 		t.Errorf("a chunk built in code: id %q created %d, want chatcmpl-A 100", got.ID, got.Created)
 	}
+
+	// The rest of the JSON keeps its bytes: its order, its spacing.
+	var spaced openaigo.Chunk
+	if err := spaced.UnmarshalJSON([]byte(`{"model": "b", "id": "chatcmpl-B", "choices": [{"index": 0, "delta": {"content": "z"}}], "created": 200}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := openaigo.Relabel(answer, spaced).RawJSON(); got != `{"model": "b", "id": "chatcmpl-A", "choices": [{"index": 0, "delta": {"content": "z"}}], "created": 100}` {
+		t.Errorf("RawJSON %s: want only the id and created changed", got)
+	}
+
+	// A chunk whose fields were changed after decoding (a caller's Source
+	// that redacts them) keeps the change: its JSON would undo it.
+	redacted := c
+	redacted.Choices = slices.Clone(c.Choices)
+	redacted.Choices[0].Delta.Content = "[redacted]"
+	if got := openaigo.Relabel(answer, redacted); got.Choices[0].Delta.Content != "[redacted]" || got.ID != "chatcmpl-A" {
+		t.Errorf("a redacted chunk relabelled: content %q id %q, want [redacted] chatcmpl-A", got.Choices[0].Delta.Content, got.ID)
+	}
+
+	// A key that comes twice: the one the SDK read is the one kept.
+	var twice openaigo.Chunk
+	if err := twice.UnmarshalJSON([]byte(`{"id":"chatcmpl-B","choices":[{"index":0,"delta":{"content":"first"}}],"choices":null}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := twice.Choices
+	got = openaigo.Relabel(answer, twice)
+	if len(got.Choices) != len(before) || len(before) > 0 && got.Choices[0].Delta.Content != before[0].Delta.Content {
+		t.Errorf("a key twice: choices %+v after relabelling, %+v before", got.Choices, before)
+	}
 }
 
 // TestResumeDropsEcho: vLLM's "echo" would repeat the delivered text
