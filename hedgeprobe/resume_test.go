@@ -448,6 +448,30 @@ func TestResumeBeforeCommitBuffered(t *testing.T) {
 	})
 }
 
+// A continuation before commit that stalls too is continued in turn: the
+// second resume's prefix is the whole chain's text, and PrefixChunks
+// counts the chain's chunks (the first continuation's and those it
+// continued), not its own alone.
+func TestResumeBeforeCommitChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(500*time.Millisecond, "A"), content(10*time.Millisecond, "B"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "C"), hang()})
+		c := continuing("c", []step{content(100*time.Millisecond, "D"), control(10*time.Millisecond, "stop")})
+		cfg := resumeCfg()
+		cfg.Delivery, cfg.StallAfter = Buffered, time.Second
+		g := drain(mustNew(t, cfg, withText()).Stream(t.Context(), a.route(), b.route(), c.route()), time.Now())
+		if joined(g) != "ABCD" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		if asked := b.attempts(); len(asked) != 1 || asked[0].Prefix != "AB" || asked[0].PrefixChunks != 2 {
+			t.Fatalf("b asked %+v, want the continuation of AB, 2 chunks", asked)
+		}
+		if asked := c.attempts(); len(asked) != 1 || asked[0].Prefix != "ABC" || asked[0].PrefixChunks != 3 {
+			t.Fatalf("c asked %+v, want the continuation of ABC, 3 chunks", asked)
+		}
+	})
+}
+
 // Telemetry of a resumed call (docs/design.md §3): the resume attempt's
 // span has trigger resume and the chunks delivered before it; the call
 // span has a resume event and the caller's view, whose gap before the

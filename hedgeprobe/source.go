@@ -147,7 +147,8 @@ type Attempt struct {
 	Prefix string
 	// PrefixChunks is, on a resume attempt, how many content chunks the
 	// call had when Prefix was taken: those delivered to the caller (or,
-	// before commit, those of the stalled attempt up to the stall). The
+	// before commit, those of the stalled attempt up to the stall, with
+	// those of the text it continued when it is a continuation). The
 	// routes of this module ask a continuation for the request's token
 	// limit less this many (sse.ContinuationLimit), so that the answer as
 	// a whole keeps to the limit the caller set. 0 on every other attempt.

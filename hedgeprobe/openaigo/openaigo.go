@@ -327,8 +327,10 @@ func Route(name string, client openai.Client, params openai.ChatCompletionNewPar
 			if params, opts, err = continuation(params, opts, o.Continue, a.Prefix); err != nil {
 				return nil, fmt.Errorf("%w: route %s: %w", hedgeprobe.ErrCannotContinue, name, err)
 			}
-			params.MaxTokens = continuationLimit(params.MaxTokens, a.PrefixChunks)
-			params.MaxCompletionTokens = continuationLimit(params.MaxCompletionTokens, a.PrefixChunks)
+			if o.Continue != sse.ContinuePrefixEcho { // as sse.OpenAIRoute: the repeat may count too
+				params.MaxTokens = continuationLimit(params.MaxTokens, a.PrefixChunks)
+				params.MaxCompletionTokens = continuationLimit(params.MaxCompletionTokens, a.PrefixChunks)
+			}
 		}
 		var resp *http.Response
 		s := client.Chat.Completions.NewStreaming(ctx, params, append(slices.Clip(opts), option.WithMiddleware(boundErrorBody), option.WithResponseInto(&resp))...)

@@ -332,14 +332,17 @@ func TestContinuationAsksForTheRest(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		params   openai.ChatCompletionNewParams
+		how      sse.Continuation
 		a        hedgeprobe.Attempt
 		max, mct any
 	}{
-		{"primary", limited, hedgeprobe.Attempt{}, 100.0, 200.0},
-		{"resume", limited, resume, 70.0, 170.0},
-		{"resume, no limit", params, resume, nil, nil},
+		{"primary", limited, sse.ContinueTrailingAssistant, hedgeprobe.Attempt{}, 100.0, 200.0},
+		{"resume", limited, sse.ContinueTrailingAssistant, resume, 70.0, 170.0},
+		{"resume, no limit", params, sse.ContinueTrailingAssistant, resume, nil, nil},
+		// The repeat of the prefix may count against the limit.
+		{"resume, prefix repeated", limited, sse.ContinuePrefixEcho, resume, 100.0, 200.0},
 	} {
-		src, err := openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: sse.ContinueTrailingAssistant}).Open(t.Context(), tc.a)
+		src, err := openaigo.Route("r", client, tc.params, openaigo.RouteOptions{Continue: tc.how}).Open(t.Context(), tc.a)
 		if err != nil {
 			t.Fatal(err)
 		}

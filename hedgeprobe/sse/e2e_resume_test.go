@@ -301,13 +301,13 @@ func TestContinuationAsksForTheRest(t *testing.T) {
 		a     hedgeprobe.Attempt
 		limit map[string]float64
 	}{
-		{"openai primary", openSource(t, openAI), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100, "max_completion_tokens": 200}},
-		{"openai resume", openSource(t, openAI), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
+		{"openai primary", opener(t, openAI), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100, "max_completion_tokens": 200}},
+		{"openai resume", opener(t, openAI), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
 			map[string]float64{"max_tokens": 70, "max_completion_tokens": 170}},
-		{"anthropic primary", openSource(t, anthropic), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100}},
-		{"anthropic resume", openSource(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
+		{"anthropic primary", opener(t, anthropic), hedgeprobe.Attempt{}, map[string]float64{"max_tokens": 100}},
+		{"anthropic resume", opener(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "Once", PrefixChunks: 30},
 			map[string]float64{"max_tokens": 70}},
-		{"anthropic resume, whitespace", openSource(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "\n\n", PrefixChunks: 2},
+		{"anthropic resume, whitespace", opener(t, anthropic), hedgeprobe.Attempt{Index: 1, Trigger: hedgeprobe.TriggerResume, Prefix: "\n\n", PrefixChunks: 2},
 			map[string]float64{"max_tokens": 98}},
 	} {
 		if err := tc.open(tc.a); err != nil {
@@ -322,8 +322,9 @@ func TestContinuationAsksForTheRest(t *testing.T) {
 	}
 }
 
-// openSource opens an attempt of r and drains it: the request is sent.
-func openSource[T any](t *testing.T, r hedgeprobe.Route[T]) func(a hedgeprobe.Attempt) error {
+// opener returns a function that opens an attempt of r and drains it,
+// so that its request is sent.
+func opener[T any](t *testing.T, r hedgeprobe.Route[T]) func(a hedgeprobe.Attempt) error {
 	return func(a hedgeprobe.Attempt) error {
 		src, err := r.Open(t.Context(), a)
 		if err != nil {

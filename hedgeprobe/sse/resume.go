@@ -1,8 +1,6 @@
 package sse
 
 import (
-	"encoding/json"
-	"math"
 	"slices"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
@@ -53,9 +51,9 @@ const (
 // is a new request, and a server counts only what it generates against
 // its limit, so asking for limit again would let the answer run past it
 // by all that was delivered. The chunks stand for the tokens, which the
-// caller does not know until the usage at the end: a chunk carries at
-// least one token on every server we know of, so the continuation is
-// never asked for less than the limit leaves. With one token a chunk
+// caller does not know until the usage at the end: a text chunk carries
+// at least one token as a rule, so the continuation is not asked for
+// less than the limit leaves. With one token a chunk
 // (as Ollama sends them, and most servers mostly) the whole answer stays
 // within limit; where a chunk carries several, it can run past limit by
 // the tokens beyond one a chunk. A limit of 0 or less (none set) is
@@ -68,23 +66,24 @@ func ContinuationLimit(limit, prefixChunks int64) int64 {
 	return max(1, limit-prefixChunks)
 }
 
-// limitTokens sets the token limits body holds as numbers (max_tokens,
+// limitTokens sets the token limits body holds (max_tokens,
 // max_completion_tokens, as Params may give them: any numeric type, or a
-// json.Number) to ContinuationLimit's; a limit of another type is left
-// for the upstream to refuse.
+// json.Number) to ContinuationLimit's. A limit that is not a positive
+// whole number as JSON writes it (a string, a fraction, an exponent, one
+// past int64) is left as it is, for the upstream to judge.
 func limitTokens(body map[string]any, prefixChunks int64) {
 	for _, k := range [...]string{"max_tokens", "max_completion_tokens"} {
 		v, ok := body[k]
 		if !ok || v == nil {
 			continue
 		}
-		// Through JSON, as the request sends it.
-		b, err := json.Marshal(v)
-		var n float64
-		if err != nil || json.Unmarshal(b, &n) != nil || n != math.Trunc(n) || n > math.MaxInt64/2 {
+		n, ok := prefill.Number(v)
+		if !ok {
 			continue
 		}
-		body[k] = ContinuationLimit(int64(n), prefixChunks)
+		if limit, err := n.Int64(); err == nil && limit > 0 {
+			body[k] = ContinuationLimit(limit, prefixChunks)
+		}
 	}
 }
 

@@ -71,6 +71,8 @@ func TestContinuationLimit(t *testing.T) {
 		{"json.Number", map[string]any{"max_completion_tokens": json.Number("100")}, `"max_completion_tokens":70`},
 		{"spent", map[string]any{"max_tokens": 20}, `"max_tokens":1`},
 		{"not whole", map[string]any{"max_tokens": 100.5}, `"max_tokens":100.5`},
+		{"past float64's precision", map[string]any{"max_tokens": int64(1<<53 + 1)}, `"max_tokens":9007199254740963`},
+		{"negative", map[string]any{"max_tokens": -1e300}, `"max_tokens":-1e+300`},
 		{"a string", map[string]any{"max_tokens": "100"}, `"max_tokens":"100"`},
 		{"null", map[string]any{"max_tokens": nil}, `"max_tokens":null`},
 		{"none", map[string]any{}, `"messages"`},
@@ -87,6 +89,15 @@ func TestContinuationLimit(t *testing.T) {
 		if !maps.Equal(body, mapsWith(tc.limits, "model", "m")) {
 			t.Errorf("%s: the route's body changed: %v", tc.name, body)
 		}
+	}
+	// An upstream that repeats the prefix may count the repeat against
+	// the limit: its limit stays the request's.
+	b, err := openAIContinuation(map[string]any{"model": "m", "max_tokens": 100}, msgs, ContinuePrefixEcho, "Hello", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := canonical(t, b); !strings.Contains(got, `"max_tokens":100`) {
+		t.Errorf("ContinuePrefixEcho: %s, want max_tokens 100", got)
 	}
 }
 

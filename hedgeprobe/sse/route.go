@@ -331,7 +331,7 @@ func anthropicContinuation(msgs []Message, sent string) []Message {
 // openAIContinuation returns the body of a resume attempt: the request's
 // messages ending in an assistant message that carries prefix, in the way
 // the upstream continues it, and its token limits less the prefix's
-// chunks (ContinuationLimit). When the request already ends in an
+// chunks (ContinuationLimit; not on an upstream that repeats the prefix). When the request already ends in an
 // assistant message (the caller's own prefill), prefix extends it: the
 // upstream continued it, so the delivered text follows it in the same
 // message.
@@ -360,7 +360,12 @@ func openAIContinuation(body map[string]any, msgs []Message, how Continuation, p
 	}
 	b := maps.Clone(body)
 	b["messages"] = out
-	limitTokens(b, prefixChunks)
+	if how != ContinuePrefixEcho {
+		// An answer that repeats the prefix may count the repeat against
+		// its limit too: less the delivered chunks, the limit could end
+		// the continuation inside its repeat, with nothing new.
+		limitTokens(b, prefixChunks)
+	}
 	// vLLM's "echo" repeats the last message first: the delivered text,
 	// which the caller has.
 	delete(b, "echo")

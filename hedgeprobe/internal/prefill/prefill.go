@@ -15,6 +15,7 @@
 package prefill
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -192,12 +193,28 @@ func ManyChoices(fields map[string]any) bool {
 	if !ok || v == nil {
 		return false
 	}
-	// Through JSON, as the request sends it: int, float64, json.Number
-	// and the rest alike.
-	b, err := json.Marshal(v)
-	var n float64
-	if err != nil || json.Unmarshal(b, &n) != nil {
+	n, ok := Number(v)
+	if !ok {
 		return true
 	}
-	return n > 1
+	f, err := n.Float64()
+	return err != nil || f > 1
+}
+
+// Number reads a request field's value as the request sends it, through
+// JSON, so that every Go type a caller may give (int, int64, float64,
+// json.Number…) reads alike; false when the value is no JSON number.
+func Number(v any) (json.Number, bool) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var n any
+	if d.Decode(&n) != nil {
+		return "", false
+	}
+	num, ok := n.(json.Number)
+	return num, ok
 }
