@@ -53,12 +53,11 @@ const (
 // by all that was delivered. The chunks stand for the tokens, which the
 // caller does not know until the usage at the end: a text chunk carries
 // at least one token as a rule, so the continuation is not asked for
-// less than the limit leaves. With one token a chunk
-// (as Ollama sends them, and most servers mostly) the whole answer stays
-// within limit; where a chunk carries several, it can run past limit by
-// the tokens beyond one a chunk. A limit of 0 or less (none set) is
-// returned as it is. The routes of this module use it; a Route.Open of
-// your own can too.
+// less than the limit leaves. With one token a chunk (as Ollama sends
+// them, and most servers mostly) the whole answer stays within limit;
+// where a chunk carries several, it can run past limit by the tokens
+// beyond one a chunk. A limit of 0 or less (none set) is returned as it
+// is. The routes of this module use it; a Route.Open of your own can too.
 func ContinuationLimit(limit, prefixChunks int64) int64 {
 	if limit <= 0 || prefixChunks <= 0 {
 		return limit
