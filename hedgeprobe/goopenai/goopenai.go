@@ -242,26 +242,16 @@ func Relabel(answer, c Chunk) Chunk {
 	return c
 }
 
-// Text is the hedgeprobe Items.Text of go-openai chunks: the content (and
-// refusal) delta of choice 0 is answer text; reasoning_content is not (it
-// is content, but a continuation carries on the answer); a tool-call or
-// function-call fragment cannot be continued, nor a chunk that carries the
-// finish reason with its text (some servers send the last text so), nor
-// the text of any other choice (n > 1: no continuation carries several
-// answers on).
+// Text is the hedgeprobe Items.Text of go-openai chunks, with the rule of
+// sse.ChatText (classify.ChatText): the content and refusal of choice 0
+// (reasoning_content is no answer text), resumable unless the chunk
+// carries a tool call, another choice or the finish reason.
 func Text(c Chunk) (text string, resumable bool) {
-	if len(c.Choices) == 0 {
-		return "", true
-	}
-	if len(c.Choices) > 1 || c.Choices[0].Index != 0 {
-		return "", false
-	}
-	d := &c.Choices[0].Delta
-	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
-		return "", false
-	}
-	// A last chunk that carries its finish reason ends the answer.
-	return d.Content + d.Refusal, c.Choices[0].FinishReason == ""
+	return classify.ChatText(c.Choices, func(ch *openai.ChatCompletionStreamChoice) classify.ChatTextParts {
+		d := &ch.Delta
+		return classify.ChatTextParts{Index: int64(ch.Index), Call: len(d.ToolCalls) > 0 || d.FunctionCall != nil,
+			Content: d.Content, Refusal: d.Refusal, FinishReason: string(ch.FinishReason)}
+	})
 }
 
 // RouteOptions configures Route.

@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/classify"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/prefill"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
@@ -112,27 +113,18 @@ func withContent(c Chunk, text string) Chunk {
 	return c
 }
 
-// Text is the hedgeprobe Items.Text of openai-go chunks: the content (and
-// refusal) delta of choice 0 is answer text; reasoning is not (it is
-// content, but a continuation carries on the answer); a tool-call or
-// function-call fragment cannot be continued, nor a chunk that carries the
-// finish reason with its text (some servers send the last text so), nor
-// the text of any other choice (n > 1: no continuation carries several
-// answers on).
+// Text is the hedgeprobe Items.Text of openai-go chunks, with the rule of
+// sse.ChatText (classify.ChatText): the content and refusal of choice 0,
+// resumable unless the chunk carries a tool call, another choice or the
+// finish reason.
 func Text(c Chunk) (text string, resumable bool) {
-	if len(c.Choices) == 0 {
-		return "", true
-	}
-	if len(c.Choices) > 1 || c.Choices[0].Index != 0 {
-		return "", false
-	}
-	d := &c.Choices[0].Delta
-	//lint:ignore SA1019 the legacy function call is still streamed by some servers
-	if len(d.ToolCalls) > 0 || d.FunctionCall.Name != "" || d.FunctionCall.Arguments != "" {
-		return "", false
-	}
-	// A last chunk that carries its finish reason ends the answer.
-	return d.Content + d.Refusal, c.Choices[0].FinishReason == ""
+	return classify.ChatText(c.Choices, func(ch *openai.ChatCompletionChunkChoice) classify.ChatTextParts {
+		d := &ch.Delta
+		//lint:ignore SA1019 the legacy function call is still streamed by some servers
+		fc := d.FunctionCall
+		return classify.ChatTextParts{Index: ch.Index, Call: len(d.ToolCalls) > 0 || fc.Name != "" || fc.Arguments != "",
+			Content: d.Content, Refusal: d.Refusal, FinishReason: ch.FinishReason}
+	})
 }
 
 // continuation returns the params and request options of a resume attempt:

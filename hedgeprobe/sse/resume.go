@@ -238,18 +238,11 @@ func AnthropicFollows(e AnthropicEvent) bool {
 // the text of any other choice (n > 1: no continuation carries several
 // answers on).
 func ChatText(c ChatChunk) (text string, resumable bool) {
-	if len(c.Choices) == 0 {
-		return "", true
-	}
-	if len(c.Choices) > 1 || c.Choices[0].Index != 0 {
-		return "", false
-	}
-	d := &c.Choices[0].Delta
-	if len(d.ToolCalls) > 0 || d.FunctionCall != nil {
-		return "", false
-	}
-	// A last chunk that carries its finish reason ends the answer.
-	return d.Content + d.Refusal, c.Choices[0].FinishReason == ""
+	return classify.ChatText(c.Choices, func(ch *ChatChoice) classify.ChatTextParts {
+		d := &ch.Delta
+		return classify.ChatTextParts{Index: int64(ch.Index), Call: len(d.ToolCalls) > 0 || d.FunctionCall != nil,
+			Content: d.Content, Refusal: d.Refusal, FinishReason: ch.FinishReason}
+	})
 }
 
 // AnthropicText is the hedgeprobe Items.Text of AnthropicEvent: text

@@ -113,6 +113,44 @@ func ChatFollows[C any](choices []C, calls func(*C) bool) bool {
 	return false
 }
 
+// ChatTextParts is what ChatText reads of a chat chunk's first choice.
+type ChatTextParts struct {
+	// Index is the choice's index.
+	Index int64
+	// Call reports a tool-call (or legacy function-call) fragment.
+	Call bool
+	// Content and Refusal are the choice's text deltas.
+	Content, Refusal string
+	// FinishReason is the choice's finish reason, "" while it goes on.
+	FinishReason string
+}
+
+// ChatText is the hedgeprobe Items.Text of a chat chunk, for a chunk type
+// that holds choices of type C, one rule for every OpenAI-compatible
+// adapter: the content (and refusal) delta of choice 0 is answer text;
+// reasoning is not (it is content, but a continuation carries on the
+// answer); a tool-call or function-call fragment cannot be continued, nor
+// a chunk that carries the finish reason with its text (some servers send
+// the last text so), nor the text of any other choice (n > 1: no
+// continuation carries several answers on). A chunk without choices
+// (usage) has no text and leaves the answer resumable. parts reads a
+// choice.
+func ChatText[C any](choices []C, parts func(*C) ChatTextParts) (text string, resumable bool) {
+	switch len(choices) {
+	case 0:
+		return "", true
+	case 1:
+	default:
+		return "", false
+	}
+	p := parts(&choices[0])
+	if p.Index != 0 || p.Call {
+		return "", false
+	}
+	// A last chunk that carries its finish reason ends the answer.
+	return p.Content + p.Refusal, p.FinishReason == ""
+}
+
 // AnthropicOpening is the hedgeprobe Items.Opening of an Anthropic event
 // of type eventType, of content block index (on content_block_*):
 // message_start and the start of block 0 open an answer, which the caller
