@@ -17,8 +17,10 @@ import (
 // broken stdout pipe), the kernel sends the child SIGTERM. The test runs
 // itself as that parent.
 func TestChildDiesWithParent(t *testing.T) {
-	if os.Getenv("STACK_TEST_PARENT") == "1" {
-		p, err := Start(context.Background(), t.TempDir(), "sleeper", "/bin/sh", []string{"-c", "exec sleep 60"}, nil)
+	if dir := os.Getenv("STACK_TEST_PARENT_DIR"); dir != "" {
+		// The directory is the outer test's: killed, this process never
+		// runs its own cleanup, so a t.TempDir here would stay behind.
+		p, err := Start(context.Background(), dir, "sleeper", "/bin/sh", []string{"-c", "exec sleep 60"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +28,7 @@ func TestChildDiesWithParent(t *testing.T) {
 		select {} // until killed
 	}
 	parent := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithParent$")
-	parent.Env = append(os.Environ(), "STACK_TEST_PARENT=1")
+	parent.Env = append(os.Environ(), "STACK_TEST_PARENT_DIR="+t.TempDir())
 	out, err := parent.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
