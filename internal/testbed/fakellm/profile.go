@@ -33,6 +33,10 @@ type Profile struct {
 	// RetryAfter, with Status, is sent as Retry-After (whole seconds,
 	// scaled, at least 1) and retry-after-ms (scaled).
 	RetryAfter Duration `yaml:"retry_after"`
+	// StatusAfter, with Status, is the wait (scaled) before the error
+	// answer: an overloaded upstream takes its time to refuse, and calls
+	// started together all reach it before the first refusal comes back.
+	StatusAfter Duration `yaml:"status_after"`
 	// TTFT is the wait between the response headers and the first content
 	// chunk. The headers and the role chunk (OpenAI) or message_start
 	// (Anthropic) are sent at once, as vLLM does.
@@ -280,6 +284,12 @@ func (p *Profile) validate(key string) error {
 	}
 	if p.RetryAfter < 0 {
 		return fmt.Errorf("%s.retry_after: %s is negative", key, time.Duration(p.RetryAfter))
+	}
+	if p.StatusAfter < 0 {
+		return fmt.Errorf("%s.status_after: %s is negative", key, time.Duration(p.StatusAfter))
+	}
+	if p.StatusAfter > 0 && p.Status == 0 {
+		return fmt.Errorf("%s.status_after: %s needs a status", key, time.Duration(p.StatusAfter))
 	}
 	if p.Chunks < 0 {
 		return fmt.Errorf("%s.chunks: %d is negative", key, p.Chunks)

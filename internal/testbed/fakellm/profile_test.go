@@ -48,6 +48,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad duration", "default: a\nprofiles: {a: {ttft: 3 seconds}}\n", `line 2: time: unknown unit " seconds"`},
 		{"bad status", "default: a\nprofiles: {a: {status: 200}}\n", "profiles.a.status: 200 is not 400-599"},
 		{"negative chunks", "default: a\nprofiles: {a: {chunks: -1}}\n", "profiles.a.chunks: -1 is negative"},
+		{"negative status_after", "default: a\nprofiles: {a: {status: 503, status_after: -1s}}\n", "profiles.a.status_after: -1s is negative"},
+		{"status_after without status", "default: a\nprofiles: {a: {chunks: 1, status_after: 1s}}\n", "profiles.a.status_after: 1s needs a status"},
 		{"negative sigma", "default: a\nprofiles: {a: {ttft: {median: 1s, sigma: -1}}}\n", "profiles.a.ttft.sigma: -1 must be >= 0"},
 		{"fixed and median", "default: a\nprofiles: {a: {interval: {fixed: 1s, median: 1s}}}\n", "profiles.a.interval: set fixed (1s) or median (1s), not both"},
 		{"silence past end", "default: a\nprofiles: {a: {chunks: 3, silences: [{after_chunk: 4, duration: 1s}]}}\n", "profiles.a.silences[0].after_chunk: 4 is outside 0..chunks (3)"},

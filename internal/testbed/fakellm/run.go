@@ -71,6 +71,10 @@ func (r *run) scaled(d time.Duration) time.Duration {
 // fail answers with the profile's status.
 func (r *run) fail() {
 	p := r.p
+	if p.StatusAfter > 0 && !r.sleep(time.Duration(p.StatusAfter), Keepalive{}) {
+		r.rec.outcome = "canceled"
+		return
+	}
 	r.rec.status, r.rec.outcome = p.Status, "status"
 	if ra := r.scaled(time.Duration(p.RetryAfter)); ra > 0 {
 		r.w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(ra.Seconds())))))

@@ -276,6 +276,46 @@ func TestNonStreamingLongWait(t *testing.T) {
 	})
 }
 
+// TestStatusAfter: a status profile with status_after answers its status
+// exactly that long (scaled) after the request, and a request that goes
+// away meanwhile gets no answer.
+func TestStatusAfter(t *testing.T) {
+	cfg, err := Parse([]byte("default: busy\nprofiles:\n  busy: {status: 503, retry_after: 1s, status_after: 200ms}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"messages":[{"role":"user","content":"hi"}],"stream":true}`
+	for _, scale := range []float64{1, 0.5} {
+		t.Run(fmt.Sprint("scale ", scale), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := New(Options{Config: cfg, Scale: scale})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w := serve(t, s, "/v1/chat/completions", "busy", body)
+				want := time.Duration(float64(200*time.Millisecond) * scale)
+				if elapsed := time.Since(w.start); elapsed != want || w.status != http.StatusServiceUnavailable {
+					t.Fatalf("answered %d after %s, want 503 after %s", w.status, elapsed, want)
+				}
+			})
+		})
+	}
+	synctest.Test(t, func(t *testing.T) {
+		s, _ := New(Options{Config: cfg})
+		ctx, cancel := contextWithCancel(t)
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		w := &flushRecorder{h: http.Header{}, start: time.Now()}
+		done := make(chan struct{})
+		go func() { s.ServeHTTP(w, req); close(done) }()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		<-done
+		if w.status != 0 || w.buf.Len() != 0 || time.Since(w.start) != 100*time.Millisecond {
+			t.Fatalf("a request gone after 100ms got %d %q after %s", w.status, w.buf.String(), time.Since(w.start))
+		}
+	})
+}
+
 // TestCancelStopsHandler checks that a handler waiting in a silence
 // returns as soon as its request's context ends.
 func TestCancelStopsHandler(t *testing.T) {
