@@ -162,9 +162,17 @@ func (sc Scenario) Markdown() string {
 	w("stream", fmt.Sprintf("%d content chunks, gap %v ± %.0f %%", sc.Chunks, sc.ChunkGap, 100*sc.ChunkJitter))
 	w("mid-stream silence", fmt.Sprintf("%.0f %% of attempts, after chunk %d–%d, lognormal median %v sigma %.2g, keepalive every %v",
 		100*sc.StallShare, sc.StallAfterMin, sc.StallAfterMax, sc.StallMedian, sc.StallSigma, sc.KeepaliveEvery))
-	w("outage", fmt.Sprintf("route %s answers 503 in %v ± 50 %% for calls %.0f–%.0f %%", sc.OutageRoute, sc.FailAfter, 100*sc.OutageFrom, 100*sc.OutageTo))
-	w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v ± 50 %% for calls %.0f–%.0f %%",
-		100*sc.StormShare, sc.RetryAfter, sc.FailAfter, 100*sc.StormFrom, 100*sc.StormTo))
+	if sc.OutageTo > sc.OutageFrom {
+		w("outage", fmt.Sprintf("route %s answers 503 in %v ± 50 %% for calls %.0f–%.0f %%", sc.OutageRoute, sc.FailAfter, 100*sc.OutageFrom, 100*sc.OutageTo))
+	} else {
+		w("outage", "none")
+	}
+	if sc.StormTo > sc.StormFrom && sc.StormShare > 0 {
+		w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v ± 50 %% for calls %.0f–%.0f %%",
+			100*sc.StormShare, sc.RetryAfter, sc.FailAfter, 100*sc.StormFrom, 100*sc.StormTo))
+	} else {
+		w("429 storm", "none")
+	}
 	w("routes", "primary, secondary: independent draws per call × route × attempt")
 	return b.String()
 }
