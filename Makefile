@@ -24,7 +24,7 @@ COMPONENTS    := ./processor/streamwatchprocessor ./connector/streamwatchconnect
 COLLECTOR_SRC := builder-config.yaml go.mod go.sum otelcol-streamwatch.pgo \
 	$(shell $(GO) list -deps -f '{{if and .Module (eq .Module.Path "github.com/streamwatch/streamwatch")}}{{range .GoFiles}}{{$$.Dir}}/{{.}} {{end}}{{end}}' $(COMPONENTS) 2>/dev/null)
 
-.PHONY: test e2e bench lint fuzz collector ollama demo fakellm loadtest pgo clean
+.PHONY: test e2e bench lint fuzz collector ollama demo fakellm loadtest simulation pgo clean
 
 ## test: go vet, the race-enabled unit and integration tests, the hedge
 ## simulation's targets (virtual time, too slow under -race), and
@@ -120,6 +120,15 @@ demo: collector fakellm
 ## LOADTEST_FLAGS passes flags, e.g. LOADTEST_FLAGS='-rounds 5 -slice 10s -pprof _build/pprof'.
 loadtest: collector
 	$(GO) run ./cmd/loadtest -collector $(COLLECTOR) $(LOADTEST_FLAGS)
+
+## simulation: the hedge simulation's reports, seed and stress scenarios, in
+## virtual time (~2 min; docs/performance.md). SIM_FLAGS passes flags, e.g.
+## SIM_FLAGS='-calls=2000 -seed=3'; the route-health rows: make simulation
+## SIM_RUN=TestRouteHealthReport.
+SIM_RUN ?= TestSimulationReport
+SIM_FLAGS ?= -calls=10000
+simulation:
+	$(GO) test ./internal/testbed/hedgesim -count=1 -timeout 30m -run '^$(SIM_RUN)$$' -v $(SIM_FLAGS)
 
 ## pgo: profile the collector under the load test's shipped, drop_timeline
 ## and gateway pipelines and write the profile the next build uses (~1.5 min).
