@@ -9,6 +9,16 @@ import (
 // database/sql.Rows and the openai-go / anthropic-sdk-go ssestream.Stream,
 // which satisfy it unchanged.
 //
+// Used unchanged, an SDK's stream quotes the upstream in its Err: openai-go
+// and anthropic-sdk-go end a stream on a mid-stream error event with
+// "received error while streaming: " and the event's JSON, whose message
+// can quote the request or the answer, and a failed span's status records
+// Err's text. The adapters (openaigo, anthropicgo, goopenai) type such
+// errors and leave the upstream's message out of the status; a Source of
+// one's own can do likewise with an error that has a StatusText() string
+// method, whose text the status records in place of its Error, as
+// sse.UpstreamError does.
+//
 // Next advances to the next item and reports whether there is one; Current
 // returns it; Err reports the error that ended the stream (nil at a clean
 // end); Close releases the stream and must unblock a Next that is waiting on
