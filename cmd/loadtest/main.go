@@ -314,11 +314,19 @@ func discardServer() (*http.Server, string, error) {
 // scrapeAtCap fills the shipped pipeline's series past max_series with
 // calls over o.capRoutes distinct routes and reports what one Prometheus
 // scrape of it weighs.
-func scrapeAtCap(ctx context.Context, o options) error {
+func scrapeAtCap(ctx context.Context, o options) (err error) {
 	dir, err := os.MkdirTemp("", "streamwatch-cap-")
 	if err != nil {
 		return err
 	}
+	// The collector's log is kept only where it can explain a failure.
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w (collector log in %s)", err, dir)
+		} else {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	col, err := stack.StartCollector(ctx, dir, o.collector, []string{filepath.Join(o.root, "deploy", "collector.yaml")}, "STREAMWATCH_METRICS_INTERVAL=1s")
 	if err != nil {
 		return err
