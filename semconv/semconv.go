@@ -174,7 +174,8 @@ const (
 	AttemptTrigger = attribute.Key("streamwatch.attempt.trigger")
 	// AttemptOutcome is how the attempt ended; see AttemptOutcome* values.
 	AttemptOutcome = attribute.Key("streamwatch.attempt.outcome")
-	// AttemptLaunchOffsetMs is milliseconds from call start to attempt launch.
+	// AttemptLaunchOffsetMs is milliseconds from call start to attempt
+	// launch, a double (µs precision).
 	AttemptLaunchOffsetMs = attribute.Key("streamwatch.attempt.launch_offset_ms")
 	// ChunkCount is the number of content chunks the attempt received.
 	ChunkCount = attribute.Key("streamwatch.chunk.count")
