@@ -189,7 +189,8 @@ type Config struct {
 	// MaxAttempts 1 turns hedging off.
 	HedgeBudget float64
 	// HedgeBurst is the bucket's capacity, and its content when the Prober
-	// is new. Default 10. It must be at least 1 for any hedge to launch.
+	// is new. Default 10; at least 1 (New refuses a burst between 0 and 1,
+	// which could never launch a hedge).
 	// A TTFT hedge launches only while the bucket holds, besides its own
 	// token, the whole tokens of half of it (5 of 10, so it needs 6; with
 	// a burst of 2, a full bucket): the last tokens are kept for resumes,
@@ -264,8 +265,15 @@ func (c *Config) Validate() error {
 	if math.IsNaN(c.HedgeBudget) || math.IsInf(c.HedgeBudget, 0) || c.HedgeBudget < 0 {
 		bad("HedgeBudget = %v: must be a finite number >= 0", c.HedgeBudget)
 	}
-	if math.IsNaN(c.HedgeBurst) || math.IsInf(c.HedgeBurst, 0) || c.HedgeBurst < 0 {
+	switch {
+	case math.IsNaN(c.HedgeBurst) || math.IsInf(c.HedgeBurst, 0) || c.HedgeBurst < 0:
 		bad("HedgeBurst = %v: must be a finite number >= 0", c.HedgeBurst)
+	case c.HedgeBurst > 0 && c.HedgeBurst < 1:
+		// A bucket that cannot hold a whole token never launches a
+		// hedge or a resume: hedging off, said another way, and likely
+		// a burst mistaken for a rate (HedgeBudget).
+		bad("HedgeBurst = %v: must be at least 1 (a bucket below one token launches no hedge and no resume; MaxAttempts 1 turns hedging off), or 0 for the default %v",
+			c.HedgeBurst, float64(DefaultHedgeBurst))
 	}
 	if c.Delivery > Buffered {
 		bad("Delivery = %d: must be Streaming or Buffered", c.Delivery)

@@ -29,6 +29,10 @@ func TestBadConfig(t *testing.T) {
 		{"quantile negative", Config{HedgeQuantile: -0.5}, "HedgeQuantile = -0.5"},
 		{"min above max", Config{HedgeMinDelay: 2 * time.Second, HedgeMaxDelay: time.Second}, "HedgeMinDelay = 2s is above HedgeMaxDelay = 1s"},
 		{"negative budget", Config{HedgeBudget: -0.1}, "HedgeBudget = -0.1"},
+		// A burst below one token never launches a hedge: hedging off
+		// without a word, where MaxAttempts 1 says so.
+		{"burst below a token", Config{HedgeBurst: 0.5}, "HedgeBurst = 0.5: must be at least 1"},
+		{"negative burst", Config{HedgeBurst: -1}, "HedgeBurst = -1"},
 		{"negative HoldChunks", Config{HoldChunks: -2}, "HoldChunks = -2"},
 		{"unknown Delivery", Config{Delivery: 7}, "Delivery = 7"},
 	} {

@@ -351,8 +351,9 @@ func TestTelemetryStallTimeout(t *testing.T) {
 func TestTelemetryThrottleCancelEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newUpstream("a", []step{keepalive(100 * time.Millisecond), keepalive(100 * time.Millisecond), keepalive(100 * time.Millisecond), content(2*time.Second, "x"), content(time.Second, "y")})
-		p, exp := recorded(t, Config{HedgeAfter: time.Second, HedgeBurst: 0.5}, WithChunkEvents(true), WithKeepaliveOffsets(2),
+		p, exp := recorded(t, Config{HedgeAfter: time.Second, HedgeBurst: 1}, WithChunkEvents(true), WithKeepaliveOffsets(2),
 			WithOperationName("text_completion"), withModel(func(c chunk) (string, bool) { return "served-" + c.Route, c.Kind == Content }))
+		p.budget.tokens = 0 // the call's own refill (0.3) buys no hedge
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route())
 		if !s.Next() {
