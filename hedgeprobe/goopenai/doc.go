@@ -8,7 +8,9 @@
 // hedged stream back into the Recv shape, so the caller's loop does not
 // change:
 //
-//	client := openai.NewClient(key)
+//	config := openai.DefaultConfig(key)
+//	config.HTTPClient = &http.Client{Transport: goopenai.Transport(nil, 0)} // see below
+//	client := openai.NewClientWithConfig(config)
 //	req := openai.ChatCompletionRequest{
 //		Model:    openai.GPT4oMini,
 //		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},

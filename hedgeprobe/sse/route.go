@@ -58,7 +58,8 @@ type OpenAIRequest struct {
 	Provider string
 	// BaseURL is the API root including its version, such as
 	// "https://api.openai.com/v1"; the route posts to
-	// BaseURL + "/chat/completions". Required.
+	// BaseURL + "/chat/completions". Required: without an http(s) scheme
+	// and a host every attempt fails, fatally, with ErrInvalidBaseURL.
 	BaseURL string
 	// APIKey is sent as "Authorization: Bearer …" when set.
 	APIKey string
@@ -153,7 +154,7 @@ func OpenAIRoute(name string, req OpenAIRequest) hedgeprobe.Route[ChatChunk] {
 	}
 	client := keepOnHost(req.Client, header)
 	if merr == nil {
-		merr = refuseTimeout(name, client)
+		merr = errors.Join(refuseBaseURL(name, req.BaseURL, "https://api.openai.com/v1"), refuseTimeout(name, client))
 	}
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[ChatChunk]{
@@ -194,7 +195,7 @@ type AnthropicRequest struct {
 	Provider string
 	// BaseURL is the API root without its version, such as
 	// "https://api.anthropic.com"; the route posts to
-	// BaseURL + "/v1/messages". Required.
+	// BaseURL + "/v1/messages". Required, as OpenAIRequest's.
 	BaseURL string
 	// APIKey is sent as "x-api-key" when set, and not after a redirect to
 	// another host (as Go's client drops Authorization there).
@@ -269,7 +270,7 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 	header.Set("Anthropic-Version", req.Version)
 	client := keepOnHost(req.Client, header)
 	if merr == nil {
-		merr = refuseTimeout(name, client)
+		merr = errors.Join(refuseBaseURL(name, req.BaseURL, "https://api.anthropic.com"), refuseTimeout(name, client))
 	}
 	server, port := serverOf(req.BaseURL)
 	return hedgeprobe.Route[AnthropicEvent]{
@@ -398,27 +399,6 @@ func keepOnHost(client *http.Client, header http.Header) *http.Client {
 		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
 	}
 	return guardRedirects(client)
-}
-
-// ErrClientTimeout is matched (errors.Is) by the error every attempt of a
-// route fails with when its Client has a Timeout. net/http's Timeout
-// bounds the whole exchange, body included, so it would cut every stream
-// that lasts longer, and the cut would read as the upstream's broken
-// connection: a transient failure, hedged, resumed and counted against a
-// healthy route until it is ejected. The call's length is bounded by
-// hedgeprobe's watchdogs (StallTimeout, TTFTTimeout) and the caller's
-// context instead.
-var ErrClientTimeout = errors.New("sse: the route's http.Client has a Timeout")
-
-// refuseTimeout is the error of a route whose client has a Timeout: a
-// fatal one, so the first call says what is wrong, where a cut stream
-// would pass for the upstream's failure. nil for a client without one.
-func refuseTimeout(route string, client *http.Client) error {
-	if client.Timeout <= 0 {
-		return nil
-	}
-	return fmt.Errorf("%w (%v, route %s): it cuts every stream that outlives it; set it to 0 and bound the call with the context or hedgeprobe's watchdogs",
-		ErrClientTimeout, client.Timeout, route)
 }
 
 // post sends one streaming request under a context of its own, derived from

@@ -2,8 +2,10 @@ package sse
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,4 +62,33 @@ func attemptErr[T any](t *testing.T, route hedgeprobe.Route[T]) error {
 	for src.Next() {
 	}
 	return src.Err()
+}
+
+// A BaseURL that cannot be posted to failed every attempt with the
+// transport's "unsupported protocol scheme", a *ConnectionError: hedged as
+// transient and counted against the route, while the call said nothing
+// of the cause. Every attempt of such a route now fails at once, fatally,
+// with ErrInvalidBaseURL.
+func TestBaseURLRefused(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "hi"}}
+	for _, base := range []string{"", "api.openai.com/v1", "localhost:8080/v1", "ftp://example.com", "http://", "://x", "/v1"} {
+		for name, route := range map[string]func() error{
+			"openai": func() error {
+				return attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: base, Model: "m", Messages: msgs}))
+			},
+			"anthropic": func() error {
+				return attemptErr(t, AnthropicRoute("a", AnthropicRequest{BaseURL: base, Model: "m", Messages: msgs}))
+			},
+		} {
+			err := route()
+			if !errors.Is(err, ErrInvalidBaseURL) || hedgeprobe.IsTransient(err) || !strings.Contains(err.Error(), fmt.Sprintf("%q", base)) {
+				t.Errorf("%s, BaseURL %q: %v; want a fatal error matching ErrInvalidBaseURL that quotes the URL", name, base, err)
+			}
+		}
+	}
+	// Both refusals at once, when both apply.
+	err := attemptErr(t, OpenAIRoute("o", OpenAIRequest{Model: "m", Messages: msgs, Client: &http.Client{Timeout: time.Second}}))
+	if !errors.Is(err, ErrInvalidBaseURL) || !errors.Is(err, ErrClientTimeout) {
+		t.Errorf("no BaseURL and a Timeout: %v; want both errors", err)
+	}
 }
