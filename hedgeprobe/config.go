@@ -19,8 +19,9 @@ const (
 	// ends earlier. The default.
 	Streaming Delivery = iota
 	// Buffered commits the first attempt that completes (FIRST_COMPLETED):
-	// the caller receives nothing until then, and the stall trigger covers
-	// the whole stream. For agent and batch pipelines.
+	// the caller receives nothing until then, and the stall trigger
+	// (StallAfter, 2s by default here) covers the whole stream. For agent
+	// and batch pipelines.
 	Buffered
 )
 
@@ -61,7 +62,8 @@ func (d *Delivery) UnmarshalText(b []byte) error {
 const MaxAttemptsLimit = 5
 
 // Off, in a duration field whose zero value means a default that is on
-// (ResumeAfter), turns the feature off. Any negative value does.
+// (ResumeAfter; StallAfter under Buffered or HoldChunks), turns the
+// feature off. Any negative value does.
 const Off time.Duration = -1
 
 // NoEjection, in EjectFailures, turns route ejection off.
@@ -78,6 +80,7 @@ const (
 	DefaultHedgeBudget      = 0.3
 	DefaultHedgeBurst       = 10
 	DefaultResumeAfter      = 2 * time.Second
+	DefaultStallAfter       = 2 * time.Second // under Buffered or HoldChunks > 1
 	DefaultResumeMaxText    = 256 << 10
 	DefaultResumeRefusedFor = 10 * time.Minute
 	DefaultEjectFailures    = 3
@@ -124,8 +127,11 @@ type Config struct {
 	// when the live attempt whose content came last (after the latest
 	// launch) has produced none for this long, a hedge launches (a resume
 	// of that attempt's text when resume is possible, else a fresh
-	// attempt). It matters with Buffered or HoldChunks > 1. Zero (the
-	// default) disables it. Env HEDGE__STALL_AFTER_S.
+	// attempt). It matters where an attempt is not committed at its first
+	// chunk — Buffered, or HoldChunks > 1 — and there it is the only
+	// rescue from a silence (resume needs a commit): zero means 2s there,
+	// off under plain Streaming. Off (any negative value) disables it. Env
+	// HEDGE__STALL_AFTER_S ("0" disables).
 	StallAfter time.Duration
 	// ResumeAfter arms resume after commit (docs/design.md §2 rule 10):
 	// when the committed stream has produced no content for this long
@@ -241,7 +247,6 @@ func (c *Config) Validate() error {
 		{"HedgeMinDelay", c.HedgeMinDelay},
 		{"HedgeMaxDelay", c.HedgeMaxDelay},
 		{"HedgeWindow", c.HedgeWindow},
-		{"StallAfter", c.StallAfter},
 		{"TTFTTimeout", c.TTFTTimeout},
 		{"StallTimeout", c.StallTimeout},
 		{"ResumeRefusedFor", c.ResumeRefusedFor},
@@ -334,6 +339,14 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HedgeBurst == 0 {
 		c.HedgeBurst = DefaultHedgeBurst
+	}
+	switch {
+	case c.StallAfter == 0 && (c.Delivery == Buffered || c.HoldChunks > 1):
+		// Without it a silence before commit is waited out: under
+		// Buffered, the whole stream.
+		c.StallAfter = DefaultStallAfter
+	case c.StallAfter < 0:
+		c.StallAfter = Off
 	}
 	switch {
 	case c.ResumeAfter == 0:

@@ -20,7 +20,6 @@ func TestBadConfig(t *testing.T) {
 	}{
 		{"negative MaxAttempts", Config{MaxAttempts: -1}, "MaxAttempts = -1"},
 		{"negative HedgeAfter", Config{HedgeAfter: -time.Second}, "HedgeAfter = -1s"},
-		{"negative StallAfter", Config{StallAfter: -1}, "StallAfter = -1ns"},
 		{"negative TTFTTimeout", Config{TTFTTimeout: -time.Second}, "TTFTTimeout = -1s"},
 		{"negative StallTimeout", Config{StallTimeout: -time.Second}, "StallTimeout = -1s"},
 		{"negative HedgeMinDelay", Config{HedgeMinDelay: -time.Second}, "HedgeMinDelay = -1s"},

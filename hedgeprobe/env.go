@@ -12,10 +12,9 @@ import (
 
 // Environment variables New reads for fields left zero (docs/design.md §2
 // rule 9 gives the names and their origin). Durations are seconds as a decimal number
-// ("2.5") or a Go duration ("2500ms"). "0" is the field's own zero: off
-// for the watchdogs, StallAfter and ResumeAfter (whose zero is otherwise
-// its 2s default); the adaptive delay for HedgeAfter; the defaults for
-// EjectBase and EjectMax.
+// ("2.5") or a Go duration ("2500ms"). "0" is off for the watchdogs,
+// StallAfter and ResumeAfter (whose zero is otherwise a 2s default); the
+// adaptive delay for HedgeAfter; the defaults for EjectBase and EjectMax.
 const (
 	EnvHedgeAfter    = "HEDGE__AFTER_S"
 	EnvStallAfter    = "HEDGE__STALL_AFTER_S"
@@ -45,7 +44,7 @@ func (c *Config) fillFromEnv() (applied []string, err error) {
 		zeroOff bool
 	}{
 		{EnvHedgeAfter, "HedgeAfter", &next.HedgeAfter, false},
-		{EnvStallAfter, "StallAfter", &next.StallAfter, false},
+		{EnvStallAfter, "StallAfter", &next.StallAfter, true},
 		{EnvResumeAfter, "ResumeAfter", &next.ResumeAfter, true},
 		{EnvTTFTTimeout, "TTFTTimeout", &next.TTFTTimeout, false},
 		{EnvStallTimeout, "StallTimeout", &next.StallTimeout, false},

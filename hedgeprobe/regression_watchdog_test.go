@@ -76,7 +76,8 @@ func TestRegressionTTFTTimeoutAfterContentFromFailedAttempt(t *testing.T) {
 		a := newUpstream("a", []step{content(25*time.Second, "a0"), hang()})
 		b := newUpstream("b", texts("b", 3, time.Second, time.Second))
 		var hedges []HedgeEvent
-		p := mustNew(t, Config{Delivery: Buffered, TTFTTimeout: 30 * time.Second, StallTimeout: 10 * time.Second, HedgeAfter: time.Hour},
+		// StallAfter Off: the watchdog, not the stall trigger, ends a's silence.
+		p := mustNew(t, Config{Delivery: Buffered, TTFTTimeout: 30 * time.Second, StallTimeout: 10 * time.Second, HedgeAfter: time.Hour, StallAfter: Off},
 			OnHedge(func(e HedgeEvent) { hedges = append(hedges, e) }))
 		s := p.Stream(t.Context(), a.route(), b.route())
 		start := time.Now()

@@ -141,7 +141,8 @@ func TestRule6StallTimeoutBeforeCommit(t *testing.T) {
 		a := newUpstream("a", append(texts("a", 2, 100*time.Millisecond, 100*time.Millisecond), hang()))
 		b := newUpstream("b", texts("b", 2, 100*time.Millisecond, 100*time.Millisecond))
 		var wd []WatchdogEvent
-		p := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 5 * time.Second, Delivery: Buffered},
+		// StallAfter Off: the watchdog, not the stall trigger, ends a's silence.
+		p := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 5 * time.Second, Delivery: Buffered, StallAfter: Off},
 			OnWatchdog(func(e WatchdogEvent) { wd = append(wd, e) }))
 		start := time.Now()
 		s := p.Stream(t.Context(), a.route(), b.route())
@@ -240,7 +241,9 @@ func TestStreamAsRoute(t *testing.T) {
 	t.Run("the outer call hedges", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			innerP := mustNew(t, Config{HedgeAfter: time.Minute, StallTimeout: 2 * time.Second, MaxAttempts: 1})
-			outerP := mustNew(t, Config{HedgeAfter: time.Minute, HoldChunks: 3, MaxAttempts: 2})
+			// StallAfter Off: the inner watchdog, due at the same 2.1 s,
+			// is what this test follows.
+			outerP := mustNew(t, Config{HedgeAfter: time.Minute, HoldChunks: 3, MaxAttempts: 2, StallAfter: Off})
 			a := newUpstream("a", []step{content(100*time.Millisecond, "a0"), hang()})
 			b := newUpstream("b", texts("b", 3, 100*time.Millisecond, 10*time.Millisecond))
 			s := outerP.Stream(t.Context(), inner(innerP, a), b.route())
@@ -342,6 +345,53 @@ func TestRule9Env(t *testing.T) {
 		if !errors.Is(err, ErrInvalidConfig) || err == nil || !contains(err.Error(), want) {
 			t.Errorf("New's error %v does not name %s", err, want)
 		}
+	}
+}
+
+// Rule 4: where an attempt is not committed at its first chunk (Buffered,
+// or HoldChunks > 1) the stall trigger is the only rescue from a silence,
+// and a zero StallAfter is 2s there. Before, it was off whatever the
+// delivery, so a Buffered call with a zero Config waited out a stall of
+// its whole stream (a newcomer's integration review).
+func TestStallAfterDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		env  string // HEDGE__STALL_AFTER_S
+		want time.Duration
+	}{
+		{"Buffered", Config{Delivery: Buffered}, "", 2 * time.Second},
+		{"HoldChunks 3", Config{HoldChunks: 3}, "", 2 * time.Second},
+		{"Streaming", Config{}, "", 0},
+		{"HoldChunks 1", Config{HoldChunks: 1}, "", 0},
+		{"Buffered, Off", Config{Delivery: Buffered, StallAfter: Off}, "", Off},
+		{"Buffered, set", Config{Delivery: Buffered, StallAfter: 5 * time.Second}, "", 5 * time.Second},
+		{"Buffered, env 0", Config{Delivery: Buffered}, "0", Off},
+		{"Buffered, env 3", Config{Delivery: Buffered}, "3", 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvStallAfter, tc.env)
+			if got := mustNew(t, tc.cfg).Config().StallAfter; got != tc.want {
+				t.Fatalf("StallAfter in force = %v, want %v", got, tc.want)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				// a falls silent for 10s after its first chunk; b answers at once.
+				a := newUpstream("a", append(texts("a", 1, 100*time.Millisecond, 0), content(10*time.Second, "a1")))
+				b := newUpstream("b", texts("b", 2, 100*time.Millisecond, 100*time.Millisecond))
+				cfg := tc.cfg
+				cfg.HedgeAfter = time.Minute
+				s := mustNew(t, cfg).Stream(t.Context(), a.route(), b.route())
+				g := drain(s, time.Now())
+				if g.err != nil {
+					t.Fatal(g.err)
+				}
+				st := s.Stats()
+				hedged := len(st.Attempts) == 2 && st.Attempts[1].Trigger == TriggerStall
+				if want := tc.want > 0; hedged != want || hedged && st.Attempts[1].LaunchOffset != 100*time.Millisecond+tc.want {
+					t.Fatalf("stall hedge %v, want %v after %v: attempts %+v", hedged, want, tc.want, st.Attempts)
+				}
+			})
+		})
 	}
 }
 
