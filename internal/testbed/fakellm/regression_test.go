@@ -2,6 +2,7 @@ package fakellm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -123,6 +124,45 @@ func TestLogLinePerRequest(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
 		if strings.Count(logs.String(), "msg=request") != before+1 || !strings.Contains(lines[len(lines)-1], c.status) {
 			t.Errorf("%s %s: log %q", c.method, c.path, logs.String())
+		}
+	}
+}
+
+// TestLogStatusNothingSent: a request answered with no status line — a
+// non-streaming answer cut by its disconnect, one whose client went away
+// during its wait, a status profile's refusal not yet due — logs status 0,
+// where it logged the 200 it never sent (an independent review's finding).
+func TestLogStatusNothingSent(t *testing.T) {
+	cfg, err := DefaultProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	s := mustServer(t, Options{Config: cfg, Scale: 0.001, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, c := range []struct {
+		profile string
+		ctx     context.Context
+		want    string
+	}{
+		{"disconnect", t.Context(), "outcome=disconnect"},
+		{"steady", gone, "outcome=canceled"},
+		{"server-error", gone, "outcome=canceled"},
+	} {
+		req := httptest.NewRequestWithContext(c.ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set(ProfileHeader, c.profile)
+		func() {
+			defer func() {
+				if p := recover(); p != nil && p != http.ErrAbortHandler {
+					panic(p)
+				}
+			}()
+			s.ServeHTTP(httptest.NewRecorder(), req)
+		}()
+		lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		if last := lines[len(lines)-1]; !strings.Contains(last, "status=0 ") || !strings.Contains(last, c.want) {
+			t.Errorf("%s: log line %q, want status=0 and %s", c.profile, last, c.want)
 		}
 	}
 }

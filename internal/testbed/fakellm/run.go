@@ -72,7 +72,7 @@ func (r *run) scaled(d time.Duration) time.Duration {
 func (r *run) fail() {
 	p := r.p
 	if p.StatusAfter > 0 && !r.sleep(time.Duration(p.StatusAfter), Keepalive{}) {
-		r.rec.outcome = "canceled"
+		r.rec.status, r.rec.outcome = 0, "canceled" // nothing was sent
 		return
 	}
 	r.rec.status, r.rec.outcome = p.Status, "status"
@@ -266,7 +266,7 @@ func (r *run) whole() {
 		}
 	}
 	if !r.sleep(total, Keepalive{}) {
-		r.rec.outcome = "canceled"
+		r.rec.status, r.rec.outcome = 0, "canceled" // nothing was sent
 		return
 	}
 	if midErr != nil {
@@ -285,7 +285,7 @@ func (r *run) whole() {
 	// Either disconnect cuts the connection: a JSON body has no clean end
 	// short of its whole answer.
 	if dc != nil {
-		r.rec.outcome = "disconnect"
+		r.rec.status, r.rec.outcome = 0, "disconnect" // cut before the status line
 		panic(http.ErrAbortHandler)
 	}
 	r.rec.chunks, r.rec.outcome = r.p.Chunks-r.first(), "done"
