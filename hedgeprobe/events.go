@@ -118,7 +118,9 @@ type HedgeEvent struct {
 	Route, Provider, Model string
 	// Trigger is why it was launched.
 	Trigger Trigger
-	// Delay is the hedge delay that was in force for the TTFT trigger.
+	// Delay is the TTFT trigger's hedge delay in force at the launch,
+	// whatever the trigger: for a stall or error hedge it says how long a
+	// TTFT hedge would have waited, not a wait this hedge made.
 	Delay time.Duration
 	// Elapsed is the time since the call started.
 	Elapsed time.Duration
