@@ -421,3 +421,35 @@ func TestRule8ContextDoneBeforeTheCall(t *testing.T) {
 		}
 	})
 }
+
+// Stats.Truncated tells a cut answer from a whole one where Err cannot:
+// after the caller's Close, Err is nil whether the caller read everything
+// or not (a newcomer's integration review asked for it).
+func TestStatsTruncated(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reads int // Next calls before Close; -1 reads to the end
+		want  bool
+	}{
+		{"read to the end", -1, false},
+		{"closed after two chunks", 2, true},
+		{"closed before any", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", texts("a", 4, 100*time.Millisecond, 100*time.Millisecond))
+				s := mustNew(t, Config{HedgeAfter: time.Minute}).Stream(t.Context(), a.route())
+				for n := 0; (tc.reads < 0 || n < tc.reads) && s.Next(); n++ {
+				}
+				if tc.reads >= 0 && s.Stats().Truncated() {
+					t.Fatal("Truncated while the call runs")
+				}
+				s.Close()
+				if st := s.Stats(); st.Truncated() != tc.want || s.Err() != nil {
+					t.Fatalf("Truncated %v (outcome %s, %d delivered), Err %v; want %v and no error",
+						st.Truncated(), st.Outcome, st.ChunksDelivered, s.Err(), tc.want)
+				}
+			})
+		})
+	}
+}

@@ -29,6 +29,15 @@ type Stats struct {
 	Outcome Outcome
 }
 
+// Truncated reports whether the call ended without its whole answer after
+// the caller had been given content: any outcome but ok, with content
+// delivered — what the call span's streamwatch.call.truncated says. After
+// the caller's Close or cancel Err is nil (the caller ended the call), so
+// this is how such a caller tells a cut answer from a whole one.
+func (s Stats) Truncated() bool {
+	return s.Outcome != OutcomeOK && s.Outcome != OutcomeRunning && s.ChunksDelivered > 0
+}
+
 // AttemptStats describes one attempt; AttemptEvent carries it to the
 // OnAttemptDone hook.
 type AttemptStats struct {

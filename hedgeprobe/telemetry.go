@@ -244,7 +244,7 @@ func (r *callRecorder) end(st Stats, err error, at time.Time) {
 	attrs = append(attrs,
 		semconv.Attempts.Int(len(st.Attempts)),
 		semconv.Outcome.String(string(st.Outcome)),
-		semconv.Truncated.Bool(st.Outcome != OutcomeOK && st.ChunksDelivered > 0),
+		semconv.Truncated.Bool(st.Truncated()),
 		semconv.HedgesThrottled.Int(st.HedgesThrottled))
 	if st.Winner >= 0 {
 		attrs = append(attrs, semconv.WinnerIndex.Int(st.Winner), semconv.WinnerRoute.String(st.WinnerRoute))
