@@ -179,6 +179,11 @@ func Strategies() ([]Strategy, error) {
 				StallAfter: resumeAfter, ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
 		{"zero-value Config", "hedgeprobe.Config{} with resumable routes: the library's defaults, no retry",
 			hedgeprobe.Config{}, false},
+		// The defaults in the other delivery mode: a stall before the
+		// commit at the end is the stall trigger's (StallAfter's default
+		// under Buffered), and its hedge continues the stalled text.
+		{"zero-value Config, Buffered", "hedgeprobe.Config{Delivery: Buffered} with resumable routes: the defaults in Buffered mode (StallAfter 2s), no retry",
+			hedgeprobe.Config{Delivery: hedgeprobe.Buffered}, false},
 		// Whether the zero-value Config's stress tail is its budget: the
 		// same defaults with a generous one.
 		{"zero-value Config, budget 0.6", "hedgeprobe.Config{HedgeBudget: 0.6, HedgeBurst: 10}: the defaults with a generous budget, no retry",
