@@ -128,9 +128,11 @@ type Config struct {
 	// launch) has produced none for this long, a hedge launches (a resume
 	// of that attempt's text when resume is possible, else a fresh
 	// attempt). It matters where an attempt is not committed at its first
-	// chunk — Buffered, or HoldChunks > 1 — and there it is the only
-	// rescue from a silence (resume needs a commit): zero means 2s there,
-	// off under plain Streaming. Off (any negative value) disables it. Env
+	// chunk — Buffered, or HoldChunks > 1 — and there it is what rescues a
+	// silence without losing the stream's text (resume needs a commit;
+	// StallTimeout fails the attempt): zero means 2s there — half of
+	// StallTimeout when that is set to 2s or less —, off under plain
+	// Streaming. Off (any negative value) disables it. Env
 	// HEDGE__STALL_AFTER_S ("0" disables).
 	StallAfter time.Duration
 	// ResumeAfter arms resume after commit (docs/design.md §2 rule 10):
@@ -343,8 +345,16 @@ func (c Config) withDefaults() Config {
 	switch {
 	case c.StallAfter == 0 && (c.Delivery == Buffered || c.HoldChunks > 1):
 		// Without it a silence before commit is waited out: under
-		// Buffered, the whole stream.
+		// Buffered, the whole stream. Below a StallTimeout of 2s or less,
+		// as ResumeAfter's default: at or past it the watchdog would fail
+		// the attempt first, and the hedge would start afresh.
 		c.StallAfter = DefaultStallAfter
+		if c.StallTimeout > 0 && c.StallAfter >= c.StallTimeout {
+			c.StallAfter = c.StallTimeout / 2
+			if c.StallAfter == 0 {
+				c.StallAfter = Off // 0 would read as "the default"
+			}
+		}
 	case c.StallAfter < 0:
 		c.StallAfter = Off
 	}

@@ -368,11 +368,19 @@ func TestStallAfterDefault(t *testing.T) {
 		{"Buffered, set", Config{Delivery: Buffered, StallAfter: 5 * time.Second}, "", 5 * time.Second},
 		{"Buffered, env 0", Config{Delivery: Buffered}, "0", Off},
 		{"Buffered, env 3", Config{Delivery: Buffered}, "3", 3 * time.Second},
+		// Below a short StallTimeout, as ResumeAfter's default: at 2s the
+		// watchdog failed the attempt first, and the hedge started afresh.
+		{"Buffered, StallTimeout 2s", Config{Delivery: Buffered, StallTimeout: 2 * time.Second}, "", time.Second},
+		{"Buffered, StallTimeout 3s", Config{Delivery: Buffered, StallTimeout: 3 * time.Second}, "", 2 * time.Second},
+		{"Buffered, StallTimeout 1ns", Config{Delivery: Buffered, StallTimeout: 1}, "", Off}, // no room below it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvStallAfter, tc.env)
 			if got := mustNew(t, tc.cfg).Config().StallAfter; got != tc.want {
 				t.Fatalf("StallAfter in force = %v, want %v", got, tc.want)
+			}
+			if tc.cfg.StallTimeout == 1 {
+				return // every attempt fails at its first silence
 			}
 			synctest.Test(t, func(t *testing.T) {
 				// a falls silent for 10s after its first chunk; b answers at once.

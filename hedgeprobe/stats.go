@@ -29,11 +29,13 @@ type Stats struct {
 	Outcome Outcome
 }
 
-// Truncated reports whether the call ended without its whole answer after
-// the caller had been given content: any outcome but ok, with content
-// delivered — what the call span's streamwatch.call.truncated says. After
-// the caller's Close or cancel Err is nil (the caller ended the call), so
-// this is how such a caller tells a cut answer from a whole one.
+// Truncated reports whether the call ended, after the caller had been
+// given content, before Next reported the stream's end: any outcome but
+// ok, with content delivered — what the call span's
+// streamwatch.call.truncated says. After the caller's Close, Err is nil
+// whatever was read; Truncated says the call was cut. A caller that
+// closes as soon as it has what it wanted (the finish item, say) reads
+// true for an answer it considers whole.
 func (s Stats) Truncated() bool {
 	return s.Outcome != OutcomeOK && s.Outcome != OutcomeRunning && s.ChunksDelivered > 0
 }

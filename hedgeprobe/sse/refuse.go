@@ -11,7 +11,10 @@ import (
 // attempt's Open with a fatal error that says what is wrong: sent, the
 // request would fail in a way that reads as the upstream's (a transient
 // failure, hedged, resumed and counted against a healthy route until it
-// is ejected), and the call would say nothing of the cause.
+// is ejected), and the call would say nothing of the cause. Fatal as a
+// 401 is (docs/design.md §2 rule 2), it ends the call from whichever
+// attempt meets it, a hedge's too: a misconfigured backup route shows on
+// the first call that hedges to it, not never.
 
 // ErrClientTimeout is matched (errors.Is) by the error every attempt of a
 // route fails with when its Client has a Timeout. net/http's Timeout
@@ -36,18 +39,21 @@ func refuseTimeout(route string, client *http.Client) error {
 
 // ErrInvalidBaseURL is matched (errors.Is) by the error every attempt of a
 // route fails with when its BaseURL is not an absolute http or https URL
-// (empty, say, or without its scheme): its request could not be sent, and
+// without a query (empty, say, or without its scheme): its request could
+// not be sent, or would go to the wrong path, and
 // the transport's error ("unsupported protocol scheme") would pass for a
 // broken connection.
 var ErrInvalidBaseURL = errors.New("sse: the route's BaseURL is not an absolute http(s) URL")
 
 // refuseBaseURL is the error of a route whose BaseURL cannot be posted
 // to; example is the API root the request type expects. nil for a URL
-// with an http(s) scheme and a host.
+// with an http(s) scheme and a host, and no query or fragment (the route
+// appends its path to the whole string).
 func refuseBaseURL(route, baseURL, example string) error {
 	u, err := url.Parse(baseURL)
-	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+	// A query or fragment would end up before the path the route appends.
+	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery {
 		return nil
 	}
-	return fmt.Errorf("%w: %q (route %s): want the API root, such as %q", ErrInvalidBaseURL, baseURL, route, example)
+	return fmt.Errorf("%w: %q (route %s): want the API root, such as %q, without a query", ErrInvalidBaseURL, baseURL, route, example)
 }

@@ -71,7 +71,8 @@ func attemptErr[T any](t *testing.T, route hedgeprobe.Route[T]) error {
 // with ErrInvalidBaseURL.
 func TestBaseURLRefused(t *testing.T) {
 	msgs := []Message{{Role: "user", Content: "hi"}}
-	for _, base := range []string{"", "api.openai.com/v1", "localhost:8080/v1", "ftp://example.com", "http://", "://x", "/v1"} {
+	for _, base := range []string{"", "api.openai.com/v1", "localhost:8080/v1", "ftp://example.com", "http://", "://x", "/v1",
+		"https://h/v1?api-version=1", "https://h/v1#x", "https://h/v1?"} {
 		for name, route := range map[string]func() error{
 			"openai": func() error {
 				return attemptErr(t, OpenAIRoute("o", OpenAIRequest{BaseURL: base, Model: "m", Messages: msgs}))
@@ -84,6 +85,12 @@ func TestBaseURLRefused(t *testing.T) {
 			if !errors.Is(err, ErrInvalidBaseURL) || hedgeprobe.IsTransient(err) || !strings.Contains(err.Error(), fmt.Sprintf("%q", base)) {
 				t.Errorf("%s, BaseURL %q: %v; want a fatal error matching ErrInvalidBaseURL that quotes the URL", name, base, err)
 			}
+		}
+	}
+	// API roots that are fine: ports, IPv6 literals, a trailing slash.
+	for _, base := range []string{"https://api.openai.com/v1", "https://h:443/v1/", "http://[::1]:8080/v1", "http://127.0.0.1:8080"} {
+		if err := refuseBaseURL("o", base, ""); err != nil {
+			t.Errorf("BaseURL %q refused: %v", base, err)
 		}
 	}
 	// Both refusals at once, when both apply.

@@ -59,7 +59,9 @@ type OpenAIRequest struct {
 	// BaseURL is the API root including its version, such as
 	// "https://api.openai.com/v1"; the route posts to
 	// BaseURL + "/chat/completions". Required: without an http(s) scheme
-	// and a host every attempt fails, fatally, with ErrInvalidBaseURL.
+	// and a host, or with a query, every attempt fails with
+	// ErrInvalidBaseURL, fatally (as a 401 does: the call ends, also when
+	// the attempt was a hedge).
 	BaseURL string
 	// APIKey is sent as "Authorization: Bearer …" when set.
 	APIKey string
