@@ -33,7 +33,7 @@ COLLECTOR_SRC := builder-config.yaml go.mod go.sum otelcol-streamwatch.pgo \
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run 'TestResumeTargets|TestRouteHealthEffect|TestAdaptiveDelayWarm' ./internal/testbed/hedgesim/
+	$(GO) test -count=1 -run 'TestSimulation$$|TestResumeTargets|TestRouteHealthEffect|TestAdaptiveDelayWarm' ./internal/testbed/hedgesim/
 	$(GO) test -count=1 -run 'TestInvariantsRandom' ./hedgeprobe/ -args -invariants.sessions=20000 -invariants.seed=1
 
 ## e2e: the real collector, a real Prometheus server and two Ollama servers (see e2e/).

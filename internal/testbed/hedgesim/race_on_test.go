@@ -2,6 +2,7 @@
 
 package hedgesim
 
-// raceEnabled: the race detector slows the simulation tenfold; the
-// target tests run without it (make test's second step).
+// raceEnabled: the race detector slows the simulation tenfold, and can
+// crash on a bubble of thousands of goroutines; the simulations run
+// without it (make test's second step).
 const raceEnabled = true

@@ -91,9 +91,18 @@ func row(t *testing.T, rep *Report, name string) *Row {
 // TestSimulation plays 2,000 calls of the stall-heavy scenario through
 // every strategy and checks the properties the report rests on. The chunk
 // grain is 4× coarser than the report's (50 chunks 80 ms apart: the same
-// 4 s of generation, the same stall positions and fault timings) so the
-// race-enabled run stays a few seconds on two shared cores.
+// 4 s of generation, the same stall positions and fault timings).
+//
+// It runs without the race detector (make test's second step): a bubble
+// of this many goroutines once crashed the detector's own runtime
+// (SIGSEGV in __tsan::SlotLock, a known failure of the race detector with
+// synctest: https://go.dev/issue/78156), which would fail make test for
+// no fault of the code. hedgeprobe's own tests and random invariants run
+// its concurrency under the detector.
 func TestSimulation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("a bubble this large can crash the race detector (go.dev/issue/78156): make test runs it without -race")
+	}
 	sc := reseeded(DefaultScenario(2000))
 	sc.Chunks, sc.ChunkGap = 50, 80*time.Millisecond
 	rep := simulate(t, sc)
