@@ -311,6 +311,20 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// belowWatchdog is a default delay def that must come before the stall
+// watchdog: def, or half of a StallTimeout at or below it (the watchdog
+// wins, and the delay waits half of it) — Off where no room is left
+// (StallTimeout 1ns), since 0 would read as "the default".
+func belowWatchdog(def, stallTimeout time.Duration) time.Duration {
+	if stallTimeout <= 0 || def < stallTimeout {
+		return def
+	}
+	if d := stallTimeout / 2; d > 0 {
+		return d
+	}
+	return Off
+}
+
 // withDefaults returns c with every zero field set to its default and
 // MaxAttempts clamped.
 func (c Config) withDefaults() Config {
@@ -345,30 +359,17 @@ func (c Config) withDefaults() Config {
 	switch {
 	case c.StallAfter == 0 && (c.Delivery == Buffered || c.HoldChunks > 1):
 		// Without it a silence before commit is waited out: under
-		// Buffered, the whole stream. Below a StallTimeout of 2s or less,
-		// as ResumeAfter's default: at or past it the watchdog would fail
-		// the attempt first, and the hedge would start afresh.
-		c.StallAfter = DefaultStallAfter
-		if c.StallTimeout > 0 && c.StallAfter >= c.StallTimeout {
-			c.StallAfter = c.StallTimeout / 2
-			if c.StallAfter == 0 {
-				c.StallAfter = Off // 0 would read as "the default"
-			}
-		}
+		// Buffered, the whole stream. At or past StallTimeout the watchdog
+		// would fail the attempt first, and the hedge would start afresh.
+		c.StallAfter = belowWatchdog(DefaultStallAfter, c.StallTimeout)
 	case c.StallAfter < 0:
 		c.StallAfter = Off
 	}
 	switch {
 	case c.ResumeAfter == 0:
-		c.ResumeAfter = DefaultResumeAfter
 		// A StallTimeout at or below the default would make the default
-		// invalid: the watchdog wins and resume waits half of it.
-		if c.StallTimeout > 0 && c.ResumeAfter >= c.StallTimeout {
-			c.ResumeAfter = c.StallTimeout / 2
-			if c.ResumeAfter == 0 {
-				c.ResumeAfter = Off // 0 would read as "the default"
-			}
-		}
+		// invalid: the watchdog is the last resort.
+		c.ResumeAfter = belowWatchdog(DefaultResumeAfter, c.StallTimeout)
 	case c.ResumeAfter < 0:
 		c.ResumeAfter = Off
 	}
