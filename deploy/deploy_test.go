@@ -1,10 +1,11 @@
 // Package deploy holds no Go code: its tests keep the shipped configuration
 // files honest — every environment variable the collector config reads is
-// documented in it, and the Prometheus launcher scrapes the address the
-// collector exports on.
+// documented in it, the Prometheus launcher scrapes the address the
+// collector exports on, and the alerting rules read series that exist.
 package deploy
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,8 +156,8 @@ func runScript(t *testing.T, env ...string) (cfg string, args []string, out stri
 }
 
 // prometheus.sh scrapes the addresses STREAMWATCH_PROMETHEUS and
-// STREAMWATCH_TELEMETRY_HOST/PORT give the collector, turns exemplar
-// storage on and passes extra arguments through.
+// STREAMWATCH_TELEMETRY_HOST/PORT give the collector, loads the alerting
+// rules, turns exemplar storage on and passes extra arguments through.
 func TestPrometheusScriptHonoursTarget(t *testing.T) {
 	for _, tc := range []struct {
 		env        []string
@@ -181,6 +182,10 @@ func TestPrometheusScriptHonoursTarget(t *testing.T) {
 			}
 			if got := targets(t, cfg, telemetryJob); !slices.Equal(got, []string{tc.self}) {
 				t.Errorf("the collector's own metrics at %v, want [%s]", got, tc.self)
+			}
+			rules, err := os.ReadFile(filepath.Join(filepath.Dir(cfg), "alerts.yml"))
+			if want, _ := os.ReadFile("alerts.yml"); err != nil || !bytes.Equal(rules, want) {
+				t.Errorf("alerts.yml beside the config: %v, or not a copy of deploy/alerts.yml", err)
 			}
 			for _, want := range []string{"--config.file=" + cfg, "--enable-feature=exemplar-storage", "--web.listen-address=127.0.0.1:9090", "--log.level=warn"} {
 				if !slices.Contains(args, want) {

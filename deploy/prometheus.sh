@@ -6,7 +6,8 @@
 # STREAMWATCH_PROMETHEUS (the collector's exporter address) and
 # STREAMWATCH_TELEMETRY_HOST/PORT (its own metrics), the variables
 # deploy/collector.yaml reads, and runs `prometheus` on it, with exemplar
-# storage on so Grafana can link a histogram bucket to its trace.
+# storage on so Grafana can link a histogram bucket to its trace. The
+# alerting rules, alerts.yml, are copied beside the config, which loads them.
 #
 #   STREAMWATCH_PROMETHEUS  scrape target         (default 127.0.0.1:8889)
 #   STREAMWATCH_TELEMETRY_HOST, STREAMWATCH_TELEMETRY_PORT
@@ -35,6 +36,7 @@ data=${PROMETHEUS_DATA:-./_prometheus}
 mkdir -p "$data"
 sed -e "s/\"127\.0\.0\.1:8889\"/\"$target\"/" -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
 	"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
+cp "$(dirname "$0")/alerts.yml" "$data/alerts.yml"
 exec "${PROMETHEUS:-prometheus}" \
 	--config.file="$data/prometheus.yml" \
 	--storage.tsdb.path="$data/data" \

@@ -1,0 +1,177 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/streamwatch/streamwatch/internal/testbed/promseries"
+)
+
+type alertRule struct {
+	Alert       string            `yaml:"alert"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
+}
+
+// readAlerts reads alerts.yml's rules, every group's in order.
+func readAlerts(t *testing.T) []alertRule {
+	t.Helper()
+	b, err := os.ReadFile("alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []alertRule `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	var rules []alertRule
+	for _, g := range f.Groups {
+		rules = append(rules, g.Rules...)
+	}
+	if len(rules) == 0 {
+		t.Fatal("alerts.yml has no rules")
+	}
+	return rules
+}
+
+// promtool is Prometheus's own checker (Debian's prometheus package has
+// it; .ci/run installs it): it parses every expression and template, and
+// `test rules` evaluates the rules on alerts_test.yml's series in virtual
+// time.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not on PATH (apt-get install prometheus)")
+	}
+	return p
+}
+
+func TestAlertRulesPassPromtool(t *testing.T) {
+	bin := promtool(t)
+	for _, args := range [][]string{
+		{"check", "rules", "alerts.yml"},
+		{"check", "config", "prometheus.yml"},
+		{"check", "config", "prometheus-compose.yml"},
+		{"test", "rules", "alerts_test.yml"},
+	} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// The collector's own telemetry that alerts.yml reads, with the labels the
+// collector serves them with (Prometheus adds job and instance): the
+// streamwatch components' from their metadata.yaml, the core components'
+// as the collector of this release serves them (its receiverhelper's and
+// exporterhelper's metadata.yaml; the component label is added when the
+// collector instruments them).
+func selfTelemetry(t *testing.T, s promseries.Series) {
+	t.Helper()
+	for _, path := range []string{
+		filepath.Join("..", "connector", "streamwatchconnector", "metadata.yaml"),
+		filepath.Join("..", "processor", "streamwatchprocessor", "metadata.yaml"),
+	} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md struct {
+			Telemetry struct {
+				Metrics map[string]struct {
+					Attributes []string `yaml:"attributes"`
+				} `yaml:"metrics"`
+			} `yaml:"telemetry"`
+		}
+		if err := yaml.Unmarshal(b, &md); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(md.Telemetry.Metrics) == 0 {
+			t.Fatalf("%s declares no telemetry", path)
+		}
+		for name, m := range md.Telemetry.Metrics {
+			// Served as named: a counter gets no _total.
+			s.Add("otelcol_"+name, m.Attributes...)
+		}
+	}
+	s.Add("otelcol_receiver_refused_spans", "receiver", "transport")
+	s.Add("otelcol_exporter_send_failed_metric_points", "exporter")
+}
+
+// Every rule selects series that exist, matches and groups by labels they
+// carry, and its annotations name only labels its result keeps: a
+// misspelt metric or label is no error to Prometheus — the alert just
+// never fires — and a template naming a label the expression aggregated
+// away renders empty.
+func TestAlertRulesSelectExistingSeries(t *testing.T) {
+	series := promseries.Emitted(t)
+	selfTelemetry(t, series)
+	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
+	labelRE := regexp.MustCompile(`\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)
+	for _, r := range readAlerts(t) {
+		for _, p := range series.Problems(r.Expr, "job", "instance") {
+			t.Errorf("%s: %s", r.Alert, p)
+		}
+		by := byRE.FindStringSubmatch(r.Expr)
+		if by == nil {
+			t.Errorf("%s: no sum by (…): its alerts would carry every label of the series", r.Alert)
+			continue
+		}
+		kept := strings.Split(strings.ReplaceAll(by[1], " ", ""), ",")
+		for _, a := range []string{"summary", "description"} {
+			text := r.Annotations[a]
+			if text == "" {
+				t.Errorf("%s: no %s", r.Alert, a)
+			}
+			for _, m := range labelRE.FindAllStringSubmatch(text, -1) {
+				if !slices.Contains(kept, m[1]) {
+					t.Errorf("%s: %s names $labels.%s, which by (%s) drops", r.Alert, a, m[1], by[1])
+				}
+			}
+		}
+		if sev := r.Labels["severity"]; !slices.Contains([]string{"critical", "warning", "info"}, sev) {
+			t.Errorf("%s: severity %q, want critical, warning or info", r.Alert, sev)
+		}
+	}
+}
+
+// docs/telemetry.md's alert table lists exactly the rules of alerts.yml.
+func TestAlertRulesDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "telemetry.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := bytes.Cut(b, []byte("\n## Alerts\n"))
+	if !ok {
+		t.Fatal("docs/telemetry.md has no ## Alerts section")
+	}
+	section, _, _ = bytes.Cut(section, []byte("\n## "))
+	var documented, rules []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(Streamwatch[A-Za-z]+)`").FindAllSubmatch(section, -1) {
+		documented = append(documented, string(m[1]))
+	}
+	for _, r := range readAlerts(t) {
+		rules = append(rules, r.Alert)
+	}
+	slices.Sort(documented)
+	slices.Sort(rules)
+	if !slices.Equal(documented, rules) {
+		t.Errorf("docs/telemetry.md documents alerts %v, alerts.yml has %v", documented, rules)
+	}
+}
