@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -117,8 +118,9 @@ func stopWhenDone(t *testing.T, name string, p *stack.Process, lines int) {
 }
 
 // startScraped starts otelcol-streamwatch with configs and env on free
-// localhost ports, and a Prometheus scraping it every second. Both stop
-// when the test ends; when it failed, the tails of their logs are logged.
+// localhost ports, and a Prometheus scraping it (its exporter and its own
+// metrics) every second, with deploy/alerts.yml loaded. Both stop when the
+// test ends; when it failed, the tails of their logs are logged.
 func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin string, configs []string, env ...string) (*stack.Collector, *stack.Prometheus) {
 	t.Helper()
 	col, err := stack.StartCollector(ctx, dir, collectorBin, configs, env...)
@@ -126,7 +128,7 @@ func startScraped(ctx context.Context, t *testing.T, dir, collectorBin, promBin 
 		t.Fatal(err)
 	}
 	stopWhenDone(t, "collector", col.Process, 60)
-	prom, err := stack.StartPrometheus(ctx, dir, promBin, col.Prometheus)
+	prom, err := stack.StartPrometheus(ctx, dir, promBin, col, filepath.Join(repoRoot(t), "deploy", "alerts.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,6 +304,9 @@ func TestCollectorEndToEnd(t *testing.T) {
 	})
 	t.Run("every dashboard expression shows the run's traffic", func(t *testing.T) {
 		checkExprsShowTraffic(ctx, t, prom)
+	})
+	t.Run("the alerts the script implies, and no other", func(t *testing.T) {
+		checkAlerts(ctx, t, prom, total)
 	})
 }
 
@@ -693,4 +698,96 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkAlerts asks Prometheus, which evaluates deploy/alerts.yml every
+// second over the run's series, which alerts are active, and checks them
+// against what the probe counted: a rule whose name or labels were wrong
+// would stay silent here, one whose threshold or grouping were wrong would
+// show the wrong set. A rule with a `for` is pending (the run is shorter),
+// one without is firing. Every rule must also have evaluated without error.
+func checkAlerts(ctx context.Context, t *testing.T, prom *stack.Prometheus, total workload.Result) {
+	rules, err := prom.API.Rules(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if a, ok := r.(promv1.AlertingRule); ok {
+				n++
+				if a.Health != promv1.RuleHealthGood {
+					t.Errorf("rule %s: health %s: %s", a.Name, a.Health, a.LastError)
+				}
+			}
+		}
+	}
+	if n != 10 {
+		t.Errorf("Prometheus loaded %d alerting rules, deploy/alerts.yml has 10", n)
+	}
+
+	labels := func(route string) string {
+		l := fmt.Sprintf(`gen_ai_request_model="gpt-fake", job=%q`, e2eService)
+		if route != "" {
+			l += fmt.Sprintf(`, streamwatch_route=%q`, route)
+		}
+		return l
+	}
+	var want []string
+	hedges := 0
+	for _, h := range total.Hedges {
+		hedges += h
+	}
+	// Every scenario calls gpt-fake, so the call alerts see one model.
+	if float64(total.Outcomes[hedgeprobe.OutcomeError]+total.Outcomes[hedgeprobe.OutcomeTTFTTimeout]) > 0.05*float64(total.Calls) {
+		want = append(want, "StreamwatchCallsFailing pending "+labels(""))
+	}
+	// The watchdog scenario's calls commit to the stall profile's route
+	// and time out in its silence.
+	if total.Outcomes[hedgeprobe.OutcomeStallTimeout] > 0 {
+		want = append(want, "StreamwatchStallTimeouts pending "+labels("fakellm-stall"))
+	}
+	// The committed stall streams live through 30 s silences, the watchdog
+	// calls through 10 s, in a run of a few seconds per call otherwise.
+	want = append(want, "StreamwatchCallerSilence pending "+labels(""))
+	if float64(hedges) > 0.25*float64(total.Calls) {
+		want = append(want, "StreamwatchHedgeLoad pending "+labels(""))
+	}
+	// fakellm's server-error answers 503 with Retry-After: every ejection
+	// is a pushback, all on one route.
+	if total.Ejections >= 3 {
+		want = append(want, fmt.Sprintf(`StreamwatchRoutePushback firing job=%q, streamwatch_route="fakellm-server-error"`, e2eService))
+	}
+	slices.Sort(want)
+
+	var got []string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		alerts, err := prom.API.Alerts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, a := range alerts.Alerts {
+			var ls []string
+			for k, v := range a.Labels {
+				if k != "alertname" && k != "severity" {
+					ls = append(ls, fmt.Sprintf("%s=%q", k, v))
+				}
+			}
+			slices.Sort(ls)
+			got = append(got, fmt.Sprintf("%s %s %s", a.Labels["alertname"], a.State, strings.Join(ls, ", ")))
+		}
+		slices.Sort(got)
+		// Rules are evaluated every second: wait for one that has seen
+		// the last flush.
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("active alerts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("%d rules, active alerts:\n%s", n, strings.Join(got, "\n"))
 }

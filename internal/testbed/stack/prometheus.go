@@ -23,17 +23,26 @@ type Prometheus struct {
 // prometheusOptions says what a Prometheus started by startPrometheus
 // takes its samples from.
 type prometheusOptions struct {
-	// ScrapeTarget (host:port) is scraped every second; empty scrapes
-	// nothing.
+	// ScrapeTarget (host:port), a collector's Prometheus exporter, is
+	// scraped every second keeping its job and instance labels; empty
+	// scrapes nothing.
 	ScrapeTarget string
+	// SelfTarget (host:port), the collector's own metrics, is scraped
+	// every second as job otelcol-streamwatch-self, as
+	// deploy/prometheus.yml does; empty scrapes nothing.
+	SelfTarget string
+	// RuleFiles are loaded as rule_files (absolute paths), evaluated
+	// every second.
+	RuleFiles []string
 	// RemoteWriteReceiver accepts remote write at RemoteWriteURL.
 	RemoteWriteReceiver bool
 }
 
 // StartPrometheus runs the prometheus binary on a free localhost port with
-// its data in dir, scraping target (host:port) every second.
-func StartPrometheus(ctx context.Context, dir, bin, target string) (*Prometheus, error) {
-	return startPrometheus(ctx, dir, bin, prometheusOptions{ScrapeTarget: target})
+// its data in dir, scraping col's exporter and its own metrics every
+// second, with the rule files ruleFiles (absolute paths) loaded.
+func StartPrometheus(ctx context.Context, dir, bin string, col *Collector, ruleFiles ...string) (*Prometheus, error) {
+	return startPrometheus(ctx, dir, bin, prometheusOptions{ScrapeTarget: col.Prometheus, SelfTarget: col.Telemetry, RuleFiles: ruleFiles})
 }
 
 // startPrometheus runs the prometheus binary on a free localhost port with
@@ -54,9 +63,21 @@ func startPrometheusOnce(ctx context.Context, dir, bin string, o prometheusOptio
 		name = "prometheus-receiver"
 	}
 	cfg := filepath.Join(dir, name+".yml")
-	body := "global:\n  evaluation_interval: 1s\n"
+	body := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+	if len(o.RuleFiles) > 0 {
+		body += "rule_files:\n"
+		for _, f := range o.RuleFiles {
+			body += fmt.Sprintf("  - %q\n", f)
+		}
+	}
+	if o.ScrapeTarget != "" || o.SelfTarget != "" {
+		body += "scrape_configs:\n"
+	}
 	if o.ScrapeTarget != "" {
-		body = fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: otelcol-streamwatch\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
+		body += fmt.Sprintf("  - job_name: otelcol-streamwatch\n    honor_labels: true\n    static_configs:\n      - targets: [%q]\n", o.ScrapeTarget)
+	}
+	if o.SelfTarget != "" {
+		body += fmt.Sprintf("  - job_name: otelcol-streamwatch-self\n    static_configs:\n      - targets: [%q]\n", o.SelfTarget)
 	}
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		return nil, nil, err
