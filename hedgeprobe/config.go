@@ -211,6 +211,7 @@ type Config struct {
 	// content chunks back and commits at the HoldChunks-th, so a stall in
 	// the first few chunks can still be hedged. 0 and 1 commit at the first
 	// content chunk. An attempt that ends cleanly earlier commits at its end.
+	// Under Buffered, which commits at an attempt's end, it has no effect.
 	HoldChunks int
 	// EjectFailures is the number of consecutive transient failures of
 	// attempts on a route (errors, TTFT and stall timeouts; never a
