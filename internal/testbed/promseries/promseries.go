@@ -23,8 +23,26 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/streamwatch/streamwatch/connector/streamwatchconnector"
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/semconv"
 )
+
+// vocabularies are the values of the labels whose values the wire
+// contract enumerates: a matcher on any other value selects nothing, a
+// typo as silent as a misspelt name.
+var vocabularies = map[string][]string{
+	semconv.PromLabel(string(semconv.Outcome)): {semconv.OutcomeOK, semconv.OutcomeTTFTTimeout,
+		semconv.OutcomeStallTimeout, semconv.OutcomeError, semconv.OutcomeCanceled},
+	semconv.PromLabel(string(semconv.AttemptTrigger)): {semconv.TriggerPrimary, semconv.TriggerTTFT,
+		semconv.TriggerStall, semconv.TriggerError, semconv.TriggerResume},
+	semconv.PromLabel(string(semconv.AttemptOutcome)): {semconv.AttemptOutcomeWinner,
+		semconv.AttemptOutcomeCanceled, semconv.AttemptOutcomeFailed},
+	semconv.PromLabel(string(semconv.EventEjectionReason)): {string(hedgeprobe.EjectFailures),
+		string(hedgeprobe.EjectRetryAfter)},
+	semconv.PromLabel(string(semconv.Derivation)): {semconv.DerivationComplete, semconv.DerivationPartial,
+		semconv.DerivationAnomaly, semconv.DerivationBurst},
+	semconv.PromLabel(string(semconv.Stalled)): {"yes", "no"},
+}
 
 // Series maps a Prometheus series name (a histogram's _bucket, _sum and
 // _count each) to the label names of each of its series.
@@ -123,22 +141,34 @@ func (s Series) Add(name string, labels ...string) {
 
 var (
 	selectorRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
-	bareRE     = regexp.MustCompile(`\(([a-zA-Z_:][a-zA-Z0-9_:]*)\[`)
+	bareRE     = regexp.MustCompile(`(by |without )?\(([a-zA-Z_:][a-zA-Z0-9_:]*)[\[)\s]`)
 	matcherRE  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)(=~|!~|!=|=)"([^"]*)"`)
 	groupRE    = regexp.MustCompile(`by \(([^)]*)\)`)
 )
 
+// keywords are PromQL's words that can follow a parenthesis as a series
+// name would.
+var keywords = map[string]bool{
+	"sum": true, "avg": true, "min": true, "max": true, "count": true, "group": true, "stddev": true,
+	"stdvar": true, "topk": true, "bottomk": true, "quantile": true, "count_values": true,
+	"and": true, "or": true, "unless": true, "on": true, "ignoring": true, "offset": true, "bool": true,
+}
+
 // Problems returns what is wrong with expr's selectors against s: a series
 // name s does not have, a label matched or grouped by that none of the
-// selected series carries, and a label matched against a dashboard
-// variable ("$name") that some of its series lack — label=~"$var" on a
-// series without that label matches only while the variable is All (".*"
-// matches the empty value), so picking a value would hide those series.
+// selected series carries, a value the label never takes (for the labels
+// whose values the wire contract enumerates, a matcher's literal value or
+// each literal of an alternation "a|b"), and a label matched against a
+// dashboard variable ("$name") that some of its series lack —
+// label=~"$var" on a series without that label matches only while the
+// variable is All (".*" matches the empty value), so picking a value
+// would hide those series.
 // Labels in always (those Prometheus adds: job, instance) are taken as
 // present on every series.
 //
-// It reads selectors written name{…} and bare ones in func(name[range]),
-// as the project's queries are written; it is not a PromQL parser.
+// It reads selectors written name{…} and bare ones right after a
+// parenthesis — func(name[range]), sum(name), (name unless …) — as the
+// project's queries are written; it is not a PromQL parser.
 func (s Series) Problems(expr string, always ...string) []string {
 	var problems []string
 	var selected []string
@@ -168,6 +198,13 @@ func (s Series) Problems(expr string, always ...string) []string {
 					missing++
 				}
 			}
+			if words, ok := vocabularies[label]; ok && !variable {
+				for _, v := range strings.Split(m[3], "|") {
+					if v != "" && !slices.Contains(words, v) {
+						problems = append(problems, fmt.Sprintf("%s: %s is never %q (it is one of %v)", name, label, v, words))
+					}
+				}
+			}
 			switch {
 			case missing == len(sets):
 				problems = append(problems, fmt.Sprintf("%s has no label %s", name, label))
@@ -178,7 +215,9 @@ func (s Series) Problems(expr string, always ...string) []string {
 		}
 	}
 	for _, b := range bareRE.FindAllStringSubmatch(expr, -1) {
-		check(b[1])
+		if b[1] == "" && !keywords[b[2]] {
+			check(b[2])
+		}
 	}
 	for _, g := range groupRE.FindAllStringSubmatch(expr, -1) {
 		for _, label := range strings.Split(g[1], ",") {

@@ -20,20 +20,54 @@ func TestProblems(t *testing.T) {
 		{expr: `sum by (job, route) (increase(ejections_total[15m]))`, always: []string{"job", "instance"}},
 		{expr: `rate(call_total{outcome="ok"}[5m])`, want: []string{"no series call_total"}},
 		{expr: `rate(ejection_total[5m])`, want: []string{"no series ejection_total"}},
+		{expr: `sum by (route) (ejection_total)`, want: []string{"no series ejection_total", "groups by route"}},
+		{expr: `sum by (route) (ejection_total unless ejections_total offset 5m)`, want: []string{"no series ejection_total", "groups by route"}},
+		{expr: `sum by (route) (ejections_total unless ejections_total offset 5m)`},
+		{expr: `(sum by (route) (ejections_total) > 0)`},
 		{expr: `rate(calls_total{outcom="ok"}[5m])`, want: []string{"calls_total has no label outcom"}},
 		{expr: `rate(calls_total{route=~"$route"}[5m])`, want: []string{"1 of 2 series of calls_total have no label route"}},
 		{expr: `rate(calls_total{route="a"}[5m])`},
 		{expr: `sum by (reason) (rate(calls_total[5m]))`, want: []string{"groups by reason"}},
 		{expr: `sum by (job) (rate(calls_total[5m]))`, want: []string{"groups by job"}},
+		{expr: `rate(calls_total{streamwatch_outcome="ok"}[5m])`, want: []string{"calls_total has no label streamwatch_outcome"}},
 	} {
-		got := s.Problems(tc.expr, tc.always...)
-		ok := len(got) == len(tc.want)
-		for i := 0; ok && i < len(got); i++ {
-			ok = strings.Contains(got[i], tc.want[i])
-		}
-		if !ok {
-			t.Errorf("Problems(%s) = %q, want %q", tc.expr, got, tc.want)
-		}
+		wantProblems(t, s, tc.expr, tc.always, tc.want)
+	}
+}
+
+// Values are checked for the labels the wire contract enumerates, in
+// every kind of matcher and each literal of an alternation; others, and
+// variables, are not.
+func TestProblemsValues(t *testing.T) {
+	s := Series{}
+	s.Add("calls_total", "streamwatch_outcome", "streamwatch_route", "error_type")
+	s.Add("ejections_total", "streamwatch_route_ejection_reason")
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{expr: `rate(calls_total{streamwatch_outcome=~"error|ttft_timeout", error_type="anything"}[5m])`},
+		{expr: `rate(calls_total{streamwatch_outcome!="", streamwatch_route="x"}[5m])`},
+		{expr: `rate(calls_total{streamwatch_outcome=~"$outcome"}[5m])`},
+		{expr: `rate(calls_total{streamwatch_outcome=~"error|ttft_timout"}[5m])`, want: []string{`never "ttft_timout"`}},
+		{expr: `rate(calls_total{streamwatch_outcome!="okay"}[5m])`, want: []string{`never "okay"`}},
+		{expr: `increase(ejections_total{streamwatch_route_ejection_reason="retry-after"}[5m])`, want: []string{`never "retry-after"`}},
+	} {
+		wantProblems(t, s, tc.expr, nil, tc.want)
+	}
+}
+
+// wantProblems checks that s.Problems(expr, always...) returns one problem
+// per want, each containing it, in order.
+func wantProblems(t *testing.T, s Series, expr string, always, want []string) {
+	t.Helper()
+	got := s.Problems(expr, always...)
+	ok := len(got) == len(want)
+	for i := 0; ok && i < len(got); i++ {
+		ok = strings.Contains(got[i], want[i])
+	}
+	if !ok {
+		t.Errorf("Problems(%s) = %q, want %q", expr, got, want)
 	}
 }
 
