@@ -15,16 +15,19 @@ import (
 	"github.com/streamwatch/streamwatch/internal/testbed/promseries"
 )
 
-type alertRule struct {
+// rule is an alerting rule (Alert set) or a recording rule (Record set)
+// of alerts.yml.
+type rule struct {
 	Alert       string            `yaml:"alert"`
+	Record      string            `yaml:"record"`
 	Expr        string            `yaml:"expr"`
 	For         string            `yaml:"for"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
 }
 
-// readAlerts reads alerts.yml's rules, every group's in order.
-func readAlerts(t *testing.T) []alertRule {
+// readRules reads alerts.yml's rules, every group's in order.
+func readRules(t *testing.T) []rule {
 	t.Helper()
 	b, err := os.ReadFile("alerts.yml")
 	if err != nil {
@@ -32,13 +35,13 @@ func readAlerts(t *testing.T) []alertRule {
 	}
 	var f struct {
 		Groups []struct {
-			Rules []alertRule `yaml:"rules"`
+			Rules []rule `yaml:"rules"`
 		} `yaml:"groups"`
 	}
 	if err := yaml.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	var rules []alertRule
+	var rules []rule
 	for _, g := range f.Groups {
 		rules = append(rules, g.Rules...)
 	}
@@ -112,28 +115,77 @@ func selfTelemetry(t *testing.T, s promseries.Series) {
 	}
 	s.Add("otelcol_receiver_refused_spans", "receiver", "transport")
 	s.Add("otelcol_exporter_send_failed_metric_points", "exporter")
+	s.Add("up")
 }
 
-// Every rule selects series that exist, matches and groups by labels they
-// carry, and its annotations name only labels its result keeps: a
-// misspelt metric or label is no error to Prometheus — the alert just
-// never fires — and a template naming a label the expression aggregated
-// away renders empty.
+var byRE = regexp.MustCompile(`by \(([^)]*)\)`)
+
+// byLists returns the label lists of expr's "by (…)" clauses, spaces
+// removed, and without le, which histogram_quantile consumes.
+func byLists(expr string) []string {
+	var lists []string
+	for _, m := range byRE.FindAllStringSubmatch(expr, -1) {
+		labels := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
+		lists = append(lists, strings.Join(slices.DeleteFunc(labels, func(l string) bool { return l == "le" }), ","))
+	}
+	return lists
+}
+
+// Every rule selects series that exist, matches them on values they take,
+// matches and groups by labels they carry, groups every term alike, and
+// its annotations name only labels its result keeps: a misspelt metric,
+// label or value is no error to Prometheus — the alert just never fires —
+// two terms grouped apart match nothing, and a template naming a label
+// the expression aggregated away renders empty. An alert may read a
+// recorded series, which carries the labels its rule groups by.
 func TestAlertRulesSelectExistingSeries(t *testing.T) {
 	series := promseries.Emitted(t)
 	selfTelemetry(t, series)
-	byRE := regexp.MustCompile(`by \(([^)]*)\)`)
 	labelRE := regexp.MustCompile(`\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)
-	for _, r := range readAlerts(t) {
-		for _, p := range series.Problems(r.Expr, "job", "instance") {
-			t.Errorf("%s: %s", r.Alert, p)
-		}
-		by := byRE.FindStringSubmatch(r.Expr)
-		if by == nil {
-			t.Errorf("%s: no sum by (…): its alerts would carry every label of the series", r.Alert)
+	rules := readRules(t)
+	for _, r := range rules {
+		if r.Record == "" {
 			continue
 		}
-		kept := strings.Split(strings.ReplaceAll(by[1], " ", ""), ",")
+		lists := byLists(r.Expr)
+		if len(lists) == 0 {
+			t.Fatalf("%s: no sum by (…)", r.Record)
+		}
+		series.Add(r.Record, strings.Split(lists[0], ",")...)
+	}
+	recordedRE := regexp.MustCompile(`(?m)^\s*(?:and\s+)?([a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\s`)
+	for _, r := range rules {
+		name := r.Alert + r.Record
+		for _, p := range series.Problems(r.Expr, "job", "instance") {
+			t.Errorf("%s: %s", name, p)
+		}
+		lists := byLists(r.Expr)
+		if len(lists) == 0 {
+			t.Errorf("%s: no sum by (…): its result would carry every label of the series", name)
+			continue
+		}
+		for _, l := range lists[1:] {
+			if l != lists[0] {
+				t.Errorf("%s: groups by (%s) and by (%s): the terms would not match", name, lists[0], l)
+			}
+		}
+		// A recorded series an alert reads carries its rule's labels.
+		for _, m := range recordedRE.FindAllStringSubmatch(r.Expr, -1) {
+			var labels []string
+			for l := range series[m[1]][0] {
+				labels = append(labels, l)
+			}
+			slices.Sort(labels)
+			want := strings.Split(lists[0], ",")
+			slices.Sort(want)
+			if !slices.Equal(labels, want) {
+				t.Errorf("%s: reads %s, grouped by %v, with terms grouped by (%s)", name, m[1], labels, lists[0])
+			}
+		}
+		if r.Record != "" {
+			continue
+		}
+		kept := strings.Split(lists[0], ",")
 		for _, a := range []string{"summary", "description"} {
 			text := r.Annotations[a]
 			if text == "" {
@@ -141,7 +193,7 @@ func TestAlertRulesSelectExistingSeries(t *testing.T) {
 			}
 			for _, m := range labelRE.FindAllStringSubmatch(text, -1) {
 				if !slices.Contains(kept, m[1]) {
-					t.Errorf("%s: %s names $labels.%s, which by (%s) drops", r.Alert, a, m[1], by[1])
+					t.Errorf("%s: %s names $labels.%s, which by (%s) drops", r.Alert, a, m[1], lists[0])
 				}
 			}
 		}
@@ -166,8 +218,10 @@ func TestAlertRulesDocumented(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `(Streamwatch[A-Za-z]+)`").FindAllSubmatch(section, -1) {
 		documented = append(documented, string(m[1]))
 	}
-	for _, r := range readAlerts(t) {
-		rules = append(rules, r.Alert)
+	for _, r := range readRules(t) {
+		if r.Alert != "" {
+			rules = append(rules, r.Alert)
+		}
 	}
 	slices.Sort(documented)
 	slices.Sort(rules)
