@@ -169,8 +169,13 @@ func TestAlertRulesSelectExistingSeries(t *testing.T) {
 				t.Errorf("%s: groups by (%s) and by (%s): the terms would not match", name, lists[0], l)
 			}
 		}
-		// A recorded series an alert reads carries its rule's labels.
+		// A recorded series an alert reads exists, and carries the
+		// labels the alert's other terms are grouped by.
 		for _, m := range recordedRE.FindAllStringSubmatch(r.Expr, -1) {
+			if len(series[m[1]]) == 0 {
+				t.Errorf("%s: reads %s, which no rule records", name, m[1])
+				continue
+			}
 			var labels []string
 			for l := range series[m[1]][0] {
 				labels = append(labels, l)
