@@ -146,6 +146,11 @@ var (
 	groupRE    = regexp.MustCompile(`by \(([^)]*)\)`)
 )
 
+// overflowLabel is the label of the connector's overflow series, which
+// Emitted leaves out: the matcher otel_metric_overflow="" keeps them out
+// of a query, and is no missing label.
+var overflowLabel = semconv.PromLabel(semconv.MetricOverflow)
+
 // keywords are PromQL's words that can follow a parenthesis as a series
 // name would.
 var keywords = map[string]bool{
@@ -192,6 +197,9 @@ func (s Series) Problems(expr string, always ...string) []string {
 		}
 		for _, m := range matcherRE.FindAllStringSubmatch(sel[2], -1) {
 			label, variable := m[1], strings.HasPrefix(m[3], "$")
+			if label == overflowLabel && m[2] == "=" && m[3] == "" {
+				continue
+			}
 			missing := 0
 			for _, labels := range sets {
 				if !has(labels, label) {

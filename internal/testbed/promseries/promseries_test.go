@@ -48,6 +48,8 @@ func TestProblemsValues(t *testing.T) {
 	}{
 		{expr: `rate(calls_total{streamwatch_outcome=~"error|ttft_timeout", error_type="anything"}[5m])`},
 		{expr: `rate(calls_total{streamwatch_outcome!="", streamwatch_route="x"}[5m])`},
+		{expr: `rate(calls_total{streamwatch_route="x", otel_metric_overflow=""}[5m])`},
+		{expr: `rate(calls_total{otel_metric_overflow="true"}[5m])`, want: []string{"calls_total has no label otel_metric_overflow"}},
 		{expr: `rate(calls_total{streamwatch_outcome=~"$outcome"}[5m])`},
 		{expr: `rate(calls_total{streamwatch_outcome=~"error|ttft_timout"}[5m])`, want: []string{`never "ttft_timout"`}},
 		{expr: `rate(calls_total{streamwatch_outcome!="okay"}[5m])`, want: []string{`never "okay"`}},
