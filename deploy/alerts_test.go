@@ -208,6 +208,20 @@ func TestAlertRulesSelectExistingSeries(t *testing.T) {
 	}
 }
 
+// Every selector of a connector metric keeps the overflow series out: past
+// max_series they carry no service, model or route, and one metric's
+// overflow divided by another's would raise alerts on nothing.
+func TestAlertRulesLeaveOutOverflow(t *testing.T) {
+	selRE := regexp.MustCompile(`\b((?:streamwatch|gen_ai)_[a-z_]+)(\{[^}]*\}|\[)`)
+	for _, r := range readRules(t) {
+		for _, m := range selRE.FindAllStringSubmatch(r.Expr, -1) {
+			if !strings.Contains(m[2], `otel_metric_overflow=""`) {
+				t.Errorf("%s: %s%s does not leave out the overflow series (otel_metric_overflow=\"\")", r.Alert+r.Record, m[1], m[2])
+			}
+		}
+	}
+}
+
 // docs/telemetry.md's alert table lists exactly the rules of alerts.yml.
 func TestAlertRulesDocumented(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "docs", "telemetry.md"))

@@ -784,7 +784,7 @@ func checkAlerts(ctx context.Context, t *testing.T, prom *stack.Prometheus, tota
 	// stall timeouts are all on the stall profile's route; hedges per
 	// call as the probe counted them (within 10 %: each rate extrapolates
 	// over its own series' samples).
-	if total.Outcomes[hedgeprobe.OutcomeError]+total.Outcomes[hedgeprobe.OutcomeTTFTTimeout] == 0 {
+	if total.Outcomes[hedgeprobe.OutcomeError]+total.Outcomes[hedgeprobe.OutcomeTTFTTimeout]+total.Outcomes[hedgeprobe.OutcomeCanceled] == 0 {
 		if got := scalar(ctx, t, prom, "sum(job_model:streamwatch_calls_failed:ratio_rate10m"+job+")"); got != 0 {
 			t.Errorf("failed-call share %v, the probe saw no failed call", got)
 		}
