@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/streamwatch/streamwatch/internal/testbed/promseries"
+	"github.com/streamwatch/streamwatch/internal/testbed/stack"
 )
 
 // rule is an alerting rule (Alert set) or a recording rule (Record set)
@@ -246,5 +250,67 @@ func TestAlertRulesDocumented(t *testing.T) {
 	slices.Sort(rules)
 	if !slices.Equal(documented, rules) {
 		t.Errorf("docs/telemetry.md documents alerts %v, alerts.yml has %v", documented, rules)
+	}
+}
+
+// prometheus.sh, run with the real Prometheus, loads every rule of
+// alerts.yml from the copy it writes beside its config: the path in
+// rule_files is relative to that copy, and a rule file Prometheus cannot
+// load stops it at start.
+func TestPrometheusScriptLoadsAlerts(t *testing.T) {
+	if _, err := exec.LookPath("prometheus"); err != nil {
+		t.Skip("prometheus not on PATH (apt-get install prometheus)")
+	}
+	port, err := stack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	addr := stack.Addr(port)
+	p, err := stack.Start(t.Context(), dir, "prometheus", "sh", []string{"prometheus.sh", "--log.level=warn"},
+		[]string{"PROMETHEUS_LISTEN=" + addr, "PROMETHEUS_DATA=" + filepath.Join(dir, "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	if err := p.WaitHTTP(t.Context(), "http://"+addr+"/-/ready", time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, p.Log())
+	}
+	resp, err := http.Get("http://" + addr + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct {
+					Name      string `json:"name"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	var loaded []string
+	for _, g := range body.Data.Groups {
+		for _, r := range g.Rules {
+			loaded = append(loaded, r.Name)
+			if r.LastError != "" {
+				t.Errorf("rule %s: %s", r.Name, r.LastError)
+			}
+		}
+	}
+	var want []string
+	for _, r := range readRules(t) {
+		want = append(want, r.Alert+r.Record)
+	}
+	// The API lists groups by name, not in the file's order.
+	slices.Sort(loaded)
+	slices.Sort(want)
+	if !slices.Equal(loaded, want) {
+		t.Errorf("Prometheus loaded %v, alerts.yml has %v", loaded, want)
 	}
 }
