@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -314,122 +312,4 @@ func AnthropicRoute(name string, req AnthropicRequest) hedgeprobe.Route[Anthropi
 			return src, nil
 		},
 	}
-}
-
-// anthropicContinuation returns msgs ending in an assistant message that
-// carries sent. When msgs already end in one (the caller's own prefill),
-// sent extends it: the model continued that message, so the delivered text
-// follows it in the same one. (Anthropic's API merges consecutive
-// assistant turns, but a compatible server need not: one that continues
-// only the last message would take sent alone for the whole answer.)
-func anthropicContinuation(msgs []Message, sent string) []Message {
-	out := append(make([]Message, 0, len(msgs)+1), msgs...)
-	if n := len(out); n > 0 && out[n-1].Role == "assistant" {
-		out[n-1].Content += sent
-		return out
-	}
-	return append(out, Message{Role: "assistant", Content: sent})
-}
-
-// openAIContinuation returns the body of a resume attempt: the request's
-// messages ending in an assistant message that carries prefix, in the way
-// the upstream continues it, and its token limits less the prefix's
-// chunks (ContinuationLimit; not on an upstream that repeats the prefix). When the request already ends in an
-// assistant message (the caller's own prefill), prefix extends it: the
-// upstream continued it, so the delivered text follows it in the same
-// message.
-func openAIContinuation(body map[string]any, msgs []Message, how Continuation, prefix string, prefixChunks int64) ([]byte, error) {
-	type prefixMessage struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-		Prefix  bool   `json:"prefix,omitempty"`
-	}
-	out := make([]prefixMessage, 0, len(msgs)+1)
-	for _, m := range msgs {
-		out = append(out, prefixMessage{Role: m.Role, Content: m.Content})
-	}
-	marked := how == ContinuePrefix || how == ContinuePrefixEcho
-	if n := len(out); n > 0 && out[n-1].Role == "assistant" {
-		switch {
-		case how == ContinueFinalMessage && body["continue_final_message"] != true:
-			return nil, errAnsweredAfter
-		case how == ContinuePrefixEcho:
-			return nil, prefill.ErrEchoAfterPrefill
-		}
-		out[n-1].Content += prefix
-		out[n-1].Prefix = marked
-	} else {
-		out = append(out, prefixMessage{Role: "assistant", Content: prefix, Prefix: marked})
-	}
-	b := maps.Clone(body)
-	b["messages"] = out
-	if how != ContinuePrefixEcho {
-		// An answer that repeats the prefix may count the repeat against
-		// its limit too: less the delivered chunks, the limit could end
-		// the continuation inside its repeat, with nothing new.
-		limitTokens(b, prefixChunks)
-	}
-	// vLLM's "echo" repeats the last message first: the delivered text,
-	// which the caller has.
-	delete(b, "echo")
-	if how == ContinueFinalMessage {
-		b["continue_final_message"] = true
-		b["add_generation_prompt"] = false
-	}
-	return json.Marshal(b)
-}
-
-// errAnsweredAfter is why a request that ends in an assistant message
-// cannot be continued with ContinueFinalMessage unless the request itself
-// asks for "continue_final_message": the upstream answered after that
-// message, in a new one, and a continuation would need two assistant
-// messages in a row, which many chat templates refuse.
-var errAnsweredAfter = errors.New(`the request ends in an assistant message that the upstream answered after rather than continued (Params has no "continue_final_message": true)`)
-
-// keepOnHost returns the client a route sends with (DefaultClient when
-// nil), built once per route: every header the route was given stays on
-// the upstream's host (Go's client drops only Authorization) — Anthropic's
-// x-api-key, Azure's api-key, a gateway's token go to no host a redirect
-// names. A request sent to another host without its key fails, as one
-// without its Authorization already does. A redirect it will not follow
-// fails with ErrRedirect (guardRedirects).
-func keepOnHost(client *http.Client, header http.Header) *http.Client {
-	if client == nil {
-		client = DefaultClient()
-	}
-	if len(header) > 0 {
-		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
-	}
-	return guardRedirects(client)
-}
-
-// post sends one streaming request under a context of its own, derived from
-// the attempt's, whose cancel the Stream's Close calls.
-func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, buf []byte) (*http.Response, context.CancelFunc, error) {
-	if client == nil {
-		client = DefaultClient()
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(parent)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	req.Header = header.Clone()
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := client.Do(req)
-	if err != nil {
-		cancel()
-		if cerr := parent.Err(); cerr != nil {
-			// The attempt's context, not the network, ended it.
-			return nil, nil, cerr
-		}
-		if errors.Is(err, ErrRedirect) {
-			return nil, nil, &ProtocolError{Provider: provider, Err: err}
-		}
-		return nil, nil, &ConnectionError{Provider: provider, Err: err}
-	}
-	return resp, cancel, nil
 }

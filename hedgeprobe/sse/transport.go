@@ -1,8 +1,13 @@
 package sse
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 )
@@ -82,3 +87,51 @@ var defaultClient = sync.OnceValue(func() *http.Client {
 // DefaultClient is the shared client of the route helpers: NewTransport
 // with its defaults and no Timeout.
 func DefaultClient() *http.Client { return defaultClient() }
+
+// keepOnHost returns the client a route sends with (DefaultClient when
+// nil), built once per route: every header the route was given stays on
+// the upstream's host (Go's client drops only Authorization) — Anthropic's
+// x-api-key, Azure's api-key, a gateway's token go to no host a redirect
+// names. A request sent to another host without its key fails, as one
+// without its Authorization already does. A redirect it will not follow
+// fails with ErrRedirect (guardRedirects).
+func keepOnHost(client *http.Client, header http.Header) *http.Client {
+	if client == nil {
+		client = DefaultClient()
+	}
+	if len(header) > 0 {
+		client = HeadersStayOnHost(client, slices.Collect(maps.Keys(header))...)
+	}
+	return guardRedirects(client)
+}
+
+// post sends one streaming request under a context of its own, derived from
+// the attempt's, whose cancel the Stream's Close calls.
+func post(ctx context.Context, client *http.Client, provider, url string, header http.Header, buf []byte) (*http.Response, context.CancelFunc, error) {
+	if client == nil {
+		client = DefaultClient()
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(parent)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		if cerr := parent.Err(); cerr != nil {
+			// The attempt's context, not the network, ended it.
+			return nil, nil, cerr
+		}
+		if errors.Is(err, ErrRedirect) {
+			return nil, nil, &ProtocolError{Provider: provider, Err: err}
+		}
+		return nil, nil, &ConnectionError{Provider: provider, Err: err}
+	}
+	return resp, cancel, nil
+}
