@@ -122,19 +122,6 @@ func selfTelemetry(t *testing.T, s promseries.Series) {
 	s.Add("up")
 }
 
-var byRE = regexp.MustCompile(`by \(([^)]*)\)`)
-
-// byLists returns the label lists of expr's "by (…)" clauses, spaces
-// removed, and without le, which histogram_quantile consumes.
-func byLists(expr string) []string {
-	var lists []string
-	for _, m := range byRE.FindAllStringSubmatch(expr, -1) {
-		labels := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
-		lists = append(lists, strings.Join(slices.DeleteFunc(labels, func(l string) bool { return l == "le" }), ","))
-	}
-	return lists
-}
-
 // Every rule selects series that exist, matches them on values they take,
 // matches and groups by labels they carry, groups every term alike, and
 // its annotations name only labels its result keeps: a misspelt metric,
@@ -151,7 +138,7 @@ func TestAlertRulesSelectExistingSeries(t *testing.T) {
 		if r.Record == "" {
 			continue
 		}
-		lists := byLists(r.Expr)
+		lists := promseries.Groupings(r.Expr)
 		if len(lists) == 0 {
 			t.Fatalf("%s: no sum by (…)", r.Record)
 		}
@@ -163,7 +150,7 @@ func TestAlertRulesSelectExistingSeries(t *testing.T) {
 		for _, p := range series.Problems(r.Expr, "job", "instance") {
 			t.Errorf("%s: %s", name, p)
 		}
-		lists := byLists(r.Expr)
+		lists := promseries.Groupings(r.Expr)
 		if len(lists) == 0 {
 			t.Errorf("%s: no sum by (…): its result would carry every label of the series", name)
 			continue

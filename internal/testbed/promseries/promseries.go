@@ -146,6 +146,19 @@ var (
 	groupRE    = regexp.MustCompile(`by \(([^)]*)\)`)
 )
 
+// Groupings returns the label lists of expr's "by (…)" clauses, each
+// joined by commas without spaces and without le, which
+// histogram_quantile consumes: the terms of a rule whose lists differ
+// cannot match.
+func Groupings(expr string) []string {
+	var lists []string
+	for _, m := range groupRE.FindAllStringSubmatch(expr, -1) {
+		labels := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
+		lists = append(lists, strings.Join(slices.DeleteFunc(labels, func(l string) bool { return l == "le" }), ","))
+	}
+	return lists
+}
+
 // overflowLabel is the label of the connector's overflow series, which
 // Emitted leaves out: the matcher otel_metric_overflow="" keeps them out
 // of a query, and is no missing label.

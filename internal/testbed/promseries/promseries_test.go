@@ -73,6 +73,16 @@ func wantProblems(t *testing.T, s Series, expr string, always, want []string) {
 	}
 }
 
+func TestGroupings(t *testing.T) {
+	got := Groupings(`histogram_quantile(0.95, sum by (job, model, le) (rate(x_bucket[5m]))) and sum by (job,model) (rate(x_count[5m])) > 0`)
+	if want := []string{"job,model", "job,model"}; !slices.Equal(got, want) {
+		t.Errorf("Groupings = %q, want %q", got, want)
+	}
+	if got := Groupings(`rate(x[5m])`); got != nil {
+		t.Errorf("Groupings of no by = %q", got)
+	}
+}
+
 func TestEmittedHasEveryConnectorFamily(t *testing.T) {
 	s := Emitted(t)
 	for _, name := range []string{"streamwatch_calls_total", "streamwatch_route_ejections_total", "gen_ai_client_operation_duration_seconds_sum", "streamwatch_hedges_total"} {
