@@ -13,6 +13,7 @@ func TestPromName(t *testing.T) {
 		{MetricWastedChunks, UnitChunk, true, "streamwatch_wasted_chunks_total"},
 		{MetricCallStallDuration, UnitSeconds, false, "streamwatch_call_stall_duration_seconds"},
 		{MetricRouteEjections, UnitEjection, true, "streamwatch_route_ejections_total"},
+		{MetricThrottledHedges, UnitHedge, true, "streamwatch_throttled_hedges_total"},
 	} {
 		if got := PromName(tc.name, tc.unit, tc.counter); got != tc.want {
 			t.Errorf("PromName(%q) = %q, want %q", tc.name, got, tc.want)

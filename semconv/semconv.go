@@ -320,6 +320,10 @@ const (
 	MetricCallStalls = "streamwatch.call.stalls"
 	// MetricRouteEjections counts route ejections (EventRouteEjected).
 	MetricRouteEjections = "streamwatch.route.ejections"
+	// MetricThrottledHedges counts hedges and resumes the hedge budget or
+	// a route's pushback refused (EventHedgeThrottled: one per refused
+	// rescue, however many times it was refused).
+	MetricThrottledHedges = "streamwatch.throttled_hedges"
 
 	// UnitSeconds is the unit of every histogram.
 	UnitSeconds = "s"
@@ -333,6 +337,7 @@ const (
 	UnitCall     = "{call}"
 	UnitChunk    = "{chunk}"
 	UnitEjection = "{ejection}"
+	UnitHedge    = "{hedge}"
 )
 
 // Metric attributes of the connector beyond the GenAI and span keys above.

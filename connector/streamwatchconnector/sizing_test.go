@@ -48,9 +48,10 @@ func sizingAttempt(ss ptrace.SpanSlice, u int, outcome, trigger, derivation stri
 }
 
 // sizingCall appends a derived call span of pair (model, route), with
-// error.type errType when it is not empty and one ejection event per
-// reason of ejected when that is not empty.
-func sizingCall(ss ptrace.SpanSlice, model, route, outcome, errType, ejected string) {
+// error.type errType when it is not empty and, when evRoute is not empty,
+// events about route evRoute: one ejection per reason and one throttled
+// hedge per trigger and reason.
+func sizingCall(ss ptrace.SpanSlice, model, route, outcome, errType, evRoute string) {
 	sp := ss.AppendEmpty()
 	sp.SetName(semconv.CallSpanName)
 	sp.SetStartTimestamp(pcommon.Timestamp(1e18))
@@ -69,14 +70,23 @@ func sizingCall(ss ptrace.SpanSlice, model, route, outcome, errType, ejected str
 	if errType != "" {
 		a.PutStr(string(semconv.ErrorType), errType)
 	}
-	if ejected == "" {
+	if evRoute == "" {
 		return
 	}
 	for _, reason := range []string{"failures", "retry_after"} {
 		ev := sp.Events().AppendEmpty()
 		ev.SetName(semconv.EventRouteEjected)
-		ev.Attributes().PutStr(string(semconv.EventRoute), ejected)
+		ev.Attributes().PutStr(string(semconv.EventRoute), evRoute)
 		ev.Attributes().PutStr(string(semconv.EventEjectionReason), reason)
+	}
+	for _, trigger := range []string{semconv.TriggerTTFT, semconv.TriggerStall, semconv.TriggerError, semconv.TriggerResume} {
+		for _, reason := range []string{"budget", "pushback"} {
+			ev := sp.Events().AppendEmpty()
+			ev.SetName(semconv.EventHedgeThrottled)
+			ev.Attributes().PutStr(string(semconv.EventRoute), evRoute)
+			ev.Attributes().PutStr(string(semconv.EventTrigger), trigger)
+			ev.Attributes().PutStr(string(semconv.EventThrottleReason), reason)
+		}
 	}
 }
 
@@ -123,10 +133,10 @@ func flushOnce(t *testing.T, cfg *Config, td ptrace.Traces) pmetric.Metrics {
 
 // TestSizing fills every label value of the sizing table for U upstreams,
 // C call pairs and S services and checks the table metric by metric and
-// the bound (259 U + (197 + 17 E) C) × S in Prometheus series, E the
+// the bound (267 U + (197 + 17 E) C) × S in Prometheus series, E the
 // error.type values of calls that ended in error; then fills every
 // metric past the default max_series and checks the ceiling,
-// 8 histograms × 1,001 × 17 + 7 counters × 1,001. It proves the table's
+// 8 histograms × 1,001 × 17 + 8 counters × 1,001. It proves the table's
 // count for the label values the table lists; a new label value would
 // need a new row here and in docs/scale.md.
 func TestSizing(t *testing.T) {
@@ -153,8 +163,9 @@ func TestSizing(t *testing.T) {
 						}
 					}
 				}
-				// Ejections are per route and reason: ride on a call of
-				// the first pair, whose outcomes are all filled anyway.
+				// Ejections and throttled hedges are per route (and
+				// reason, trigger): ride on a call of the first pair,
+				// whose outcomes are all filled anyway.
 				sizingCall(ss, "cmodel-0", "croute-0", semconv.OutcomeOK, "", fmt.Sprintf("route-%d", u))
 			}
 			for c := range C {
@@ -182,6 +193,7 @@ func TestSizing(t *testing.T) {
 			semconv.MetricWastedChunks:             3 * U * S,
 			semconv.MetricHedges:                   12 * U * S,
 			semconv.MetricRouteEjections:           2 * U * S,
+			semconv.MetricThrottledHedges:          8 * U * S,
 			semconv.MetricTimeToFirstChunk:         C * S,
 			semconv.MetricOperationDuration:        (5 + E) * C * S,
 			semconv.MetricCalls:                    5 * C * S,
@@ -190,12 +202,12 @@ func TestSizing(t *testing.T) {
 		} {
 			require.Equalf(t, want, otel[name], "series of %s", name)
 		}
-		require.Len(t, otel, 15)
-		require.Equal(t, (259*U+(197+17*E)*C)*S, total(prom), "Prometheus series")
+		require.Len(t, otel, 16)
+		require.Equal(t, (267*U+(197+17*E)*C)*S, total(prom), "Prometheus series")
 	})
 	t.Run("cap", func(t *testing.T) {
 		if testing.Short() {
-			t.Skip("fills 15 metrics past the cap")
+			t.Skip("fills 16 metrics past the cap")
 		}
 		td := ptrace.NewTraces()
 		rs := td.ResourceSpans().AppendEmpty()
@@ -208,10 +220,10 @@ func TestSizing(t *testing.T) {
 		cfg := createDefaultConfig().(*Config)
 		require.Equal(t, 1000, cfg.MaxSeries)
 		otel, prom := seriesOf(flushOnce(t, cfg, td))
-		require.Len(t, otel, 15)
+		require.Len(t, otel, 16)
 		for name, n := range otel {
 			require.Equalf(t, 1001, n, "%s: max_series + the overflow series", name)
 		}
-		require.Equal(t, 8*1001*17+7*1001, total(prom))
+		require.Equal(t, 8*1001*17+8*1001, total(prom))
 	})
 }

@@ -12,9 +12,9 @@ import (
 )
 
 // call records a call span: the call metrics, the caller's view and the
-// route ejections reported on it.
+// route ejections and throttled hedges reported on it.
 func (r *Recorder) call(service string, sp ptrace.Span) {
-	r.ejections(service, sp)
+	r.events(service, sp)
 	outcome, ok := r.strAt(slotOutcome)
 	if !ok {
 		if _, present := r.vals.get(slotOutcome); !present {
@@ -109,13 +109,20 @@ func codeLike(s string) bool {
 	return true
 }
 
-// ejections counts the streamwatch.route.ejected events of a call span by
-// route and reason. An event without a route is skipped and reported.
-func (r *Recorder) ejections(service string, sp ptrace.Span) {
+// events counts the events of a call span that are metrics: its
+// streamwatch.route.ejected events by route and reason, its
+// streamwatch.hedge.throttled events by the route the hedge would have
+// gone to, trigger and reason. hedgeprobe writes a throttled event when a
+// rescue is refused and not again while the same refusal repeats (the
+// span's streamwatch.hedges.throttled counts every refusal), so the
+// counter reads "rescues refused". An event without a route is skipped
+// and reported.
+func (r *Recorder) events(service string, sp ptrace.Span) {
 	evs := sp.Events()
 	for i := 0; i < evs.Len(); i++ {
 		e := evs.At(i)
-		if e.Name() != semconv.EventRouteEjected {
+		name := e.Name()
+		if name != semconv.EventRouteEjected && name != semconv.EventHedgeThrottled {
 			continue
 		}
 		ea := e.Attributes()
@@ -126,7 +133,12 @@ func (r *Recorder) ejections(service string, sp ptrace.Span) {
 			}
 			continue
 		}
-		r.labels(route, r.label(ea, string(semconv.EventEjectionReason)))
-		r.add(routeEjections, service, 1)
+		if name == semconv.EventRouteEjected {
+			r.labels(route, r.label(ea, string(semconv.EventEjectionReason)))
+			r.add(routeEjections, service, 1)
+			continue
+		}
+		r.labels(route, r.label(ea, string(semconv.EventTrigger)), r.label(ea, string(semconv.EventThrottleReason)))
+		r.add(throttledHedges, service, 1)
 	}
 }

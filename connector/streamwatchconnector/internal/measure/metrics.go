@@ -22,6 +22,7 @@ const (
 	callStallDuration
 	callStalls
 	routeEjections
+	throttledHedges
 )
 
 // Descs are the metrics of docs/design.md §5, in the order the connector emits them.
@@ -93,5 +94,9 @@ var Descs = []aggregate.Desc{
 	routeEjections: {
 		Name: semconv.MetricRouteEjections, Unit: semconv.UnitEjection, Kind: aggregate.Sum,
 		Description: "Route ejections reported on call spans, by route and reason.",
+	},
+	throttledHedges: {
+		Name: semconv.MetricThrottledHedges, Unit: semconv.UnitHedge, Kind: aggregate.Sum,
+		Description: "Hedges and resumes the hedge budget or a route's pushback refused, reported on call spans (one per refused rescue), by the route asked, trigger and reason.",
 	},
 }
