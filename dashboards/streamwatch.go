@@ -56,6 +56,7 @@ var (
 	calls             = semconv.PromName(semconv.MetricCalls, semconv.UnitCall, true)
 	wasted            = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
 	ejections         = semconv.PromName(semconv.MetricRouteEjections, semconv.UnitEjection, true)
+	throttled         = semconv.PromName(semconv.MetricThrottledHedges, semconv.UnitHedge, true)
 
 	model    = semconv.PromLabel(string(semconv.GenAIRequestModel))
 	route    = semconv.PromLabel(string(semconv.Route))
@@ -64,6 +65,7 @@ var (
 	outcome  = semconv.PromLabel(string(semconv.Outcome))
 	stalled  = semconv.PromLabel(string(semconv.Stalled))
 	reason   = semconv.PromLabel(string(semconv.EventEjectionReason))
+	throttle = semconv.PromLabel(string(semconv.EventThrottleReason))
 )
 
 // sel is the label selector of most panels: the model and route
@@ -82,7 +84,8 @@ func selModel(extra ...string) string {
 }
 
 // selRoute is the selector of route metrics that carry no model
-// (streamwatch.route.ejections: a route is ejected for all its models).
+// (streamwatch.route.ejections: a route is ejected for all its models;
+// streamwatch.throttled_hedges: the budget is shared by every model).
 func selRoute(extra ...string) string {
 	return selector(append([]string{route + `=~"$route"`}, extra...))
 }
@@ -211,6 +214,11 @@ func Panels() []Panel {
 			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation." + noRouteNote,
 			Queries: []Query{
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
+			}},
+		{Row: "Hedging", Title: "Rescues refused by trigger and reason", Unit: "cps",
+			Description: "Hedges and resumes that were due and not launched, per second (streamwatch.throttled_hedges: one per refused rescue, however often it was refused), by trigger and reason: budget (the hedge budget was spent) or pushback (every route the rescue could go to asked callers to stay away or was ejected). Non-zero budget refusals while calls stall or fail mean the budget, not the routes, let them through. Follows the route variable only (the route the rescue would have gone to): the budget is shared by every model.",
+			Queries: []Query{
+				{fmt.Sprintf("sum by (%s, %s) (%s)", trigger, throttle, rate(throttled, selRoute())), "{{" + trigger + "}} {{" + throttle + "}}"},
 			}},
 		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "cps",
 			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers, and a winner's chunks the caller never read (it closed the stream early). A stalled attempt a resume took over from delivered its chunks and wastes none.",

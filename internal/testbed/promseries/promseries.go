@@ -39,6 +39,8 @@ var vocabularies = map[string][]string{
 		semconv.AttemptOutcomeCanceled, semconv.AttemptOutcomeFailed},
 	semconv.PromLabel(string(semconv.EventEjectionReason)): {string(hedgeprobe.EjectFailures),
 		string(hedgeprobe.EjectRetryAfter)},
+	semconv.PromLabel(string(semconv.EventThrottleReason)): {string(hedgeprobe.ThrottleBudget),
+		string(hedgeprobe.ThrottlePushback)},
 	semconv.PromLabel(string(semconv.Derivation)): {semconv.DerivationComplete, semconv.DerivationPartial,
 		semconv.DerivationAnomaly, semconv.DerivationBurst},
 	semconv.PromLabel(string(semconv.Stalled)): {"yes", "no"},
@@ -51,7 +53,7 @@ type Series map[string][]map[string]bool
 // wellFormed are the connector's golden inputs whose spans carry every
 // attribute hedgeprobe writes: series made from them have the labels a
 // real deployment's have. (The other inputs test bad spans on purpose.)
-var wellFormed = []string{"hedged_stall_winner", "outcomes", "resumed_call", "route_ejections"}
+var wellFormed = []string{"hedged_stall_winner", "outcomes", "resumed_call", "route_ejections", "throttled_hedges"}
 
 // Emitted runs the connector with its default configuration over its
 // well-formed golden inputs and returns the series it emits, named and
