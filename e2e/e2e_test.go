@@ -237,6 +237,30 @@ func TestCollectorEndToEnd(t *testing.T) {
 			t.Errorf("route ejections = %v, the probe reported %d (want at least 1)", got, total.Ejections)
 		}
 	})
+	t.Run("refused rescues match the call spans and the probe", func(t *testing.T) {
+		// The connector counts the call spans' throttle events; the probe
+		// counts every refusal, a repeat too (Stats.HedgesThrottled). So
+		// the events the collector passed on bound the metric exactly, and
+		// the probe's figures bound the events: at least one per call that
+		// had a refusal, at most one per refusal.
+		events := 0
+		for _, sp := range traces.all() {
+			for _, e := range sp.Events().All() {
+				if e.Name() == semconv.EventHedgeThrottled {
+					events++
+				}
+			}
+		}
+		throttled := semconv.PromName(semconv.MetricThrottledHedges, semconv.UnitHedge, true)
+		got := scalarOr0(ctx, t, prom, `sum(`+throttled+`{streamwatch_attempt_trigger="ttft", streamwatch_hedge_throttle_reason="budget"})`)
+		all := scalarOr0(ctx, t, prom, `sum(`+throttled+`)`)
+		if total.ThrottledCalls == 0 || got != float64(events) || all != got ||
+			events < total.ThrottledCalls || events > total.Throttled {
+			t.Errorf("refused TTFT hedges %v (all refused rescues %v), %d throttle events in the spans; the probe refused %d times in %d calls (want at least 1 call)",
+				got, all, events, total.Throttled, total.ThrottledCalls)
+		}
+		t.Logf("refused rescues: %v counted, %d throttle events; the probe refused %d times in %d calls", all, events, total.Throttled, total.ThrottledCalls)
+	})
 	t.Run("a scripted 30 s silence is a 30 s stall", func(t *testing.T) {
 		stall := semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
 		gen := semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
@@ -803,7 +827,7 @@ func checkAlerts(ctx context.Context, t *testing.T, prom *stack.Prometheus, tota
 		t.Errorf("hedges per call %v, the probe launched %d hedges in %d calls: %.3f", got, hedges, total.Calls, want)
 	}
 
-	// Under its floors (29 calls, 2 stall timeouts, 6 stalls callers saw)
+	// Under its floors (31 calls, 2 stall timeouts, 6 stalls callers saw)
 	// the demo workload raises no alert but one: fakellm's server-error
 	// answers 503 with Retry-After, an ejection (pushback) each, pending
 	// for its 15 minutes.

@@ -32,6 +32,7 @@ var (
 	streamsName   = semconv.PromName(semconv.MetricStreams, semconv.UnitStream, true)
 	wastedName    = semconv.PromName(semconv.MetricWastedChunks, semconv.UnitChunk, true)
 	ejectionsName = semconv.PromName(semconv.MetricRouteEjections, semconv.UnitEjection, true)
+	throttledName = semconv.PromName(semconv.MetricThrottledHedges, semconv.UnitHedge, true)
 	stallDur      = semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
 	callStall     = semconv.PromName(semconv.MetricCallStallDuration, semconv.UnitSeconds, false)
 	callStalls    = semconv.PromName(semconv.MetricCallStalls, semconv.UnitStall, true)
@@ -304,6 +305,10 @@ func printCollector(w io.Writer, f families, probe workload.Result) {
 	fmt.Fprintf(tw, "  watchdog timeouts\tttft %s   stall %s\n", num(calls["ttft_timeout"], reporting), num(calls["stall_timeout"], reporting))
 	fmt.Fprintf(tw, "  wasted chunks (never delivered)\t%s   (hedgeprobe: %d)\n", num(counter(f, wastedName, nil), reporting), probe.WastedChunks)
 	fmt.Fprintf(tw, "  route ejections\t%s   (hedgeprobe: %d)\n", num(counter(f, ejectionsName, nil), reporting), probe.Ejections)
+	// The collector counts a refusal once while it repeats unchanged (the
+	// call span's events); the probe counts each.
+	fmt.Fprintf(tw, "  rescues refused (budget, pushback)\t%s   (hedgeprobe: %d refusals; calls refused a rescue: %d)\n",
+		num(counter(f, throttledName, nil), reporting), probe.Throttled, probe.ThrottledCalls)
 	tw.Flush()
 }
 

@@ -56,21 +56,22 @@ streamwatch_generation_duration_seconds_count 2
 // a collector that reports calls is a zero: the connector makes a series
 // at its first count.
 func TestReportMissingFigures(t *testing.T) {
-	probe := workload.Result{WastedChunks: 30, Ejections: 2, Outcomes: map[hedgeprobe.Outcome]int{}}
+	probe := workload.Result{WastedChunks: 30, Ejections: 2, Throttled: 3, ThrottledCalls: 1, Outcomes: map[hedgeprobe.Outcome]int{}}
 	for _, tc := range []struct {
 		name, scrape string
 		want         map[string]string // label → line prefix
 	}{
 		{"only the calls counter", scrapeCalls, map[string]string{
-			"calls":                           "ok=3",
-			"hedges by trigger":               "none",
-			"stall share of generation":       "n/a",
-			"stalls (upstream)":               "0 segments, mean n/a, 0.00s in all; 0 of 0 streams stalled",
-			"wasted chunks (never delivered)": "0   (hedgeprobe: 30)",
-			"route ejections":                 "0   (hedgeprobe: 2)",
-			"watchdog timeouts":               "ttft 0   stall 0",
-			"time to first chunk (caller)":    "p50 n/a   p99 n/a",
-			"generation per stream, mean":     "raw n/a   active n/a",
+			"calls":                              "ok=3",
+			"hedges by trigger":                  "none",
+			"stall share of generation":          "n/a",
+			"stalls (upstream)":                  "0 segments, mean n/a, 0.00s in all; 0 of 0 streams stalled",
+			"wasted chunks (never delivered)":    "0   (hedgeprobe: 30)",
+			"route ejections":                    "0   (hedgeprobe: 2)",
+			"rescues refused (budget, pushback)": "0   (hedgeprobe: 3 refusals; calls refused a rescue: 1)",
+			"watchdog timeouts":                  "ttft 0   stall 0",
+			"time to first chunk (caller)":       "p50 n/a   p99 n/a",
+			"generation per stream, mean":        "raw n/a   active n/a",
 		}},
 		{"no active generation", scrapeCalls + scrapeGen, map[string]string{
 			"stall share of generation":   "n/a",
@@ -93,12 +94,13 @@ streamwatch_generation_active_duration_seconds_count 2
 			"hedges by trigger":         "stall=n/a (won n/a)",
 		}},
 		{"nothing", "", map[string]string{
-			"calls":                           "n/a: this collector does not report streamwatch.calls",
-			"hedges by trigger":               "n/a",
-			"stalls (upstream)":               "n/a",
-			"wasted chunks (never delivered)": "n/a   (hedgeprobe: 30)",
-			"route ejections":                 "n/a   (hedgeprobe: 2)",
-			"watchdog timeouts":               "ttft n/a   stall n/a",
+			"calls":                              "n/a: this collector does not report streamwatch.calls",
+			"hedges by trigger":                  "n/a",
+			"stalls (upstream)":                  "n/a",
+			"wasted chunks (never delivered)":    "n/a   (hedgeprobe: 30)",
+			"route ejections":                    "n/a   (hedgeprobe: 2)",
+			"rescues refused (budget, pushback)": "n/a   (hedgeprobe: 3 refusals; calls refused a rescue: 1)",
+			"watchdog timeouts":                  "ttft n/a   stall n/a",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

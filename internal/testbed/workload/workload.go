@@ -70,6 +70,11 @@ func Scenarios() []Scenario {
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second, StallAfter: 2 * time.Second, Delivery: hedgeprobe.Buffered})},
 		{Name: "late first chunk (TTFT hedge)", Routes: []string{"slow-first", "steady"}, Calls: 3,
 			Config: budget(hedgeprobe.Config{HedgeAfter: time.Second})},
+		// One token and next to no refill: the first of the two calls to
+		// want a hedge takes the token, the other's is refused and it
+		// waits out the slow first chunk (a throttled hedge, counted).
+		{Name: "late first chunk, hedge budget spent", Routes: []string{"slow-first", "steady"}, Calls: 2,
+			Config: hedgeprobe.Config{HedgeAfter: time.Second, HedgeBudget: 0.01, HedgeBurst: 1}},
 		{Name: "route down (503, Retry-After): hedged, ejected", Routes: []string{"server-error", "steady"}, Calls: 4,
 			Config: budget(hedgeprobe.Config{HedgeAfter: 5 * time.Second})},
 		{Name: "same outage, another Prober: hedged, ejected", Routes: []string{"server-error", "steady"}, Calls: 2,
@@ -117,6 +122,11 @@ type Result struct {
 	// Ejections counts the route ejections the scenario's Prober reported
 	// (OnEject).
 	Ejections int
+	// Throttled sums the calls' Stats.HedgesThrottled: every time the
+	// budget or pushback refused a hedge or resume, a refusal repeated
+	// while the call waited counted again. ThrottledCalls counts the calls
+	// with at least one.
+	Throttled, ThrottledCalls int
 }
 
 // Run runs every scenario concurrently and returns one Result each, in
@@ -214,6 +224,10 @@ func record(r *Result, st hedgeprobe.Stats, err error) {
 	if st.Outcome != hedgeprobe.OutcomeOK && st.ChunksDelivered > 0 {
 		r.Truncated++
 	}
+	if st.HedgesThrottled > 0 {
+		r.Throttled += st.HedgesThrottled
+		r.ThrottledCalls++
+	}
 	if err != nil && r.Errors[st.Outcome] == "" {
 		r.Errors[st.Outcome] = err.Error()
 	}
@@ -231,6 +245,8 @@ func Totals(rs []Result) Result {
 		t.Streams += r.Streams
 		t.WastedChunks += r.WastedChunks
 		t.Ejections += r.Ejections
+		t.Throttled += r.Throttled
+		t.ThrottledCalls += r.ThrottledCalls
 		for k, v := range r.Outcomes {
 			t.Outcomes[k] += v
 		}

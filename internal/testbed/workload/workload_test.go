@@ -79,3 +79,20 @@ func TestRecordTruncated(t *testing.T) {
 		t.Errorf("Truncated = %d, want 2", r.Truncated)
 	}
 }
+
+// Throttles are summed as the probe counts them, each refusal, and the
+// calls that had any are counted apart: the collector counts the call
+// spans' throttle events, between the two.
+func TestRecordCountsThrottles(t *testing.T) {
+	r := Result{Outcomes: map[hedgeprobe.Outcome]int{}, Hedges: map[hedgeprobe.Trigger]int{},
+		HedgeWins: map[hedgeprobe.Trigger]int{}, Errors: map[hedgeprobe.Outcome]string{}}
+	record(&r, hedgeprobe.Stats{Winner: 0, Outcome: hedgeprobe.OutcomeOK, HedgesThrottled: 3}, nil)
+	record(&r, hedgeprobe.Stats{Winner: 0, Outcome: hedgeprobe.OutcomeOK}, nil)
+	record(&r, hedgeprobe.Stats{Winner: 0, Outcome: hedgeprobe.OutcomeOK, HedgesThrottled: 1}, nil)
+	if r.Throttled != 4 || r.ThrottledCalls != 2 {
+		t.Errorf("throttled %d in %d calls, want 4 in 2", r.Throttled, r.ThrottledCalls)
+	}
+	if tot := Totals([]Result{r, r}); tot.Throttled != 8 || tot.ThrottledCalls != 4 {
+		t.Errorf("totals: throttled %d in %d calls, want 8 in 4", tot.Throttled, tot.ThrottledCalls)
+	}
+}
