@@ -3,12 +3,15 @@ package hedgeprobe
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/streamwatch/streamwatch/semconv"
 )
@@ -441,6 +444,103 @@ func TestRegressionRepeatedThrottlesOneEvent(t *testing.T) {
 			t.Fatalf("%d throttle events on the span, %d throttles seen by the hook, %d counted: want 1 event and every throttle counted", events, throttles, n)
 		}
 	})
+}
+
+// throttleEvents returns the streamwatch.hedge.throttled events of a call
+// span, each as its trigger and reason.
+func throttleEvents(call tracetest.SpanStub) []string {
+	var evs []string
+	for _, ev := range call.Events {
+		if ev.Name != semconv.EventHedgeThrottled {
+			continue
+		}
+		var trig, reason string
+		for _, kv := range ev.Attributes {
+			switch kv.Key {
+			case semconv.EventTrigger:
+				trig = kv.Value.AsString()
+			case semconv.EventThrottleReason:
+				reason = kv.Value.AsString()
+			}
+		}
+		evs = append(evs, trig+"/"+reason)
+	}
+	return evs
+}
+
+// Before commit, each silence of an attempt is a rescue of its own: two
+// silences of one Buffered (or held) attempt, each refused a stall hedge by
+// the budget, with content received and not delivered between them, are
+// two throttle events, as they are two refusals.
+func TestRegressionEachSilenceBeforeCommitRecordsItsThrottle(t *testing.T) {
+	for _, d := range []Delivery{Buffered, Streaming} {
+		t.Run(d.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := newUpstream("a", []step{content(100*time.Millisecond, "x"), content(3*time.Second, "y"),
+					content(3*time.Second, "z"), content(100*time.Millisecond, "w")})
+				b := newUpstream("b", []step{content(100*time.Millisecond, "b")})
+				cfg := Config{HedgeAfter: 10 * time.Second, StallAfter: time.Second, HedgeBurst: 1, Delivery: d}
+				if d == Streaming {
+					cfg.HoldChunks = 10
+				}
+				p, exp := recorded(t, cfg)
+				p.budget.tokens = 0
+				s := p.Stream(t.Context(), a.route(), b.route())
+				drain(s, time.Now())
+				st := s.Stats()
+				call, _ := spansOf(t, exp)
+				evs := throttleEvents(call)
+				if st.HedgesThrottled != 2 || !slices.Equal(evs, []string{"stall/budget", "stall/budget"}) {
+					t.Fatalf("%d refusals, throttle events %v: want 2 and two stall/budget events", st.HedgesThrottled, evs)
+				}
+			})
+		})
+	}
+}
+
+// A failure calls for a rescue of its own: two attempts that fail in turn,
+// each refused an error hedge by the budget with no launch between them,
+// are two throttle events, though each reads as the other (the same
+// trigger, the same next route and index). The TTFT hedge due 1 s after
+// the hedge's launch is refused too: three refusals, three events.
+func TestRegressionEachFailureRecordsItsThrottle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{fail(2500*time.Millisecond, &statusErr{code: 503})})
+		b := newUpstream("b", []step{fail(3*time.Second, &statusErr{code: 503})})
+		p, exp := recorded(t, Config{HedgeAfter: time.Second, HedgeBurst: 1, EjectFailures: NoEjection})
+		p.budget.tokens, p.budget.reserve = 1, 0 // the TTFT hedge takes the only token
+		s := p.Stream(t.Context(), a.route(), b.route())
+		drain(s, time.Now())
+		st := s.Stats()
+		call, _ := spansOf(t, exp)
+		evs := throttleEvents(call)
+		if len(st.Attempts) != 2 || st.HedgesThrottled != 3 || !slices.Equal(evs, []string{"ttft/budget", "error/budget", "error/budget"}) {
+			t.Fatalf("%d attempts, %d refusals, throttle events %v: want 2, 3 and ttft/budget then two error/budget events",
+				len(st.Attempts), st.HedgesThrottled, evs)
+		}
+	})
+}
+
+// Repeats are a set, not the latest alone: refusals that alternate are
+// one event each, whatever their order, until a launch, failure or
+// content chunk makes them news again.
+func TestNotedIsASet(t *testing.T) {
+	var r callRecorder
+	x := notedEvent{attempt: 1, trigger: TriggerTTFT, route: "b", reason: string(ThrottleBudget)}
+	y := notedEvent{attempt: 1, trigger: TriggerError, route: "b", reason: string(ThrottleBudget)}
+	skip := notedEvent{skip: true, attempt: 1, route: "b", reason: string(ThrottleBudget)}
+	for i, want := range []struct {
+		e    notedEvent
+		news bool
+	}{{x, true}, {y, true}, {x, false}, {y, false}, {skip, true}, {skip, false}} {
+		if got := r.news(want.e); got != want.news {
+			t.Errorf("%d: news(%+v) = %v, want %v", i, want.e, got, want.news)
+		}
+	}
+	r.forget()
+	if !r.news(y) || !r.news(x) || r.news(y) {
+		t.Error("after forget, each is news once again")
+	}
 }
 
 // Each silence records its skip anew: two silences of the committed

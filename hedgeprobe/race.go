@@ -214,6 +214,9 @@ func (s *Stream[T]) handle(ev event[T]) {
 		a.content++
 		a.last = ev.at
 		s.race.contentSeen = true
+		if s.rec != nil {
+			s.rec.forget() // a new silence reports its skips and throttles anew
+		}
 		if a.content == 1 {
 			a.first, a.firstItem = ev.at, len(a.buf)-1
 			for _, it := range a.buf[:a.firstItem] {

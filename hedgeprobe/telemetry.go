@@ -2,6 +2,7 @@ package hedgeprobe
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -105,17 +106,37 @@ type callRecorder struct {
 	// delivery is the caller's view: the arrival at the caller of every
 	// content chunk delivered, in µs since the call span's start.
 	delivery []int64
-	// The latest resume skip and throttle put on the span since the latest
-	// launch (hedge or resume) or content chunk delivered: a repeat of
-	// either, the same attempt index, route and reason, is not added again
-	// (forget clears them). A silence that lasts repeats them every
-	// ResumeAfter, and an SDK keeps only the newest 128 events of a span:
-	// the repeats would push out the hedges, commits and ejections that the
-	// connector counts.
-	lastSkip     ResumeEvent
-	skipped      bool
-	lastThrottle ThrottleEvent
-	throttled    bool
+	// noted are the resume skips and throttles put on the span since the
+	// latest launch (hedge or resume), failure or content chunk received:
+	// a repeat of one — the same attempt index, trigger or skip, route
+	// and reason — is not added again (forget clears them). A silence that
+	// lasts repeats them (a resume is due again every ResumeAfter, a hedge
+	// pushed back at the pushback's end), and an SDK keeps only the newest
+	// 128 events of a span: the repeats would push out the hedges, commits
+	// and ejections that the connector counts. So a throttle event is one
+	// rescue refused, however often, in one silence; the connector counts
+	// those. A set, not the latest alone: two refusals that alternate (an
+	// error hedge, a TTFT hedge) are two events whatever their order.
+	noted []notedEvent
+}
+
+// notedEvent is the identity of a resume skip or throttle event.
+type notedEvent struct {
+	skip    bool
+	attempt int
+	trigger Trigger
+	route   string
+	reason  string
+}
+
+// news reports whether e was not noted since the latest forget, and
+// notes it.
+func (r *callRecorder) news(e notedEvent) bool {
+	if slices.Contains(r.noted, e) {
+		return false
+	}
+	r.noted = append(r.noted, e)
+	return true
 }
 
 // onCallClock returns at on the call span's clock: the call's start, wall
@@ -127,9 +148,9 @@ type callRecorder struct {
 // span so when it is given no time.)
 func (r *callRecorder) onCallClock(at time.Time) time.Time { return r.start.Add(at.Sub(r.start)) }
 
-// forget ends a run of repeats: after a launch or a content chunk, a skip
-// or throttle is news again.
-func (r *callRecorder) forget() { r.skipped, r.throttled = false, false }
+// forget ends a run of repeats: after a launch, a failure or a content
+// chunk received, a skip or throttle is news again.
+func (r *callRecorder) forget() { r.noted = r.noted[:0] }
 
 var _ observer = (*callRecorder)(nil)
 
@@ -167,11 +188,9 @@ func (r *callRecorder) hedge(e HedgeEvent) {
 }
 
 func (r *callRecorder) throttle(e ThrottleEvent) {
-	last := r.lastThrottle
-	if r.throttled && e.Attempt == last.Attempt && e.Trigger == last.Trigger && e.Route == last.Route && e.Reason == last.Reason {
+	if !r.news(notedEvent{attempt: e.Attempt, trigger: e.Trigger, route: e.Route, reason: string(e.Reason)}) {
 		return // counted all the same, in streamwatch.hedges.throttled
 	}
-	r.lastThrottle, r.throttled = e, true
 	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
 		semconv.EventAttemptIndex.Int(e.Attempt), semconv.EventTrigger.String(string(e.Trigger)),
 		semconv.EventRoute.String(e.Route), semconv.EventThrottleReason.String(string(e.Reason))))
@@ -195,11 +214,9 @@ func (r *callRecorder) watchdog(e WatchdogEvent, at time.Time) {
 func (r *callRecorder) resume(e ResumeEvent) {
 	at := trace.WithTimestamp(r.start.Add(e.Elapsed))
 	if e.Skipped != "" {
-		last := r.lastSkip
-		if r.skipped && e.Skipped == last.Skipped && e.Attempt == last.Attempt && e.Route == last.Route {
+		if !r.news(notedEvent{skip: true, attempt: e.Attempt, route: e.Route, reason: string(e.Skipped)}) {
 			return
 		}
-		r.lastSkip, r.skipped = e, true
 		attrs := []attribute.KeyValue{semconv.EventAttemptIndex.Int(e.Attempt),
 			semconv.EventResumeReason.String(string(e.Skipped))}
 		// A resume skipped before a route was chosen (no_route,
