@@ -216,7 +216,7 @@ func Panels() []Panel {
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
 		{Row: "Hedging", Title: "Rescues refused by trigger and reason", Unit: "cps",
-			Description: "Hedges and resumes that were due and not launched, per second (streamwatch.throttled_hedges: one per refused rescue, however often it was refused), by trigger and reason: budget (the hedge budget was spent) or pushback (every route the rescue could go to asked callers to stay away or was ejected). Non-zero budget refusals while calls stall or fail mean the budget, not the routes, let them through. Follows the route variable only (the route the rescue would have gone to): the budget is shared by every model.",
+			Description: "Hedges and resumes that were due and not launched, per second (streamwatch.throttled_hedges: one per rescue refused, not per repeat of its refusal), by trigger and reason: budget (the hedge budget was spent) or pushback (every route the rescue could go to asked callers to stay away or was ejected). Non-zero budget refusals while calls stall or fail mean the budget, not the routes, let them through. Follows the route variable only (the route the rescue would have gone to; for a budget refusal only where the rotation pointed, as the budget is shared by every route and model of a Prober).",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (%s)", trigger, throttle, rate(throttled, selRoute())), "{{" + trigger + "}} {{" + throttle + "}}"},
 			}},

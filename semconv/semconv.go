@@ -321,8 +321,10 @@ const (
 	// MetricRouteEjections counts route ejections (EventRouteEjected).
 	MetricRouteEjections = "streamwatch.route.ejections"
 	// MetricThrottledHedges counts hedges and resumes the hedge budget or
-	// a route's pushback refused (EventHedgeThrottled: one per refused
-	// rescue, however many times it was refused).
+	// a route's pushback refused: the EventHedgeThrottled events, one per
+	// rescue refused (a refusal repeated with no launch, failure or
+	// content chunk received in between is one event). HedgesThrottled,
+	// on the call span, counts every refusal.
 	MetricThrottledHedges = "streamwatch.throttled_hedges"
 
 	// UnitSeconds is the unit of every histogram.

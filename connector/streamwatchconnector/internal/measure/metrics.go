@@ -97,6 +97,6 @@ var Descs = []aggregate.Desc{
 	},
 	throttledHedges: {
 		Name: semconv.MetricThrottledHedges, Unit: semconv.UnitHedge, Kind: aggregate.Sum,
-		Description: "Hedges and resumes the hedge budget or a route's pushback refused, reported on call spans (one per refused rescue), by the route asked, trigger and reason.",
+		Description: "Hedges and resumes the hedge budget or a route's pushback refused, by the route asked, trigger and reason: the call spans' streamwatch.hedge.throttled events, one per rescue refused (a refusal repeated with no launch, failure or content chunk received in between is one). The call span's streamwatch.hedges.throttled counts every refusal.",
 	},
 }
