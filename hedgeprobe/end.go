@@ -107,12 +107,6 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	transient := IsTransient(err)
 	refused := !transient && a.trigger == TriggerResume && a.content == 0 && !isPanic(err) && !errors.Is(err, ErrNilSource)
 	s.end(a, AttemptFailed, err, now, false) // counts a transient err against the route
-	if s.rec != nil {
-		// The rescue a failure calls for is a new one: its refusal is
-		// news even when it reads as the one before (the same trigger,
-		// route and index: no attempt launched in between).
-		s.rec.forget()
-	}
 	if refused {
 		// A refusal is the route's answer to continuations in general; a
 		// request the adapter could not build is this call's alone.
@@ -153,6 +147,14 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		r.resumeNow = true
 	}
 	if r.errorHedge || r.resumeNow {
+		if s.rec != nil {
+			// The rescue this failure calls for is a new one: its refusal
+			// is news even when it reads as the one before (the same
+			// trigger and index: no attempt launched in between). A
+			// failure that calls for none (a racing resume's, while the
+			// stream it raced lives) leaves a run of repeats as it is.
+			s.rec.forget()
+		}
 		// Their triggers are due now: act before anything else happens.
 		s.onDeadline()
 	}

@@ -523,12 +523,13 @@ func TestRegressionEachFailureRecordsItsThrottle(t *testing.T) {
 
 // Repeats are a set, not the latest alone: refusals that alternate are
 // one event each, whatever their order, until a launch, failure or
-// content chunk makes them news again.
+// content chunk makes them news again; and a call writes at most
+// maxNotedEvents of them.
 func TestNotedIsASet(t *testing.T) {
 	var r callRecorder
-	x := notedEvent{attempt: 1, trigger: TriggerTTFT, route: "b", reason: string(ThrottleBudget)}
-	y := notedEvent{attempt: 1, trigger: TriggerError, route: "b", reason: string(ThrottleBudget)}
-	skip := notedEvent{skip: true, attempt: 1, route: "b", reason: string(ThrottleBudget)}
+	x := notedEvent{attempt: 1, trigger: TriggerTTFT, reason: string(ThrottlePushback)}
+	y := notedEvent{attempt: 1, trigger: TriggerTTFT, reason: string(ThrottleBudget)}
+	skip := notedEvent{skip: true, attempt: 1, route: "b", reason: string(ResumeNoRoute)}
 	for i, want := range []struct {
 		e    notedEvent
 		news bool
@@ -541,6 +542,114 @@ func TestNotedIsASet(t *testing.T) {
 	if !r.news(y) || !r.news(x) || r.news(y) {
 		t.Error("after forget, each is news once again")
 	}
+	written := 5 // so far
+	for range 2 * maxNotedEvents {
+		r.forget()
+		if r.news(x) {
+			written++
+		}
+	}
+	if written != maxNotedEvents {
+		t.Errorf("%d events written, want at most %d", written, maxNotedEvents)
+	}
+}
+
+// One silence of the committed stream is one rescue, however the budget's
+// refusals of its resume read: the route they name moves as other calls'
+// refusals take routes out of the rotation (b, then b and c, refused for
+// a while), and each refusal named the route the rotation pointed at.
+func TestRegressionOneSilenceOneThrottleWhereverTheRotationPoints(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 3,
+			ResumeRefusedFor: 2 * time.Second}, withText())
+		p.budget.tokens = 0
+		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
+		b := continuing("b", []step{content(100*time.Millisecond, "B")})
+		c := continuing("c", []step{content(100*time.Millisecond, "C")})
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		go func() { // other calls' refused continuations
+			for i := range 10 {
+				time.Sleep(3 * time.Second)
+				now := time.Now()
+				p.refusals.add("b", now, now.Add(2*time.Second))
+				if i%2 == 1 {
+					p.refusals.add("c", now, now.Add(2*time.Second))
+				}
+			}
+		}()
+		time.AfterFunc(time.Minute, func() { s.Close() })
+		drain(s, time.Now())
+		st := s.Stats()
+		call, _ := spansOf(t, exp)
+		routes := map[string]bool{}
+		for _, ev := range call.Events {
+			if ev.Name != semconv.EventHedgeThrottled {
+				continue
+			}
+			for _, kv := range ev.Attributes {
+				if kv.Key == semconv.EventRoute {
+					routes[kv.Value.AsString()] = true
+				}
+			}
+		}
+		if evs := throttleEvents(call); !slices.Equal(evs, []string{"resume/budget"}) || st.HedgesThrottled < 100 {
+			t.Fatalf("throttle events %v (routes %v), %d refusals: want one resume/budget event for the ~118 refusals", evs, routes, st.HedgesThrottled)
+		}
+	})
+}
+
+// A failure that calls for no rescue leaves a run of repeats as it is: a
+// resume that races the silent committed stream fails while that stream
+// lives, and the budget's refusals of the next resume, before and after,
+// are one event.
+func TestRegressionRacingResumeFailureKeepsTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
+			HedgeBurst: 1, EjectFailures: NoEjection}, withText())
+		p.budget.tokens, p.budget.reserve = 1, 0 // the first resume takes the only token
+		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
+		b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
+		c := continuing("c", []step{hang()})
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		time.AfterFunc(20*time.Second, func() { s.Close() })
+		drain(s, time.Now())
+		st := s.Stats()
+		call, _ := spansOf(t, exp)
+		if evs := throttleEvents(call); len(st.Attempts) != 2 || !slices.Equal(evs, []string{"resume/budget"}) || st.HedgesThrottled < 30 {
+			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 2 attempts and one resume/budget event for the ~38 refusals",
+				len(st.Attempts), evs, st.HedgesThrottled)
+		}
+	})
+}
+
+// A stream refused a rescue at every pause writes at most maxNotedEvents
+// throttle events, so the call's first events stay on its span: a
+// Buffered call whose TTFT hedge took the only token streams 150 chunks
+// 2.5 s apart, each pause a stall hedge the budget refuses.
+func TestRegressionManyRefusalsKeepTheFirstEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := []step{content(100*time.Millisecond, "b0")}
+		for range 150 {
+			steps = append(steps, content(2500*time.Millisecond, "b"))
+		}
+		a := newUpstream("a", []step{hang()})
+		b := newUpstream("b", steps)
+		p, exp := recorded(t, Config{HedgeAfter: time.Second, StallAfter: 2 * time.Second, HedgeBurst: 1, Delivery: Buffered})
+		p.budget.tokens, p.budget.reserve = 1, 0
+		s := p.Stream(t.Context(), a.route(), b.route())
+		drain(s, time.Now())
+		st := s.Stats()
+		call, _ := spansOf(t, exp)
+		counts := map[string]int{}
+		for _, ev := range call.Events {
+			counts[ev.Name]++
+		}
+		if st.HedgesThrottled != 150 || counts[semconv.EventHedgeThrottled] != maxNotedEvents ||
+			counts[semconv.EventHedge] != 1 || counts[semconv.EventCommit] != 1 || call.DroppedEvents != 0 {
+			t.Fatalf("%d refusals, events %v, %d dropped: want 150 refusals, %d throttle events, the hedge and the commit kept",
+				st.HedgesThrottled, counts, call.DroppedEvents, maxNotedEvents)
+		}
+	})
 }
 
 // Each silence records its skip anew: two silences of the committed

@@ -107,18 +107,34 @@ type callRecorder struct {
 	// content chunk delivered, in µs since the call span's start.
 	delivery []int64
 	// noted are the resume skips and throttles put on the span since the
-	// latest launch (hedge or resume), failure or content chunk received:
-	// a repeat of one — the same attempt index, trigger or skip, route
-	// and reason — is not added again (forget clears them). A silence that
-	// lasts repeats them (a resume is due again every ResumeAfter, a hedge
-	// pushed back at the pushback's end), and an SDK keeps only the newest
-	// 128 events of a span: the repeats would push out the hedges, commits
-	// and ejections that the connector counts. So a throttle event is one
-	// rescue refused, however often, in one silence; the connector counts
-	// those. A set, not the latest alone: two refusals that alternate (an
-	// error hedge, a TTFT hedge) are two events whatever their order.
+	// latest launch (hedge or resume), content chunk received or failure
+	// that calls for a rescue: a repeat of one — the same attempt index,
+	// trigger or skip and reason, and a skip's route — is not added again
+	// (forget clears them). A silence that lasts repeats them (a resume is
+	// due again every ResumeAfter, a hedge pushed back at the pushback's
+	// end), and an SDK keeps only the newest 128 events of a span: the
+	// repeats would push out the hedges, commits and ejections that the
+	// connector counts. So a throttle event is one rescue refused, however
+	// often, in one silence; the connector counts those. A throttle's
+	// route is not part of it: a budget refusal names the route the
+	// rotation points at, which other calls' refusals and ejections move
+	// during one silence. A set, not the latest alone: refusals that
+	// alternate are one event each, whatever their order.
 	noted []notedEvent
+	// notedEvents counts the skip and throttle events written; past
+	// maxNotedEvents none is (see there).
+	notedEvents int
 }
+
+// maxNotedEvents bounds the resume skip and throttle events of one call
+// span. A stream that pauses past StallAfter (Buffered, HoldChunks) or
+// ResumeAfter between most of its chunks, with the budget spent, is
+// refused a rescue at every pause: one event each would push the call's
+// first events — its hedges, commit, ejections, which the connector
+// counts — out of the SDK's 128. Past the bound the call span's
+// streamwatch.hedges.throttled still counts every refusal, and the hooks
+// see every one.
+const maxNotedEvents = 32
 
 // notedEvent is the identity of a resume skip or throttle event.
 type notedEvent struct {
@@ -129,13 +145,17 @@ type notedEvent struct {
 	reason  string
 }
 
-// news reports whether e was not noted since the latest forget, and
-// notes it.
+// news reports whether e is to be written: not noted since the latest
+// forget (it is noted now), and within maxNotedEvents.
 func (r *callRecorder) news(e notedEvent) bool {
 	if slices.Contains(r.noted, e) {
 		return false
 	}
 	r.noted = append(r.noted, e)
+	if r.notedEvents >= maxNotedEvents {
+		return false
+	}
+	r.notedEvents++
 	return true
 }
 
@@ -148,8 +168,8 @@ func (r *callRecorder) news(e notedEvent) bool {
 // span so when it is given no time.)
 func (r *callRecorder) onCallClock(at time.Time) time.Time { return r.start.Add(at.Sub(r.start)) }
 
-// forget ends a run of repeats: after a launch, a failure or a content
-// chunk received, a skip or throttle is news again.
+// forget ends a run of repeats: after a launch, a content chunk received or
+// a failure that calls for a rescue, a skip or throttle is news again.
 func (r *callRecorder) forget() { r.noted = r.noted[:0] }
 
 var _ observer = (*callRecorder)(nil)
@@ -188,7 +208,7 @@ func (r *callRecorder) hedge(e HedgeEvent) {
 }
 
 func (r *callRecorder) throttle(e ThrottleEvent) {
-	if !r.news(notedEvent{attempt: e.Attempt, trigger: e.Trigger, route: e.Route, reason: string(e.Reason)}) {
+	if !r.news(notedEvent{attempt: e.Attempt, trigger: e.Trigger, reason: string(e.Reason)}) {
 		return // counted all the same, in streamwatch.hedges.throttled
 	}
 	r.span.AddEvent(semconv.EventHedgeThrottled, trace.WithTimestamp(r.start.Add(e.Elapsed)), trace.WithAttributes(
