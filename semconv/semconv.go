@@ -322,8 +322,9 @@ const (
 	MetricRouteEjections = "streamwatch.route.ejections"
 	// MetricThrottledHedges counts hedges and resumes the hedge budget or
 	// a route's pushback refused: the EventHedgeThrottled events, one per
-	// rescue refused (a refusal repeated with no launch, failure or
-	// content chunk received in between is one event). HedgesThrottled,
+	// rescue refused (a refusal repeated with no launch, content chunk
+	// received or failure that calls for a rescue in between is one
+	// event), at most 32 skip and throttle events a call. HedgesThrottled,
 	// on the call span, counts every refusal.
 	MetricThrottledHedges = "streamwatch.throttled_hedges"
 

@@ -114,7 +114,8 @@ func codeLike(s string) bool {
 // streamwatch.hedge.throttled events by the route the hedge would have
 // gone to, trigger and reason. hedgeprobe writes a throttled event when a
 // rescue is refused and not again while the same refusal repeats with no
-// launch, failure or content chunk received in between (the span's
+// launch, content chunk received or failure that calls for a rescue in
+// between, at most 32 skip and throttle events a call (the span's
 // streamwatch.hedges.throttled counts every refusal), so the counter
 // reads "rescues refused". An event without a route is skipped
 // and reported.

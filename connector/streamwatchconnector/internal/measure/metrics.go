@@ -97,6 +97,6 @@ var Descs = []aggregate.Desc{
 	},
 	throttledHedges: {
 		Name: semconv.MetricThrottledHedges, Unit: semconv.UnitHedge, Kind: aggregate.Sum,
-		Description: "Hedges and resumes the hedge budget or a route's pushback refused, by the route asked, trigger and reason: the call spans' streamwatch.hedge.throttled events, one per rescue refused (a refusal repeated with no launch, failure or content chunk received in between is one). The call span's streamwatch.hedges.throttled counts every refusal.",
+		Description: "Hedges and resumes the hedge budget or a route's pushback refused, by the route asked, trigger and reason: the call spans' streamwatch.hedge.throttled events, one per rescue refused (a refusal repeated with no launch, content chunk received or failure that calls for a rescue in between is one), at most 32 skip and throttle events a call. The call span's streamwatch.hedges.throttled counts every refusal.",
 	},
 }
