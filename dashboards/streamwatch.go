@@ -27,6 +27,10 @@ type Query struct {
 
 // Panel is one graph of the dashboard.
 type Panel struct {
+	// ID is the panel's Grafana id, fixed for good: links to a panel
+	// (viewPanel=ID) and annotations keep pointing at it when panels are
+	// added or moved. A new panel takes the next id never used.
+	ID          uint32
 	Row         string
 	Title       string
 	Description string
@@ -134,42 +138,42 @@ func perCall(metric string) string {
 // Panels lists the dashboard's graphs in layout order.
 func Panels() []Panel {
 	return []Panel{
-		{Row: "Experience", Title: "Calls by outcome", Unit: "reqps",
+		{Row: "Experience", ID: 2, Title: "Calls by outcome", Unit: "reqps",
 			Description: "Calls per second by streamwatch.outcome (ok, ttft_timeout, stall_timeout, error, canceled)." + noRouteNote,
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s) (%s)", outcome, rate(calls, selModel())), "{{" + outcome + "}}"},
 			}},
-		{Row: "Experience", Title: "Time to first chunk (caller)", Unit: "s",
+		{Row: "Experience", ID: 3, Title: "Time to first chunk (caller)", Unit: "s",
 			Description: "What callers waited for their first content chunk, hedges included (gen_ai.client.operation.time_to_first_chunk). Quantiles are interpolated inside the GenAI buckets.",
 			Queries: []Query{
 				{quantile("0.5", ttftCall), "p50"},
 				{quantile("0.95", ttftCall), "p95"},
 				{quantile("0.99", ttftCall), "p99"},
 			}},
-		{Row: "Experience", Title: "Raw versus active generation (mean per stream)", Unit: "s",
+		{Row: "Experience", ID: 4, Title: "Raw versus active generation (mean per stream)", Unit: "s",
 			Description: "Raw generation is wall time from first to last content chunk; active generation removes every gap longer than the stall threshold. Both are averaged over the same streams (a one-chunk stream counts 0 in each).",
 			Queries: []Query{
 				{perStream(generation), "raw generation"},
 				{perStream(active), "active generation"},
 			}},
-		{Row: "Experience", Title: "Stall share of generation time", Unit: "percentunit",
+		{Row: "Experience", ID: 5, Title: "Stall share of generation time", Unit: "percentunit",
 			Description: "Share of raw generation time spent in silences longer than the stall threshold.",
 			Queries: []Query{
 				{fmt.Sprintf("1 - sum(%s) / %s", rate(active+"_sum", sel()), nonZero(fmt.Sprintf("sum(%s)", rate(generation+"_sum", sel())))), "stall share"},
 			}},
-		{Row: "Stalls", Title: "Stalls per stream", Unit: "short",
+		{Row: "Stalls", ID: 7, Title: "Stalls per stream", Unit: "short",
 			Description: "Stall segments per stream (an attempt with at least one content chunk). A run of consecutive long gaps is one segment. An attempt cut while silent — a loser a stall hedge replaced, a stream the watchdog ended — has no segment: a silence after the last chunk is not a gap.",
 			Queries: []Query{
 				{fmt.Sprintf("sum(%s) / %s", rate(stalls, sel()), nonZero(fmt.Sprintf("sum(%s)", rate(streams, sel())))), "stalls per stream"},
 			}},
-		{Row: "Stalls", Title: "Share of streams that stalled", Unit: "percentunit",
+		{Row: "Stalls", ID: 8, Title: "Share of streams that stalled", Unit: "percentunit",
 			Description: "Streams with at least one stall segment, over all streams.",
 			Queries: []Query{
 				// "or vector(0)": before the first stall there is no
 				// stalled="yes" series, and the share is 0, not no data.
 				{fmt.Sprintf("(sum(%s) or vector(0)) / %s", rate(streams, sel(stalled+`="yes"`)), nonZero(fmt.Sprintf("sum(%s)", rate(streams, sel())))), "share of streams stalled"},
 			}},
-		{Row: "Stalls", Title: "Stall duration", Unit: "s", Heatmap: true, Step: countStep,
+		{Row: "Stalls", ID: 9, Title: "Stall duration", Unit: "s", Heatmap: true, Step: countStep,
 			Description: "Upstream stall segments per time cell (one minute, or the graph's step when longer), by duration, buckets up to 10 minutes. Exemplars link a bucket to the trace of a stalled call.",
 			Queries: []Query{
 				// One cell per step, each counting its own window: over
@@ -177,32 +181,32 @@ func Panels() []Panel {
 				// overlap and one stall fills several cells.
 				{fmt.Sprintf("sum by (le) (increase(%s_bucket%s[$__interval]))", stallDuration, sel()), "{{le}}"},
 			}},
-		{Row: "Stalls", Title: "Stall time per call: upstreams versus callers", Unit: "s",
+		{Row: "Stalls", ID: 10, Title: "Stall time per call: upstreams versus callers", Unit: "s",
 			Description: "Upstream: the silence of every attempt (streamwatch.stall.duration). Callers: the silence callers actually waited through (streamwatch.call.stall.duration, from the caller's view). Upstream segments are silences that ended with a chunk; a silence cut short because a hedge or resume won ends with its attempt and is no segment, so the callers' figure counts the silence they waited before a rescue, and resumed calls raise it. Follows the model variable only.",
 			Queries: []Query{
 				{perCall(stallDuration + "_sum"), "upstream stall"},
 				{perCall(callStallDuration + "_sum"), "stall callers saw"},
 			}},
-		{Row: "Stalls", Title: "Stall segments per call: upstreams versus callers", Unit: "short",
+		{Row: "Stalls", ID: 11, Title: "Stall segments per call: upstreams versus callers", Unit: "short",
 			Description: "Upstream stall segments (streamwatch.stalls) and the stall segments callers saw (streamwatch.call.stalls), per call. Follows the model variable only.",
 			Queries: []Query{
 				{perCall(stalls), "upstream"},
 				{perCall(callStalls), "callers saw"},
 			}},
-		{Row: "Stalls", Title: "Inter-chunk latency (winner, pooled gaps)", Unit: "s",
+		{Row: "Stalls", ID: 12, Title: "Inter-chunk latency (winner, pooled gaps)", Unit: "s",
 			Description: "gen_ai.client.operation.time_per_output_chunk: one observation per gap between content chunks of the committed attempt.",
 			Queries: []Query{
 				{quantile("0.5", perChunk), "p50"},
 				{quantile("0.99", perChunk), "p99"},
 			}},
-		{Row: "Hedging", Title: "Hedge rate by trigger (hedges per call)", Unit: "short",
+		{Row: "Hedging", ID: 14, Title: "Hedge rate by trigger (hedges per call)", Unit: "short",
 			Description: "Hedges launched per call, by trigger: ttft (late first chunk), stall (silent before commit), error (transient failure), resume (silent after commit, continued elsewhere). Follows the model variable only: a hedge's route is where it went, a call's route where it was won; 'Hedges sent to each route' splits hedges by route. The model is the hedge's for hedges and the call's for calls: a hedge sent to another model counts under that model.",
 			Queries: []Query{
 				// on() group_left, not scalar(): the scalar of an empty
 				// vector is NaN, which would plot where nothing should.
 				{fmt.Sprintf("sum by (%s) (%s) / on() group_left() %s", trigger, rate(hedges, selModel()), nonZero(fmt.Sprintf("sum(%s)", rate(calls, selModel())))), "{{" + trigger + "}}"},
 			}},
-		{Row: "Hedging", Title: "Hedge win rate by trigger", Unit: "percentunit",
+		{Row: "Hedging", ID: 15, Title: "Hedge win rate by trigger", Unit: "percentunit",
 			Description: "Share of hedges that won their call, by trigger.",
 			Queries: []Query{
 				// "or 0 * …": a trigger whose hedges never won has no
@@ -210,41 +214,41 @@ func Panels() []Panel {
 				{fmt.Sprintf(`(sum by (%s) (%s) or 0 * sum by (%s) (%s)) / (sum by (%s) (%s) > 0)`,
 					trigger, rate(hedges, sel(aOutcome+`="winner"`)), trigger, rate(hedges, sel()), trigger, rate(hedges, sel())), "{{" + trigger + "}}"},
 			}},
-		{Row: "Hedging", Title: "Watchdog timeouts and failed calls", Unit: "reqps",
+		{Row: "Hedging", ID: 16, Title: "Watchdog timeouts and failed calls", Unit: "reqps",
 			Description: "Calls per second that did not end ok, by outcome: ttft_timeout and stall_timeout are the watchdogs, error a fatal or last transient error, canceled the caller's own cancellation." + noRouteNote,
 			Queries: []Query{
 				{fmt.Sprintf(`sum by (%s) (%s)`, outcome, rate(calls, selModel(outcome+`!="`+semconv.OutcomeOK+`"`))), "{{" + outcome + "}}"},
 			}},
-		{Row: "Hedging", Title: "Rescues refused by trigger and reason", Unit: "cps",
+		{Row: "Hedging", ID: 24, Title: "Rescues refused by trigger and reason", Unit: "cps",
 			Description: "Hedges and resumes that were due and not launched, per second (streamwatch.throttled_hedges: one per rescue refused, not per repeat of its refusal), by trigger and reason: budget (the hedge budget was spent) or pushback (every route the rescue could go to asked callers to stay away or was ejected). Non-zero budget refusals while calls stall or fail mean the budget, not the routes, let them through. Follows the route variable only (the route the rescue would have gone to; for a budget refusal only where the rotation pointed, as the budget is shared by every route and model of a Prober).",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (%s)", trigger, throttle, rate(throttled, selRoute())), "{{" + trigger + "}} {{" + throttle + "}}"},
 			}},
-		{Row: "Hedging", Title: "Wasted chunks (received, never delivered)", Unit: "cps",
+		{Row: "Hedging", ID: 17, Title: "Wasted chunks (received, never delivered)", Unit: "cps",
 			Description: "Content chunks per second that attempts received and callers never got (streamwatch.wasted_chunks: chunk count minus chunks delivered, per attempt): the chunks of losers, and a winner's chunks the caller never read (it closed the stream early). A stalled attempt a resume took over from delivered its chunks and wastes none.",
 			Queries: []Query{
 				{fmt.Sprintf("sum(%s)", rate(wasted, sel())), "chunks/s"},
 			}},
-		{Row: "Routes", Title: "Attempt time to first chunk by route (p95)", Unit: "s",
+		{Row: "Routes", ID: 19, Title: "Attempt time to first chunk by route (p95)", Unit: "s",
 			Queries: []Query{
 				{quantile("0.95", ttftAttempt, route), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Hedges sent to each route", Unit: "cps",
+		{Row: "Routes", ID: 20, Title: "Hedges sent to each route", Unit: "cps",
 			Description: "Hedges launched per second, by the route they went to and their trigger.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (%s)", route, trigger, rate(hedges, sel())), "{{" + route + "}} {{" + trigger + "}}"},
 			}},
-		{Row: "Routes", Title: "Stall segments by route (streams that outlived the silence)", Unit: "cps",
+		{Row: "Routes", ID: 21, Title: "Stall segments by route (streams that outlived the silence)", Unit: "cps",
 			Description: "Stall segments per second on each route's attempts. Only silences followed by another chunk count: a route whose every stall was cut short by a hedge or a watchdog reads 0 here — look at stall hedges and stall timeouts for those.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s) (%s)", route, rate(stalls, sel())), "{{" + route + "}}"},
 			}},
-		{Row: "Routes", Title: "Route ejections by reason", Unit: "short", Step: countStep,
+		{Row: "Routes", ID: 22, Title: "Route ejections by reason", Unit: "short", Step: countStep,
 			Description: "Route ejections in each step of the graph (one minute, or the graph's step when longer; streamwatch.route.ejections), by route and reason: failures (transient failures in a row) or retry_after (the upstream's pushback); a count, as they come a few an hour, not a rate. Follows the route variable only: a route is ejected for every model.",
 			Queries: []Query{
 				{fmt.Sprintf("sum by (%s, %s) (increase(%s%s[$__interval]))", route, reason, ejections, selRoute()), "{{" + route + "}} {{" + reason + "}}"},
 			}},
-		{Row: "Routes", Title: "Call duration by outcome (p95)", Unit: "s",
+		{Row: "Routes", ID: 23, Title: "Call duration by outcome (p95)", Unit: "s",
 			Description: "How long calls took, start to end, by outcome (gen_ai.client.operation.duration)." + noRouteNote,
 			Queries: []Query{
 				{quantileOf("0.95", callDuration, selModel(), outcome), "{{" + outcome + "}}"},
@@ -281,18 +285,19 @@ func Build() (dashboard.Dashboard, error) {
 		Timezone(common.TimeZoneBrowser).
 		WithVariable(labelVariable("model", "Model", model)).
 		WithVariable(labelVariable("route", "Route", route))
-	row, id := "", uint32(0)
+	row := ""
 	for _, p := range Panels() {
 		if p.Row != row {
 			row = p.Row
-			id++
-			b.WithRow(dashboard.NewRowBuilder(row).Id(id))
+			b.WithRow(dashboard.NewRowBuilder(row).Id(rowIDs[row]))
 		}
-		id++
-		b.WithPanel(panel(p, id))
+		b.WithPanel(panel(p, p.ID))
 	}
 	return b.Build()
 }
+
+// rowIDs are the rows' Grafana ids, fixed as the panels' are.
+var rowIDs = map[string]uint32{"Experience": 1, "Stalls": 6, "Hedging": 13, "Routes": 18}
 
 // VariableSeries is the series selector the model and route variables take
 // their values from: metrics that carry every route an attempt went to —

@@ -241,3 +241,33 @@ func TestPanelsFitTheGrid(t *testing.T) {
 		}
 	}
 }
+
+// Panel and row ids are fixed, so a link to a panel outlives a new panel:
+// each is set, none is used twice, every row has one, and the panels of
+// the first release of the layout keep theirs.
+func TestPanelIDsAreStable(t *testing.T) {
+	seen := map[uint32]string{}
+	use := func(id uint32, what string) {
+		if id == 0 {
+			t.Errorf("%s has no id", what)
+		} else if other, ok := seen[id]; ok {
+			t.Errorf("id %d is both %s and %s", id, other, what)
+		}
+		seen[id] = what
+	}
+	for name, id := range rowIDs {
+		use(id, "row "+name)
+	}
+	for _, p := range Panels() {
+		if _, ok := rowIDs[p.Row]; !ok {
+			t.Errorf("panel %q: row %q has no id", p.Title, p.Row)
+		}
+		use(p.ID, "panel "+p.Title)
+	}
+	for id, title := range map[uint32]string{2: "Calls by outcome", 9: "Stall duration",
+		17: "Wasted chunks (received, never delivered)", 22: "Route ejections by reason", 23: "Call duration by outcome (p95)"} {
+		if seen[id] != "panel "+title {
+			t.Errorf("id %d is %q, was panel %q", id, seen[id], title)
+		}
+	}
+}
