@@ -30,7 +30,10 @@ const (
 	AttemptWinner AttemptOutcome = "winner"
 	// AttemptCanceled: the attempt lost a race (before commit, or a resume
 	// race after it), or the caller cancelled or closed the call, or
-	// another attempt's failure ended the call. Never a failure.
+	// another attempt's failure ended the call (a fatal error). Never a
+	// failure. The watchdogs differ: a TTFT timeout makes every live
+	// attempt AttemptFailed; a stall timeout fails the attempt that
+	// stalled and cancels a resume racing it.
 	AttemptCanceled AttemptOutcome = "canceled"
 	// AttemptFailed: the attempt failed with an error or a watchdog
 	// timeout, committed or not.

@@ -430,6 +430,27 @@ func TestRule8ContextDoneBeforeTheCall(t *testing.T) {
 	})
 }
 
+// Rule 8, a Close before the first Next: the call never starts — no route
+// opened, no span recorded — and ends canceled, Err nil, as Close says.
+func TestRule8CloseBeforeTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", texts("a", 3, time.Second, time.Second))
+		p, exp := recorded(t, Config{})
+		s := p.Stream(t.Context(), a.route())
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s.Next() {
+			t.Fatal("Next reported an item after Close")
+		}
+		st := s.Stats()
+		if s.Err() != nil || st.Outcome != OutcomeCanceled || len(st.Attempts) != 0 || a.opened() != 0 || len(exp.GetSpans()) != 0 {
+			t.Fatalf("err %v, outcome %v, %d attempts, %d opens, %d spans: want canceled, nothing opened or recorded",
+				s.Err(), st.Outcome, len(st.Attempts), a.opened(), len(exp.GetSpans()))
+		}
+	})
+}
+
 // Stats.Truncated tells a cut answer from a whole one where Err cannot:
 // after the caller's Close, Err is nil whether the caller read everything
 // or not (a newcomer's integration review asked for it).

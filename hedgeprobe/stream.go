@@ -209,7 +209,9 @@ func (s *Stream[T]) Err() error {
 // attempt goroutine, that Close would wait for, and the call deadlocks.
 // From there, cancel the call's context instead. Close waits, too, for a
 // Route.Open or a Source method that ignores its cancel: the attempts'
-// goroutines have all returned when it does.
+// goroutines have all returned when it does. A Close before the first
+// Next, which starts the call, opens no route and records no span: Stats
+// then reports OutcomeCanceled and no attempt, Err nil, Next false.
 func (s *Stream[T]) Close() error {
 	if s.life.closing == nil { // a zero Stream: nothing to close
 		return nil
