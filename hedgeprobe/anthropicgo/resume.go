@@ -88,23 +88,7 @@ func blockEvent(typ string) bool {
 // block of another type carries (thinking, citations) is not; a tool_use
 // block or its input cannot be continued.
 func Text(e Event) (text string, resumable bool) {
-	switch e.Type {
-	case "content_block_start":
-		switch b := &e.ContentBlock; {
-		case classify.AnthropicToolUse(b.Type):
-			return "", false
-		case b.Type == "text":
-			return b.Text, true
-		}
-	case "content_block_delta":
-		switch e.Delta.Type {
-		case "text_delta":
-			return e.Delta.Text, true
-		case "input_json_delta":
-			return "", false
-		}
-	}
-	return "", true
+	return classify.AnthropicText(e.Type, e.ContentBlock.Type, e.ContentBlock.Text, e.Delta.Type, e.Delta.Text)
 }
 
 // continuation returns msgs ending in an assistant message whose text

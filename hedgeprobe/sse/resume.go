@@ -253,23 +253,14 @@ func ChatText(c ChatChunk) (text string, resumable bool) {
 // block of another type carries (thinking, citations) is not; a tool_use
 // block or its input cannot be continued.
 func AnthropicText(e AnthropicEvent) (text string, resumable bool) {
-	switch {
-	case e.Type == "content_block_start" && e.ContentBlock != nil:
-		switch b := e.ContentBlock; {
-		case classify.AnthropicToolUse(b.Type):
-			return "", false
-		case b.Type == "text":
-			return b.Text, true
-		}
-	case e.Type == "content_block_delta" && e.Delta != nil:
-		switch e.Delta.Type {
-		case "text_delta":
-			return e.Delta.Text, true
-		case "input_json_delta":
-			return "", false
-		}
+	var blockType, blockText, deltaType, deltaText string
+	if b := e.ContentBlock; b != nil {
+		blockType, blockText = b.Type, b.Text
 	}
-	return "", true
+	if d := e.Delta; d != nil {
+		deltaType, deltaText = d.Type, d.Text
+	}
+	return classify.AnthropicText(e.Type, blockType, blockText, deltaType, deltaText)
 }
 
 // anthropicContinued is the Source of a resume attempt on Anthropic: the

@@ -233,6 +233,33 @@ func Anthropic(p AnthropicParts) hedgeprobe.Kind {
 	return hedgeprobe.Control
 }
 
+// AnthropicText is the hedgeprobe Items.Text rule of an Anthropic event of
+// type eventType, whose content block (on content_block_start) has type
+// blockType and text blockText and whose delta (on content_block_delta)
+// has type deltaType and text deltaText (each "" when absent): text
+// deltas (and a text block's start) are answer text; whatever a delta or
+// block of another type carries (thinking, citations) is not; a tool_use
+// block or its input cannot be continued.
+func AnthropicText(eventType, blockType, blockText, deltaType, deltaText string) (text string, resumable bool) {
+	switch eventType {
+	case "content_block_start":
+		switch {
+		case AnthropicToolUse(blockType):
+			return "", false
+		case blockType == "text":
+			return blockText, true
+		}
+	case "content_block_delta":
+		switch deltaType {
+		case "text_delta":
+			return deltaText, true
+		case "input_json_delta":
+			return "", false
+		}
+	}
+	return "", true
+}
+
 // AnthropicToolUse reports whether an Anthropic content block of type typ
 // is a tool call: the client's own tools, the server's (web search, code
 // execution) and an MCP server's. Its input is no answer text, and a

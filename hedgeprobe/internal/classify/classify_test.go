@@ -97,3 +97,29 @@ func TestAnthropic(t *testing.T) {
 		}
 	}
 }
+
+// The resume text rule both Anthropic adapters share.
+func TestAnthropicText(t *testing.T) {
+	for _, tc := range []struct {
+		name                                    string
+		typ, blockType, blockText, dType, dText string
+		text                                    string
+		resumable                               bool
+	}{
+		{"text delta", "content_block_delta", "", "", "text_delta", "hi", "hi", true},
+		{"thinking delta", "content_block_delta", "", "", "thinking_delta", "hm", "", true},
+		{"tool input", "content_block_delta", "", "", "input_json_delta", `{"a"`, "", false},
+		{"text block start", "content_block_start", "text", "Hi", "", "", "Hi", true},
+		{"thinking block start", "content_block_start", "thinking", "", "", "", "", true},
+		{"tool block start", "content_block_start", "tool_use", "", "", "", "", false},
+		{"server tool block start", "content_block_start", "server_tool_use", "", "", "", "", false},
+		{"start without a block", "content_block_start", "", "", "", "", "", true},
+		{"delta without a delta", "content_block_delta", "", "", "", "", "", true},
+		{"message start", "message_start", "text", "x", "text_delta", "y", "", true},
+	} {
+		text, ok := AnthropicText(tc.typ, tc.blockType, tc.blockText, tc.dType, tc.dText)
+		if text != tc.text || ok != tc.resumable {
+			t.Errorf("%s: (%q, %v), want (%q, %v)", tc.name, text, ok, tc.text, tc.resumable)
+		}
+	}
+}
