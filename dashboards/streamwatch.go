@@ -193,8 +193,8 @@ func Panels() []Panel {
 				{perCall(stalls), "upstream"},
 				{perCall(callStalls), "callers saw"},
 			}},
-		{Row: "Stalls", ID: 12, Title: "Inter-chunk latency (winner, pooled gaps)", Unit: "s",
-			Description: "gen_ai.client.operation.time_per_output_chunk: one observation per gap between content chunks of the committed attempt.",
+		{Row: "Stalls", ID: 12, Title: "Inter-chunk latency (pooled gaps callers got)", Unit: "s",
+			Description: "gen_ai.client.operation.time_per_output_chunk: one observation per gap between the content chunks an attempt gave the caller — the winner's, a committed stream's that a watchdog, an error or the caller cut short, a stalled stream's that a resume took over from. A loser's gaps are not in it, nor the silence across a rescue (that is the callers' stall).",
 			Queries: []Query{
 				{quantile("0.5", perChunk), "p50"},
 				{quantile("0.99", perChunk), "p99"},

@@ -91,7 +91,7 @@ func TestPanels(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Calls by outcome", "Time to first chunk (caller)", "Raw versus active generation (mean per stream)", "Stall share of generation time",
-		"Stalls per stream", "Share of streams that stalled", "Stall duration", "Inter-chunk latency (winner, pooled gaps)",
+		"Stalls per stream", "Share of streams that stalled", "Stall duration", "Inter-chunk latency (pooled gaps callers got)",
 		"Stall time per call: upstreams versus callers", "Stall segments per call: upstreams versus callers",
 		"Hedge rate by trigger (hedges per call)", "Hedge win rate by trigger", "Watchdog timeouts and failed calls",
 		"Wasted chunks (received, never delivered)", "Attempt time to first chunk by route (p95)", "Hedges sent to each route",

@@ -120,14 +120,23 @@ func (r *Recorder) attempt(service string, sp ptrace.Span) {
 		r.labels(l.provider, l.model, l.route, l.trigger, l.outcome)
 		r.add(hedges, service, 1)
 	}
+	// The pooled ITL takes the gaps of the chunks the caller was given: a
+	// winner's, and those of an attempt that gave the caller every chunk it
+	// received without ending as winner — a committed stream a watchdog,
+	// an error or the caller's Close cut short, a stalled stream a resume
+	// took over from. Leaving those out would keep the streams that went
+	// wrong out of the metric. An attempt with chunks the caller never got
+	// (a loser's) is left out: its gaps were not the caller's.
 	// A burst has no identifiable gaps (docs/design.md §4) and an anomaly
 	// none at all: neither feeds the pooled ITL.
-	if l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner &&
+	winner := l.outcome.ok && l.outcome.value == semconv.AttemptOutcomeWinner
+	gaveAll := okChunks && okDelivered && chunks >= 2 && delivered == chunks
+	if (winner || gaveAll) &&
 		f.derivation != semconv.DerivationBurst && f.derivation != semconv.DerivationAnomaly {
 		// A GenAI conventions metric: gen_ai.operation.name too (read only
 		// here, where a metric carries it).
 		r.labels(r.labelAt(slotOperation), l.provider, l.model, l.route)
-		r.winnerGaps(service, sp, &f, okChunks && chunks >= 2)
+		r.deliveredGaps(service, sp, &f, okChunks && chunks >= 2)
 	}
 }
 
@@ -175,15 +184,15 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 	return f
 }
 
-// winnerGaps records the gaps of a winning attempt in
-// time_per_output_chunk: the counts the processor wrote
+// deliveredGaps records the gaps of an attempt whose chunks the caller
+// was given in time_per_output_chunk: the counts the processor wrote
 // (streamwatch.gap.bucket_counts), else those of the timeline — derived
 // here, or read again with the shared reader after a processor that wrote
-// no counts. Counted here, only winners' gaps are, where the processor
-// counts every attempt's. haveGaps says the span should have had gaps:
+// no counts. Counted here, only those attempts' gaps are, where the
+// processor counts every attempt's. haveGaps says the span should have had gaps:
 // when they are gone (drop_timeline before a processor that counts them)
 // it is reported.
-func (r *Recorder) winnerGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
+func (r *Recorder) deliveredGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
 	var counts []uint64
 	sum := f.generation
 	if f.offs == nil && f.hasGeneration {
@@ -269,7 +278,7 @@ func (r *Recorder) gapCounts() []uint64 {
 		total += counts[i] // no wrap: a few dozen entries of at most 2⁴⁰
 	}
 	// The processor writes counts only for n ≥ 2 chunks: at least one gap.
-	// A total of none would lose the winner's gaps unseen; one above
+	// A total of none would lose the attempt's gaps unseen; one above
 	// MaxCount is a broken producer.
 	if total == 0 || total > MaxCount {
 		r.p.Invalid(k, ReasonOutOfRange)

@@ -82,7 +82,8 @@ type Problems interface {
 	// Derived reports a span derived from its raw timeline because the
 	// processor had not derived it.
 	Derived()
-	// NoGaps reports a winning attempt with at least two content chunks
+	// NoGaps reports an attempt whose gaps are pooled (a winner, or one
+	// that gave the caller every chunk) with at least two content chunks
 	// that carries neither a timeline nor streamwatch.gap.bucket_counts, so
 	// its gaps are missing from time_per_output_chunk.
 	NoGaps()

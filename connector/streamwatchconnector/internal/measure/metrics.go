@@ -35,7 +35,7 @@ var Descs = []aggregate.Desc{
 	timePerOutputChunk: {
 		Name: semconv.MetricTimePerOutputChunk, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,
 		Bounds:      semconv.GenAIDurationBuckets,
-		Description: "Each gap between two consecutive content chunks of a winning attempt (pooled inter-chunk latency).",
+		Description: "Each gap between two consecutive content chunks an attempt gave the caller: a winner's, or one's that gave the caller every chunk it received (pooled inter-chunk latency).",
 	},
 	callDuration: {
 		Name: semconv.MetricOperationDuration, Unit: semconv.UnitSeconds, Kind: aggregate.Histogram,

@@ -38,6 +38,6 @@ func (b *TelemetryBuilder) counters() []owntelemetry.Counter {
 		{Into: &b.ConnectorStreamwatchDerivedSpans, Name: "otelcol_connector_streamwatch_derived_spans", Unit: "{span}",
 			Description: "Spans derived by the connector from their raw timeline because the processor had not."},
 		{Into: &b.ConnectorStreamwatchGapsUnavailable, Name: "otelcol_connector_streamwatch_gaps_unavailable", Unit: "{span}",
-			Description: "Winning attempts with two or more chunks that carry neither a timeline nor streamwatch.gap.bucket_counts, missing from time_per_output_chunk."},
+			Description: "Attempts whose gaps time_per_output_chunk pools (a winner, or one that gave the caller every chunk it received) with two or more chunks that carry neither a timeline nor streamwatch.gap.bucket_counts, missing from time_per_output_chunk."},
 	}
 }
