@@ -42,7 +42,11 @@ const DefaultMaxLineSize = sse.DefaultMaxEventSize
 //     without it an upstream that never sends a newline grows the attempt's
 //     memory until it stops. Any other 2xx body (JSON: an error object, or
 //     the answer of a server that ignored "stream") is read by go-openai
-//     whole, and bounded whole at maxLine bytes;
+//     whole, and bounded whole at maxLine bytes. go-openai reads it line
+//     by line and loses a last line without its newline, so a body that
+//     ends without one (as Go's json.Marshal and many servers send it)
+//     gets one: its error object still fails the attempt with the
+//     object's error, not as a connection cut short;
 //   - a 2xx body closed after its "data: [DONE]" line first has its end
 //     read (at most 4 KiB for 20 ms), so an HTTP/1.1 connection goes back to
 //     the pool for the next attempt instead of being closed.
@@ -89,16 +93,22 @@ func tooLarge(what string, max int) error {
 	return fmt.Errorf("%w: %s longer than %d bytes (goopenai.Transport)", sse.ErrTooLarge, what, max)
 }
 
-// wholeBound is a response body that fails past its first max bytes.
+// wholeBound is a response body that fails past its first max bytes and
+// ends in a newline.
 type wholeBound struct {
 	io.ReadCloser
 	max, read int
 	err       error
+	// last is the last byte passed on.
+	last byte
 }
 
 func (b *wholeBound) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	n, err := b.ReadCloser.Read(p)
 	if left := b.max - b.read; n > left {
@@ -110,6 +120,19 @@ func (b *wholeBound) Read(p []byte) (int, error) {
 		return left, nil
 	}
 	b.read += n
+	if n > 0 {
+		b.last = p[n-1]
+	}
+	if err == io.EOF && b.read > 0 && b.last != '\n' {
+		// The newline go-openai needs to read the last line (Transport),
+		// now or, when p is full, at the next Read.
+		if n == len(p) {
+			return n, nil
+		}
+		p[n] = '\n'
+		b.last = '\n'
+		return n + 1, io.EOF
+	}
 	return n, err
 }
 

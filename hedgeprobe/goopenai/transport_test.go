@@ -242,35 +242,85 @@ func TestTransportErrorPayloadThenRetryLine(t *testing.T) {
 }
 
 // A 200 JSON body is not an event stream: go-openai reads it whole, the
-// error object in it included, so Transport passes it as it is — the
-// attempt fails with the object's fatal error, as without Transport — and
-// bounds it whole. (go-openai reads the object only from a line that
-// ends: the body ends in a newline, as servers send it.)
+// error object in it included, so Transport passes it on — the attempt
+// fails with the object's fatal error, as without Transport — and bounds
+// it whole. go-openai reads the object only from a line that ends, so a
+// body without its final newline (Go's json.Marshal writes none) gets one:
+// without it the fatal request error became a transient connection error,
+// hedged and counted against the route (found by a black-box check).
 func TestTransportJSONBody(t *testing.T) {
-	const body = `{"error":{"type":"invalid_request_error","message":"bad"}}` + "\n"
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, body)
-	}))
-	defer ts.Close()
-	for _, tc := range []struct {
-		maxLine int
-		tooLong bool
-	}{{0, false}, {len(body) - 1, true}} {
-		src, err := goopenai.Route("r", transportClient(t, ts.URL, tc.maxLine), req, goopenai.RouteOptions{}).Open(t.Context(), hedgeprobe.Attempt{})
-		if err == nil {
-			for src.Next() {
+	const object = `{"error":{"type":"invalid_request_error","message":"bad"}}`
+	for _, body := range []string{object + "\n", object} {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}))
+		for _, tc := range []struct {
+			maxLine int
+			tooLong bool
+		}{{0, false}, {len(object), false}, {len(object) - 1, true}} {
+			src, err := goopenai.Route("r", transportClient(t, ts.URL, tc.maxLine), req, goopenai.RouteOptions{}).Open(t.Context(), hedgeprobe.Attempt{})
+			if err == nil {
+				for src.Next() {
+				}
+				err = src.Err()
+				_ = src.Close()
 			}
-			err = src.Err()
-			_ = src.Close()
+			if tc.maxLine == len(object) && body != object {
+				continue // its newline is one byte past the bound
+			}
+			var ue *sse.UpstreamError
+			switch {
+			case tc.tooLong && (!errors.Is(err, sse.ErrTooLarge) || hedgeprobe.IsTransient(err)):
+				t.Errorf("%q, bound %d: %T %v; want a fatal error matching sse.ErrTooLarge", body, tc.maxLine, err, err)
+			case !tc.tooLong && (!errors.As(err, &ue) || ue.Type != "invalid_request_error" || hedgeprobe.IsTransient(err)):
+				t.Errorf("%q, bound %d: %T %v; want the fatal *sse.UpstreamError of type invalid_request_error", body, tc.maxLine, err, err)
+			}
 		}
-		var ue *sse.UpstreamError
-		switch {
-		case tc.tooLong && (!errors.Is(err, sse.ErrTooLarge) || hedgeprobe.IsTransient(err)):
-			t.Errorf("a JSON body one byte past the bound: %T %v; want a fatal error matching sse.ErrTooLarge", err, err)
-		case !tc.tooLong && (!errors.As(err, &ue) || ue.Type != "invalid_request_error" || hedgeprobe.IsTransient(err)):
-			t.Errorf("a JSON error body: %T %v; want the fatal *sse.UpstreamError of type invalid_request_error", err, err)
+		ts.Close()
+	}
+}
+
+// The newline Transport adds to a JSON body comes once, after the body's
+// last byte however the reads fall (its EOF with the last bytes into a full
+// buffer, or after them), and only where the body has bytes and ends
+// without one.
+func TestTransportJSONBodyNewline(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"", ""}, {"{}", "{}\n"}, {"{}\n", "{}\n"}, {"{}\r\n", "{}\r\n"},
+	} {
+		for name, wrap := range map[string]func(io.Reader) io.Reader{
+			"whole":              func(r io.Reader) io.Reader { return r },
+			"EOF with last data": iotest.DataErrReader,
+			"one byte a read":    iotest.OneByteReader,
+		} {
+			tr := goopenai.Transport(roundTripFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, ProtoMajor: 2,
+					Header: http.Header{"Content-Type": {"application/json"}},
+					Body:   io.NopCloser(wrap(strings.NewReader(tc.body)))}, nil
+			}), 0)
+			resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/chat/completions", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Buffers exactly as long as the body: its EOF arrives with a
+			// full buffer.
+			var got []byte
+			buf := make([]byte, max(len(tc.body), 1))
+			for {
+				n, err := resp.Body.Read(buf)
+				got = append(got, buf[:n]...)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if string(got) != tc.want {
+				t.Errorf("%q, %s: read %q; want %q", tc.body, name, got, tc.want)
+			}
 		}
 	}
 }
