@@ -44,7 +44,9 @@
 // *ConnectionError wrapping io.ErrUnexpectedEOF — a truncated answer is
 // never reported as success. (The SDK adapters do not see [DONE], which
 // the SDKs swallow: for them a stream is complete at the last choice's
-// finish_reason, or at message_stop, and a body cut after it ends
-// cleanly; the SDK still reads what comes after it, such as a usage
-// chunk, and a silence there is a stall like any other.)
+// finish_reason, or at message_stop, and a body the server closes after
+// it ends cleanly; a read that fails after it (a connection reset) is
+// still a *ConnectionError, as the SDK reports it. The SDK still reads
+// what comes after it, such as a usage chunk, and a silence there is a
+// stall like any other.)
 package sse
