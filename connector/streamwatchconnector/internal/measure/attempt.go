@@ -189,9 +189,9 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 // (streamwatch.gap.bucket_counts), else those of the timeline — derived
 // here, or read again with the shared reader after a processor that wrote
 // no counts. Counted here, only those attempts' gaps are, where the
-// processor counts every attempt's. haveGaps says the span should have had gaps:
-// when they are gone (drop_timeline before a processor that counts them)
-// it is reported.
+// processor counts every attempt's. haveGaps says the span should have had
+// gaps: when they are gone (drop_timeline before a processor that counts
+// them) it is reported.
 func (r *Recorder) deliveredGaps(service string, sp ptrace.Span, f *figures, haveGaps bool) {
 	var counts []uint64
 	sum := f.generation
