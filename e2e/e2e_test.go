@@ -261,6 +261,40 @@ func TestCollectorEndToEnd(t *testing.T) {
 		}
 		t.Logf("refused rescues: %v counted, %d throttle events; the probe refused %d times in %d calls", all, events, total.Throttled, total.ThrottledCalls)
 	})
+	t.Run("the pooled ITL holds the gaps callers got, of winners and of streams cut short", func(t *testing.T) {
+		// One observation per gap of every attempt that gave the caller
+		// all it received (docs/design.md §5): a winner, or a committed
+		// stream the watchdog cut or a resume took over from — the
+		// scenarios with a stall timeout and with a resume have those.
+		var gaps, cutShort int64
+		for _, sp := range traces.all() {
+			a := sp.Attributes()
+			outcome, ok := a.Get(string(semconv.AttemptOutcome))
+			if !ok {
+				continue // a call span
+			}
+			if d, ok := a.Get(string(semconv.Derivation)); ok && (d.Str() == semconv.DerivationBurst || d.Str() == semconv.DerivationAnomaly) {
+				continue
+			}
+			n, _ := a.Get(string(semconv.ChunkCount))
+			delivered, _ := a.Get(string(semconv.ChunksDelivered))
+			switch {
+			case n.Int() < 2:
+			case outcome.Str() == semconv.AttemptOutcomeWinner:
+				gaps += n.Int() - 1
+			case delivered.Int() == n.Int():
+				gaps += n.Int() - 1
+				cutShort += n.Int() - 1
+			}
+		}
+		perChunk := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false)
+		got := scalar(ctx, t, prom, "sum("+perChunk+"_count)")
+		if cutShort == 0 || got != float64(gaps) {
+			t.Errorf("time_per_output_chunk observations %v; the attempt spans hold %d gaps callers got, %d of them of attempts that did not end as winner (want some)",
+				got, gaps, cutShort)
+		}
+		t.Logf("pooled ITL: %v observations = %d gaps, %d of them of streams cut short or taken over", got, gaps, cutShort)
+	})
 	t.Run("a scripted 30 s silence is a 30 s stall", func(t *testing.T) {
 		stall := semconv.PromName(semconv.MetricStallDuration, semconv.UnitSeconds, false)
 		gen := semconv.PromName(semconv.MetricGenerationDuration, semconv.UnitSeconds, false)
