@@ -41,8 +41,9 @@
 // delay) and a line of a stream (go-openai reads a line whole, however
 // long), hands go-openai a stream's "data:" lines alone (the others it
 // keeps for the whole stream, see below), and reads a stream's end after
-// its [DONE], so an HTTP/1.1 connection serves the next attempt. An
-// sse.Tap, to time keepalives, goes under it. With an Azure config
+// its [DONE], so an HTTP/1.1 connection serves the next attempt; the
+// client's other calls (speech, files, transcriptions) get their bodies
+// as sent. An sse.Tap, to time keepalives, goes under it. With an Azure config
 // go-openai sends the key as api-key, which Go's client, unlike
 // Authorization, keeps on a redirect to another host; build the HTTPClient
 // with sse.HeadersStayOnHost too:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/bodyend"
 	"github.com/streamwatch/streamwatch/hedgeprobe/internal/eventsize"
@@ -18,7 +19,10 @@ const DefaultMaxLineSize = sse.DefaultMaxEventSize
 // Transport returns the RoundTripper a go-openai client needs under
 // hedgeprobe, sending through base (http.DefaultTransport when nil). go-openai
 // offers no middleware, so what openaigo and anthropicgo do in theirs is
-// done here, on the responses:
+// done here, on the responses — the 2xx ones only to the client's streaming
+// requests (go-openai sends them with "Accept: text/event-stream"), so the
+// same client's other calls (speech, a file's content, a transcription)
+// get their bodies as sent, unbounded:
 //
 //   - a 4xx or 5xx body ends a second after it arrived (sse.BoundErrorBody):
 //     a 429 whose body stalls fails its attempt at once, not at the hedge
@@ -76,7 +80,7 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		sse.BoundErrorBody(resp)
 		return resp, nil
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && streaming(req) {
 		bodyend.AtDone(resp) // wraps only an HTTP/1.x body
 		switch mediaType(resp.Header) {
 		case "", "text/event-stream":
@@ -86,6 +90,17 @@ func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// streaming reports whether req is one of go-openai's streaming requests,
+// which it sends with "Accept: text/event-stream".
+func streaming(req *http.Request) bool {
+	for _, v := range req.Header.Values("Accept") {
+		if strings.Contains(strings.ToLower(v), "text/event-stream") {
+			return true
+		}
+	}
+	return false
 }
 
 // tooLarge is the error of a body past Transport's bound.
@@ -99,8 +114,10 @@ type wholeBound struct {
 	io.ReadCloser
 	max, read int
 	err       error
-	// last is the last byte passed on.
-	last byte
+	// last is the last byte passed on; newline says the body ended with
+	// a full read and its newline is owed.
+	last    byte
+	newline bool
 }
 
 func (b *wholeBound) Read(p []byte) (int, error) {
@@ -109,6 +126,11 @@ func (b *wholeBound) Read(p []byte) (int, error) {
 	}
 	if len(p) == 0 {
 		return 0, nil
+	}
+	if b.newline {
+		b.newline, b.err = false, io.EOF
+		p[0] = '\n'
+		return 1, io.EOF
 	}
 	n, err := b.ReadCloser.Read(p)
 	if left := b.max - b.read; n > left {
@@ -126,11 +148,13 @@ func (b *wholeBound) Read(p []byte) (int, error) {
 	if err == io.EOF && b.read > 0 && b.last != '\n' {
 		// The newline go-openai needs to read the last line (Transport),
 		// now or, when p is full, at the next Read.
+		b.last = '\n'
 		if n == len(p) {
+			b.newline = true
 			return n, nil
 		}
+		b.err = io.EOF
 		p[n] = '\n'
-		b.last = '\n'
 		return n + 1, io.EOF
 	}
 	return n, err

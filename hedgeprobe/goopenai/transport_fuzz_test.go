@@ -266,6 +266,7 @@ func FuzzTransport(f *testing.F) {
 				return &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: raw, Request: r}, nil
 			})
 			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
+			req.Header.Set("Accept", "text/event-stream") // as go-openai streams
 			resp, err := goopenai.Transport(base, max).RoundTrip(req)
 			if err != nil || resp == nil || resp.Body == nil {
 				t.Fatalf("RoundTrip: %v, %v", resp, err)

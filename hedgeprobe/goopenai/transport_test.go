@@ -100,10 +100,60 @@ func TestTransportBoundsALine(t *testing.T) {
 	}
 }
 
+// The client's other calls — speech, a file's content, a transcription,
+// anything not sent with "Accept: text/event-stream" — get a 2xx body as
+// sent: no newline added, no data-line filter, no bound (a review: one
+// client shared with such calls had its audio changed). Their 4xx and 5xx
+// bodies are bounded in time, as a stream's.
+func TestTransportLeavesOtherCallsAlone(t *testing.T) {
+	body := "ID3" + strings.Repeat("\x00", 64) + ": not an event"
+	for _, ct := range []string{"audio/mpeg", "application/json", "text/event-stream", ""} {
+		tr := goopenai.Transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		}), 8) // a bound far below the body
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/audio/speech", nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		if err != nil || string(got) != body {
+			t.Errorf("%q: read %q, %v; want the body as sent", ct, got, err)
+		}
+	}
+}
+
+// A JSON body cut by an error keeps its error and gets no newline: only a
+// body that ended gets one.
+func TestTransportJSONBodyCut(t *testing.T) {
+	tr := goopenai.Transport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, ProtoMajor: 2,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   io.NopCloser(io.MultiReader(strings.NewReader(`{"err`), iotest.ErrReader(io.ErrUnexpectedEOF)))}, nil
+	}), 0)
+	resp, err := tr.RoundTrip(streamRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(got) != `{"err` {
+		t.Errorf("read %q, %v; want the cut body and io.ErrUnexpectedEOF", got, err)
+	}
+}
+
 // roundTripFunc is a RoundTripper of a function.
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// streamRequest is a chat completion request as go-openai streams it.
+func streamRequest() *http.Request {
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/chat/completions", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	return req
+}
 
 // respond is a base RoundTripper answering status with body.
 func respond(status int, body io.ReadCloser) http.RoundTripper {
@@ -147,7 +197,7 @@ func TestTransportDataLines(t *testing.T) {
 			if oneByte {
 				r = iotest.OneByteReader(r)
 			}
-			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
+			req := streamRequest()
 			resp, err := goopenai.Transport(respond(200, io.NopCloser(r)), cmp.Or(tc.max, 10)).RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
@@ -174,7 +224,7 @@ func TestTransportBoundsAnErrorBody(t *testing.T) {
 			cut    bool
 		}{{429, true}, {200, false}} {
 			pr, pw := io.Pipe()
-			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
+			req := streamRequest()
 			resp, err := goopenai.Transport(respond(tc.status, pr), 0).RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
@@ -300,7 +350,7 @@ func TestTransportJSONBodyNewline(t *testing.T) {
 					Header: http.Header{"Content-Type": {"application/json"}},
 					Body:   io.NopCloser(wrap(strings.NewReader(tc.body)))}, nil
 			}), 0)
-			resp, err := tr.RoundTrip(httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/chat/completions", nil))
+			resp, err := tr.RoundTrip(streamRequest())
 			if err != nil {
 				t.Fatal(err)
 			}
