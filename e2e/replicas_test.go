@@ -62,7 +62,8 @@ func TestReplicas(t *testing.T) {
 	stalls := semconv.PromName(semconv.MetricStalls, semconv.UnitStall, true)
 	hedges := semconv.PromName(semconv.MetricHedges, semconv.UnitAttempt, true)
 	// The gateway has no processor: its connector derives the spans and
-	// counts the winners' gaps on their timelines for the pooled ITL.
+	// counts the winners' gaps on their timelines for the pooled ITL (the
+	// generator's only attempts that gave the caller their chunks).
 	gaps := semconv.PromName(semconv.MetricTimePerOutputChunk, semconv.UnitSeconds, false) + "_count"
 	outcome := semconv.PromLabel(string(semconv.Outcome))
 	waitFor(ctx, t, prom, "sum("+calls+")", float64(res.Sent.Calls))

@@ -313,7 +313,7 @@ func TestExemplarsClearedPerFlush(t *testing.T) {
 		}
 		return n
 	}
-	// One per observation, but one per winner for time_per_output_chunk,
+	// One per observation, but one per attempt for time_per_output_chunk,
 	// whose gaps are added at once.
 	assert.Equal(t, 0, exemplars(sink.AllMetrics()[0]), "the leading zeros")
 	assert.Equal(t, 10, exemplars(sink.AllMetrics()[1]))

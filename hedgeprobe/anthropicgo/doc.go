@@ -47,7 +47,8 @@
 // §2 rule 10) on a route whose model accepts a prefill (RouteOptions.Prefill):
 // the delivered text goes as a trailing assistant message, or extends the
 // caller's own, without its trailing whitespace (Anthropic refuses it; cut
-// are all of Unicode's white space, NBSP and U+3000 included, and U+FEFF,
+// are all of Unicode's white space, NBSP and U+3000 included, U+001C–U+001F
+// and U+FEFF,
 // as the clients that strip a prefill for it do), and the caller reads that
 // whitespace once. A model that refuses prefill answers
 // 400; the resume then goes to the next route that can, and that route is not

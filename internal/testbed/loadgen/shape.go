@@ -82,7 +82,8 @@ type Counts struct {
 	// between two content chunks).
 	Stalls int64
 	// WinnerGaps are the gaps between content chunks of winning attempts:
-	// the observations of time_per_output_chunk.
+	// the observations of time_per_output_chunk, as the generator writes
+	// no other attempt that gave the caller every chunk it received.
 	WinnerGaps int64
 }
 
