@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -258,16 +257,14 @@ func FuzzTransport(f *testing.F) {
 
 		roundTrip := func() (*fuzzBody, *http.Response) {
 			raw := &fuzzBody{data: in, split: split}
-			base := fuzzRoundTrip(func(r *http.Request) (*http.Response, error) {
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				h := http.Header{}
 				if contentType != "" {
 					h.Set("Content-Type", contentType)
 				}
 				return &http.Response{StatusCode: status, ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: raw, Request: r}, nil
 			})
-			req := httptest.NewRequest("POST", "http://127.0.0.1/v1/chat/completions", nil)
-			req.Header.Set("Accept", "text/event-stream") // as go-openai streams
-			resp, err := goopenai.Transport(base, max).RoundTrip(req)
+			resp, err := goopenai.Transport(base, max).RoundTrip(streamRequest())
 			if err != nil || resp == nil || resp.Body == nil {
 				t.Fatalf("RoundTrip: %v, %v", resp, err)
 			}
@@ -363,8 +360,3 @@ func FuzzTransport(f *testing.F) {
 		}
 	})
 }
-
-// fuzzRoundTrip is a RoundTripper of a function.
-type fuzzRoundTrip func(*http.Request) (*http.Response, error)
-
-func (f fuzzRoundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
