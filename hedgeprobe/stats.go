@@ -32,7 +32,7 @@ type Stats struct {
 // Truncated reports whether the call ended, after the caller had been
 // given content, before Next reported the stream's end: any outcome but
 // ok, with content delivered — what the call span's
-// streamwatch.call.truncated says. After the caller's Close, Err is nil
+// streamwatch.truncated says. After the caller's Close, Err is nil
 // whatever was read; Truncated says the call was cut. A caller that
 // closes as soon as it has what it wanted (the finish item, say) reads
 // true for an answer it considers whole.
