@@ -2,6 +2,7 @@ package anthropicgo_test
 
 import (
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -143,4 +144,13 @@ func TestEventBounded(t *testing.T) {
 		func(url string) hedgeprobe.Route[anthropicgo.Event] {
 			return anthropicgo.Route("r", clientOf(t, url, false), params, anthropicgo.RouteOptions{})
 		})
+}
+
+// TestConnectionsReleased: losers cancelled at the upstream, callers
+// leaving at any point, and no connection held afterwards.
+func TestConnectionsReleased(t *testing.T) {
+	adapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[anthropicgo.Event] {
+		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0), option.WithHTTPClient(c))
+		return anthropicgo.Route(profile, client, params, anthropicgo.RouteOptions{})
+	})
 }

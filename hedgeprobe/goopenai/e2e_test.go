@@ -241,3 +241,14 @@ func TestErrorsTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectionsReleased: losers cancelled at the upstream, callers
+// leaving at any point, and no connection held afterwards.
+func TestConnectionsReleased(t *testing.T) {
+	adapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[goopenai.Chunk] {
+		cfg := openai.DefaultConfig("test")
+		cfg.BaseURL = url + "/v1"
+		cfg.HTTPClient = c
+		return goopenai.Route(profile, openai.NewClientWithConfig(cfg), req, goopenai.RouteOptions{})
+	})
+}

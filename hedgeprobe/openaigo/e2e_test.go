@@ -1,6 +1,7 @@
 package openaigo_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -173,4 +174,13 @@ func TestEventBounded(t *testing.T) {
 		func(url string) hedgeprobe.Route[openaigo.Chunk] {
 			return openaigo.Route("r", clientOf(t, url, false), params, openaigo.RouteOptions{})
 		})
+}
+
+// TestConnectionsReleased: losers cancelled at the upstream, callers
+// leaving at any point, and no connection held afterwards.
+func TestConnectionsReleased(t *testing.T) {
+	adapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[openaigo.Chunk] {
+		client := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("test"), option.WithMaxRetries(0), option.WithHTTPClient(c))
+		return openaigo.Route(profile, client, params, openaigo.RouteOptions{})
+	})
 }

@@ -213,3 +213,25 @@ func TestE2EHeterogeneousHedge(t *testing.T) {
 		t.Fatalf("err %v content %d stats %+v", r.err, r.content, r.stats)
 	}
 }
+
+// TestE2EConnectionsReleased: losers cancelled at the upstream, callers
+// leaving at any point, and no connection held afterwards, over both raw
+// routes.
+func TestE2EConnectionsReleased(t *testing.T) {
+	t.Run("openai", func(t *testing.T) {
+		openAIAdapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[sse.ChatChunk] {
+			return sse.OpenAIRoute(profile, sse.OpenAIRequest{
+				BaseURL: url + "/v1", APIKey: "k", Model: "fake-model",
+				Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
+			})
+		})
+	})
+	t.Run("anthropic", func(t *testing.T) {
+		anthropicAdapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[sse.AnthropicEvent] {
+			return sse.AnthropicRoute(profile, sse.AnthropicRequest{
+				BaseURL: url, APIKey: "k", Model: "claude-fake",
+				Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
+			})
+		})
+	})
+}

@@ -1,0 +1,235 @@
+package adaptertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
+)
+
+// trackedUpstream is fakellm behind a handler that keeps, for the
+// connection checks, the state of every server connection, how many
+// requests are being served, and per profile how many requests were
+// answered to their end (their handler returned while their context
+// was not done: fakellm stops at once when the client goes away).
+type trackedUpstream struct {
+	server *httptest.Server
+
+	mu       sync.Mutex
+	conns    map[net.Conn]http.ConnState
+	serving  int
+	answered map[string]int
+}
+
+func startTracked(t *testing.T) *trackedUpstream {
+	t.Helper()
+	cfg, err := fakellm.DefaultProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The primary the checks race answers after 800 ms, not 80: a loser's
+	// request that the client failed to cancel is then still running, or
+	// answered whole, long after its call returned, however slow the
+	// machine; a cancelled one has ended within milliseconds.
+	cfg.Profiles["slow-first"].TTFT.Fixed *= SilenceFactor
+	llm, err := fakellm.New(fakellm.Options{Config: cfg, Scale: Scale, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &trackedUpstream{conns: map[net.Conn]http.ConnState{}, answered: map[string]int{}}
+	u.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		profile, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/p/"), "/")
+		u.mu.Lock()
+		u.serving++
+		u.mu.Unlock()
+		llm.ServeHTTP(w, r)
+		// The server cancels a request's context after its handler
+		// returns; done before is the client's doing.
+		whole := r.Context().Err() == nil
+		u.mu.Lock()
+		u.serving--
+		if whole {
+			u.answered[profile]++
+		}
+		u.mu.Unlock()
+	}))
+	u.server.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if s == http.StateClosed || s == http.StateHijacked {
+			delete(u.conns, c)
+			return
+		}
+		u.conns[c] = s
+	}
+	u.server.Start()
+	t.Cleanup(u.server.Close)
+	return u
+}
+
+// settled waits, in real time, until every request has been served and
+// no connection is active, or 10 s have passed, and says which. The
+// bound is no figure of the check: a client that keeps a response
+// unread keeps its connection active however long one waits.
+func (u *trackedUpstream) settled(cond func() bool) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u.mu.Lock()
+		ok := cond()
+		u.mu.Unlock()
+		if ok || time.Now().After(deadline) {
+			return ok
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// idle says that no request is being served and no connection is in
+// the middle of one. A new connection has carried no request yet: Go's
+// transport keeps one it dialled for a request cancelled meanwhile as
+// idle, for the next.
+func (u *trackedUpstream) idle() bool {
+	if u.serving > 0 {
+		return false
+	}
+	for _, s := range u.conns {
+		if s == http.StateActive {
+			return false
+		}
+	}
+	return true
+}
+
+// describe is the upstream's state for a failure message; u.mu held.
+func (u *trackedUpstream) describe() string {
+	states := map[http.ConnState]int{}
+	for _, s := range u.conns {
+		states[s]++
+	}
+	return fmt.Sprintf("serving %d requests, connections by state %v", u.serving, states)
+}
+
+// CheckConnectionsReleased checks, over real sockets to fakellm, that an
+// adapter's attempts give back what they hold. route builds the adapter's
+// route named profile to fakellm's profile at profileURL (an OpenAI
+// client appends "/v1"), on client.
+//
+//   - Losers: 40 calls (8 at a time) race a primary whose first chunk
+//     comes after 800 ms against a hedge launched at 10 ms that answers
+//     in about 3 ms. No primary reported cancelled may have been answered
+//     to its end or left running at the upstream: its request was ended
+//     by the client, or never sent (cancelled while its connection was
+//     dialled). The hedges must win most calls, so that the check is not
+//     vacuous.
+//   - Callers leaving: 48 calls of the same race whose caller cancels
+//     its context after 0 to 15 ms, before the hedge, during the race or
+//     mid-answer, end with no error but the caller's.
+//
+// After each, once the calls have returned, no request may still be
+// served and no connection be active — a body an attempt left unclosed
+// holds its connection — and once the client's idle connections are
+// closed, the upstream must have no connection left.
+func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
+	t.Helper()
+	u := startTracked(t)
+	tr := sse.NewTransport(sse.TransportOptions{})
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	routes := []hedgeprobe.Route[T]{
+		route(client, u.server.URL+"/p/slow-first", "slow-first"),
+		route(client, u.server.URL+"/p/steady", "steady"),
+	}
+	// A budget of one hedge per call, so that no hedge is refused
+	// however the calls interleave.
+	p := a.NewProber(t, hedgeprobe.Config{HedgeAfter: 10 * time.Millisecond, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 20})
+
+	released := func(what string) {
+		t.Helper()
+		if !u.settled(u.idle) {
+			u.mu.Lock()
+			t.Errorf("%s: 10 s after the last call returned the upstream is %s", what, u.describe())
+			u.mu.Unlock()
+		}
+		tr.CloseIdleConnections()
+		if !u.settled(func() bool { return len(u.conns) == 0 }) {
+			u.mu.Lock()
+			t.Errorf("%s: with the client's idle connections closed the upstream is %s", what, u.describe())
+			u.mu.Unlock()
+		}
+	}
+
+	var mu sync.Mutex
+	primariesWon, hedgesWon := 0, 0
+	calls(40, func(i int) {
+		s := p.Stream(context.Background(), routes...)
+		for s.Next() {
+		}
+		err := s.Err()
+		_ = s.Close()
+		st := s.Stats()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("losers: call %d: %v", i, err)
+		}
+		switch st.WinnerRoute {
+		case "slow-first":
+			primariesWon++
+		case "steady":
+			hedgesWon++
+		}
+	})
+	released("losers")
+	u.mu.Lock()
+	if got := u.answered["slow-first"]; got != primariesWon {
+		t.Errorf("losers: the primary won %d calls, the upstream answered %d of its requests to their end", primariesWon, got)
+	}
+	u.mu.Unlock()
+	if hedgesWon < 30 {
+		t.Errorf("losers: the hedge won %d of 40 calls, want at least 30", hedgesWon)
+	}
+
+	calls(48, func(i int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(time.Duration(i%16)*time.Millisecond, cancel)
+		defer stop.Stop()
+		defer cancel()
+		s := p.Stream(ctx, routes...)
+		for s.Next() {
+		}
+		err := s.Err()
+		_ = s.Close()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			mu.Lock()
+			t.Errorf("callers leaving: call %d: %v", i, err)
+			mu.Unlock()
+		}
+	})
+	released("callers leaving")
+}
+
+// calls runs call(i) for i in [0, n), eight at a time.
+func calls(n int, call func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			call(i)
+		}()
+	}
+	wg.Wait()
+}
