@@ -77,10 +77,9 @@ func startTracked(t *testing.T) *trackedUpstream {
 	return u
 }
 
-// settled waits, in real time, until every request has been served and
-// no connection is active, or 10 s have passed, and says which. The
-// bound is no figure of the check: a client that keeps a response
-// unread keeps its connection active however long one waits.
+// settled waits, in real time, until cond holds (u.mu held) or 10 s
+// have passed, and says which. The bound is no figure of the check: a
+// connection a client holds on to stays open however long one waits.
 func (u *trackedUpstream) settled(cond func() bool) bool {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
