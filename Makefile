@@ -121,11 +121,12 @@ demo: collector fakellm
 loadtest: collector
 	$(GO) run ./cmd/loadtest -collector $(COLLECTOR) $(LOADTEST_FLAGS)
 
-## simulation: the hedge simulation's reports, seed and stress scenarios, in
-## virtual time (~2 min; docs/performance.md). SIM_FLAGS passes flags, e.g.
+## simulation: the hedge simulation's reports, seed and stress scenarios, and
+## the seed scenario's sensitivity to its assumptions, in virtual time
+## (~2.5 min; docs/performance.md). SIM_FLAGS passes flags, e.g.
 ## SIM_FLAGS='-calls=2000 -seed=3'; the route-health rows: make simulation
 ## SIM_RUN=TestRouteHealthReport.
-SIM_RUN ?= TestSimulationReport
+SIM_RUN ?= (TestSimulationReport|TestSensitivityReport)
 SIM_FLAGS ?= -calls=10000
 simulation:
 	$(GO) test ./internal/testbed/hedgesim -count=1 -timeout 30m -run '^$(SIM_RUN)$$' -v $(SIM_FLAGS)

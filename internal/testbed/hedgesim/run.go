@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,19 @@ type Summary struct {
 	// a strategy whose failures come fast (a 503 at once) looks faster in
 	// the tail than one that rescues those calls.
 	DoneOK [3]time.Duration
+	// DoneNever is the p50, p99 and p99.9 of completion with every failed
+	// call counted as never done (Never): the quantile a caller who needs
+	// the answer lives with. Done flatters fast failures and DoneOK drops
+	// them; this one says "failed" where more than 1 % (0.1 %) of calls do.
+	DoneNever [3]time.Duration
+	// Restarted counts the calls whose answer a retry started again after
+	// the caller had been given content of it (Result.Restarted).
+	Restarted int
+	// AnswerTTFT is the p50, p99 and p99.9, over the calls that got the
+	// whole answer, of the time to the first chunk of the answer kept: a
+	// restarted call's TTFT is the first chunk it showed its caller, this
+	// the first of the text it ended with.
+	AnswerTTFT [3]time.Duration
 	// ExtraAttempts is (attempts − calls) / calls: hedges and retries.
 	ExtraAttempts float64
 	// Hedges, Streams, Throttled and ThrottledPushback are totals over
@@ -116,10 +130,15 @@ type Summary struct {
 
 var quantiles = [3]float64{0.50, 0.99, 0.999}
 
+// Never stands, in DoneNever, for the completion of a call that failed.
+const Never = time.Duration(math.MaxInt64)
+
 func summarize(res []Result) Summary {
 	s := Summary{Calls: len(res), Failures: map[string]int{}}
 	done := make([]time.Duration, 0, len(res))
 	doneOK := make([]time.Duration, 0, len(res))
+	never := make([]time.Duration, 0, len(res))
+	answerTTFT := make([]time.Duration, 0, len(res))
 	ttft := make([]time.Duration, 0, len(res))
 	attempts, ok := 0, 0
 	for _, r := range res {
@@ -127,11 +146,17 @@ func summarize(res []Result) Summary {
 		if r.TTFT >= 0 {
 			ttft = append(ttft, r.TTFT)
 		}
+		if r.Restarted {
+			s.Restarted++
+		}
 		if r.OK {
 			ok++
 			doneOK = append(doneOK, r.Done)
+			never = append(never, r.Done)
+			answerTTFT = append(answerTTFT, r.AnswerTTFT)
 		} else {
 			s.Failures[cause(r.Err)]++
+			never = append(never, Never)
 		}
 		attempts += r.Attempts
 		s.Hedges += r.Hedges
@@ -148,6 +173,8 @@ func summarize(res []Result) Summary {
 	s.TTFTCalls = len(ttft)
 	s.Done = percentiles(done)
 	s.DoneOK = percentiles(doneOK)
+	s.DoneNever = percentiles(never)
+	s.AnswerTTFT = percentiles(answerTTFT)
 	s.TTFT = percentiles(ttft)
 	return s
 }
@@ -184,7 +211,7 @@ func (r *Report) Markdown() string {
 			sec(s.TTFT[0]), sec(s.TTFT[1]), sec(s.TTFT[2]),
 			s.ExtraAttempts, float64(s.Wasted)/float64(max(s.Calls, 1)), s.Throttled)
 	}
-	b.WriteString("\n| strategy | ok calls' completion p99 / p99.9 | hedges/call | ttft / stall / error / resume | retries/call | throttled: budget / pushback | failed calls by cause |\n|---|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n| strategy | completion p99 / p99.9, a failed call never done | ok calls' completion p99 / p99.9 | answers restarted | kept answer's TTFT p99 | hedges/call | ttft / stall / error / resume | retries/call | throttled: budget / pushback | failed calls by cause |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range r.Rows {
 		s := row.Summary
 		n := float64(max(s.Calls, 1))
@@ -192,12 +219,12 @@ func (r *Report) Markdown() string {
 		if s.Streams > 0 {
 			retries = float64(s.Streams-s.Calls) / n
 		}
-		fmt.Fprintf(&b, "| %s | %s / %s | %.3f | %d / %d / %d / %d | %.3f | %d / %d | %s |\n", row.Strategy.Name,
-			sec(s.DoneOK[1]), sec(s.DoneOK[2]), float64(s.Hedges)/n,
+		fmt.Fprintf(&b, "| %s | %s / %s | %s / %s | %d | %s | %.3f | %d / %d / %d / %d | %.3f | %d / %d | %s |\n", row.Strategy.Name,
+			sec(s.DoneNever[1]), sec(s.DoneNever[2]), sec(s.DoneOK[1]), sec(s.DoneOK[2]), s.Restarted, sec(s.AnswerTTFT[1]), float64(s.Hedges)/n,
 			s.ByTrigger[byTTFT], s.ByTrigger[byStall], s.ByTrigger[byError], s.ByTrigger[byResume], retries,
 			s.Throttled-s.ThrottledPushback, s.ThrottledPushback, failures(s.Failures))
 	}
-	b.WriteString("\nCompletion: call start → last content chunk delivered, or → failure (the ok calls' column leaves failed calls out). TTFT: call start → first content chunk delivered, over calls that delivered one. Percentiles are nearest-rank.\n")
+	b.WriteString("\nCompletion: call start → last content chunk delivered, or → failure; the second table counts a failed call as never done (\"failed\" where the quantile lands on one), then leaves failed calls out. TTFT: call start → first content chunk delivered, over calls that delivered one; an answer restarted by a retry keeps the first chunk its caller saw, and the kept answer's TTFT is the first chunk of the text the call ended with. Percentiles are nearest-rank.\n")
 	return b.String()
 }
 
@@ -230,4 +257,9 @@ func failures(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+func sec(d time.Duration) string {
+	if d == Never {
+		return "failed"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}

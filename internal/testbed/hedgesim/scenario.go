@@ -93,6 +93,18 @@ type Scenario struct {
 	StormFrom, StormTo float64
 	StormShare         float64
 	RetryAfter         time.Duration
+
+	// CallSilenceShare is the share of calls whose every attempt falls
+	// silent once (each where and for as long as its own draw says): a
+	// silence the request causes, which no route escapes. StallShare's
+	// silences are each attempt's own, independent of the call's other
+	// attempts — the case most favourable to a hedge or a resume. The
+	// sensitivity report moves silences from one to the other.
+	CallSilenceShare float64
+	// NoContinuation makes every route one that cannot continue a partial
+	// answer (Route.Continues false), as the OpenAI API and every SDK
+	// adapter left at its default.
+	NoContinuation bool
 }
 
 // SeedScenario is the seed research's own workload (docs/design.md §6):
@@ -173,7 +185,14 @@ func (sc Scenario) Markdown() string {
 	} else {
 		w("429 storm", "none")
 	}
-	w("routes", "primary, secondary: independent draws per call × route × attempt")
+	if sc.CallSilenceShare > 0 {
+		w("the call's own silence", fmt.Sprintf("in %.0f %% of calls every attempt falls silent once, where and for as long as its own draw says", 100*sc.CallSilenceShare))
+	}
+	if sc.NoContinuation {
+		w("routes", "primary, secondary: independent draws per call × route × attempt; neither can continue a partial answer")
+	} else {
+		w("routes", "primary, secondary: independent draws per call × route × attempt; both continue a partial answer")
+	}
 	return b.String()
 }
 
@@ -216,6 +235,12 @@ func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
 	if !faults {
 		return d
 	}
+	if sc.CallSilenceShare > 0 {
+		// One draw per call, on a stream of its own, so that the
+		// attempts' draws above stay what they are without it.
+		crng := rand.New(rand.NewPCG(sc.Seed^callSilenceStream, uint64(call)))
+		stalled = stalled || crng.Float64() < sc.CallSilenceShare
+	}
 	if stalled {
 		d.stallAt, d.stall = stallAt, stall
 	}
@@ -228,6 +253,10 @@ func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
 	}
 	return d
 }
+
+// callSilenceStream tells the per-call draw of CallSilenceShare from the
+// attempts' draws, which are seeded with the scenario's seed as it is.
+const callSilenceStream = 0x5ca11
 
 // down reports whether the outage route is down for call, in the outage
 // window: always, or every other FlapCalls calls.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -114,6 +115,12 @@ func TestSimulation(t *testing.T) {
 	oracle := row(t, rep, rowOracle).Summary
 	noHedge := row(t, rep, rowNoHedge)
 	ttftOnly := row(t, rep, rowTTFTOnly).Summary
+	// A 30 s watchdog's retry starts answers again after silences that
+	// outlast it: the restarted answers are counted, and the text kept
+	// starts later than the first chunk its caller saw.
+	if w := row(t, rep, "watchdog 30s + retry").Summary; w.Restarted == 0 || w.AnswerTTFT[1] <= w.TTFT[1] {
+		t.Errorf("watchdog 30s + retry: %d answers restarted, kept answer's TTFT p99 %v against TTFT p99 %v", w.Restarted, w.AnswerTTFT[1], w.TTFT[1])
+	}
 
 	for _, r := range rep.Rows {
 		t.Run(r.Strategy.Name, func(t *testing.T) {
@@ -124,6 +131,11 @@ func TestSimulation(t *testing.T) {
 			for i, res := range r.Results {
 				if res.Done <= 0 || res.Attempts < 1 {
 					t.Fatalf("call %d: %+v: not ended", i, res)
+				}
+				// The kept answer starts no sooner than the first chunk
+				// shown, and later only where a retry restarted it.
+				if res.OK && (res.AnswerTTFT < res.TTFT || (res.AnswerTTFT != res.TTFT) != res.Restarted) {
+					t.Fatalf("call %d: TTFT %v, kept answer's %v, restarted %v", i, res.TTFT, res.AnswerTTFT, res.Restarted)
 				}
 			}
 			// The oracle is the floor of the median.
@@ -241,6 +253,78 @@ func TestSimulationReport(t *testing.T) {
 			return
 		}
 		fmt.Printf("## Scenario %s\n\n%s\n", sc.name, rep.Markdown())
+	}
+}
+
+// sensitivityRows are the rows of the sensitivity report: the floor, no
+// hedge, a watchdog, and hedgeprobe's rows that rescue a silence.
+var sensitivityRows = []string{rowOracle, rowNoHedge, "watchdog 30s + retry", rowBuffered,
+	"hedgeprobe streaming + resume", "hedgeprobe buffered + resume", "zero-value Config", "zero-value Config, Buffered"}
+
+// sensitivityVariants are the seed scenario and the assumptions of it the
+// results lean on, each changed alone: "no continuation" has routes that
+// cannot continue a partial answer; "half call-wide" makes half the
+// silences the call's own (every attempt of 5 % of calls falls silent,
+// and 5 % of attempts on their own: about the same share of silent
+// streams); "late silences" puts them after chunk 20–80 of 100, not 2–15.
+func sensitivityVariants(calls int) []struct {
+	name string
+	sc   Scenario
+} {
+	seed := reseeded(SeedScenario(calls))
+	noCont := seed
+	noCont.NoContinuation = true
+	callHalf := seed
+	callHalf.StallShare, callHalf.CallSilenceShare = 0.05, 0.05
+	late := seed
+	late.StallAfterMin, late.StallAfterMax = 20, 80
+	return []struct {
+		name string
+		sc   Scenario
+	}{
+		{"seed", seed},
+		{"no continuation", noCont},
+		{"half call-wide", callHalf},
+		{"late silences", late},
+	}
+}
+
+// TestSensitivityReport prints the seed scenario's rescuing rows under
+// each changed assumption (sensitivityVariants):
+//
+//	go test ./internal/testbed/hedgesim -run TestSensitivityReport -v -calls=10000
+func TestSensitivityReport(t *testing.T) {
+	if *callsFlag <= 0 {
+		t.Skip("set -calls=N to print the report")
+	}
+	strategies := func() ([]Strategy, error) {
+		all, err := Strategies()
+		if err != nil {
+			return nil, err
+		}
+		var out []Strategy
+		for _, name := range sensitivityRows {
+			i := slices.IndexFunc(all, func(s Strategy) bool { return s.Name == name })
+			if i < 0 {
+				return nil, fmt.Errorf("no strategy %q", name)
+			}
+			out = append(out, all[i])
+		}
+		return out, nil
+	}
+	fmt.Printf("## Sensitivity (%d calls per row, seed scenario)\n\n", *callsFlag)
+	fmt.Println("| variant | strategy | ok | completion p99 / p99.9, a failed call never done | extra attempts/call | wasted chunks/call | answers restarted |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|")
+	for _, v := range sensitivityVariants(*callsFlag) {
+		rep := simulateWith(t, v.sc, strategies)
+		if t.Failed() {
+			return
+		}
+		for _, row := range rep.Rows {
+			s := row.Summary
+			fmt.Printf("| %s | %s | %.2f %% | %s / %s | %.3f | %.2f | %d |\n", v.name, row.Strategy.Name, 100*s.OK,
+				sec(s.DoneNever[1]), sec(s.DoneNever[2]), s.ExtraAttempts, float64(s.Wasted)/float64(max(s.Calls, 1)), s.Restarted)
+		}
 	}
 }
 

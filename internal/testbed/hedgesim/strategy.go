@@ -43,6 +43,13 @@ type Result struct {
 	ByTrigger [4]int
 	// Err is the error the caller finally got; nil when OK.
 	Err error
+	// Restarted is set when a retry started the answer again after the
+	// caller had been given content of it; AnswerTTFT is then the time
+	// from the call's start to the first chunk of the answer the caller
+	// kept, where TTFT stays the first chunk the caller saw. Otherwise
+	// AnswerTTFT equals TTFT.
+	Restarted  bool
+	AnswerTTFT time.Duration
 }
 
 // delivered records a content chunk that reached the caller now, start
@@ -51,6 +58,9 @@ func (r *Result) delivered(start time.Time) {
 	r.Done = time.Since(start)
 	if r.TTFT < 0 {
 		r.TTFT = r.Done
+	}
+	if r.AnswerTTFT < 0 {
+		r.AnswerTTFT = r.Done
 	}
 }
 
@@ -271,7 +281,7 @@ func probe(name, desc string, cfg hedgeprobe.Config, retry bool) (Strategy, erro
 // direct reads one attempt on the primary to its end, no watchdog.
 func direct(ctx context.Context, c *call) Result {
 	start := time.Now()
-	r := Result{TTFT: -1, Attempts: 1}
+	r := Result{TTFT: -1, AnswerTTFT: -1, Attempts: 1}
 	src, err := c.open(ctx, Primary)
 	if err != nil {
 		r.end(start, err)
@@ -336,7 +346,7 @@ var ErrGarbled = errors.New("hedgesim: the answer is not chunks 0…N−1 in ord
 // caller's fallback chain would; content already delivered is discarded.
 func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 	start := time.Now()
-	r := Result{TTFT: -1}
+	r := Result{TTFT: -1, AnswerTTFT: -1}
 	ctx = context.WithValue(ctx, tallyKey{}, &r)
 	p, retry := ps.p, ps.retry
 	routes := []hedgeprobe.Route[Chunk]{c.route(Primary), c.route(Secondary)}
@@ -344,6 +354,9 @@ func (ps *probeStrategy) call(ctx context.Context, c *call) Result {
 		routes = routes[:1]
 	}
 	for try := 0; ; try++ {
+		if r.AnswerTTFT >= 0 { // the caller had content: this try starts the answer again
+			r.Restarted, r.AnswerTTFT = true, -1
+		}
 		s := p.Stream(ctx, routes...)
 		next, garbled := 0, false // the answer must be chunks 0…N−1, in order
 		for s.Next() {

@@ -206,9 +206,10 @@ func (c *call) nextDraw(route string) draw {
 }
 
 // route returns the hedgeprobe Route of name for this call; every route
-// of the sim can continue a partial answer.
+// of the sim can continue a partial answer unless the scenario says
+// NoContinuation.
 func (c *call) route(name string) hedgeprobe.Route[Chunk] {
-	return hedgeprobe.Route[Chunk]{Name: name, Provider: "sim", Model: "model-" + name, Continues: true,
+	return hedgeprobe.Route[Chunk]{Name: name, Provider: "sim", Model: "model-" + name, Continues: !c.sc.NoContinuation,
 		Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[Chunk], error) {
 			return c.openAt(ctx, name, len(a.Prefix))
 		}}

@@ -40,6 +40,7 @@ func viaHTTP(ctx context.Context, client *hedgedhttp.Client, c *call) Result {
 		r.Done += offset
 		if r.TTFT >= 0 {
 			r.TTFT += offset
+			r.AnswerTTFT += offset
 		}
 		r.Streams = 2
 	}
@@ -67,7 +68,7 @@ type httpResult struct {
 
 func readHTTP(ctx context.Context, client *hedgedhttp.Client, hc *httpCall) (r httpResult) {
 	start := time.Now()
-	r.TTFT = -1
+	r.TTFT, r.AnswerTTFT = -1, -1
 	req, err := http.NewRequestWithContext(context.WithValue(ctx, callKey{}, hc), http.MethodPost, "http://upstream.invalid/v1/chat/completions", nil)
 	if err != nil {
 		panic(err) // a constant URL: cannot fail
