@@ -28,6 +28,7 @@ type trackedUpstream struct {
 	mu       sync.Mutex
 	conns    map[net.Conn]http.ConnState
 	serving  int
+	inFlight map[string]int
 	answered map[string]int
 }
 
@@ -46,22 +47,32 @@ func startTracked(t *testing.T) *trackedUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &trackedUpstream{conns: map[net.Conn]http.ConnState{}, answered: map[string]int{}}
+	u := &trackedUpstream{conns: map[net.Conn]http.ConnState{}, inFlight: map[string]int{}, answered: map[string]int{}}
 	u.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		profile, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/p/"), "/")
 		u.mu.Lock()
 		u.serving++
+		u.inFlight[profile]++
 		u.mu.Unlock()
+		// Deferred: fakellm cuts a connection by panicking with
+		// http.ErrAbortHandler, as net/http has handlers do.
+		defer func() {
+			cut := recover()
+			// The server cancels a request's context after its handler
+			// returns; done before is the client's doing.
+			whole := cut == nil && r.Context().Err() == nil
+			u.mu.Lock()
+			u.serving--
+			u.inFlight[profile]--
+			if whole {
+				u.answered[profile]++
+			}
+			u.mu.Unlock()
+			if cut != nil {
+				panic(cut)
+			}
+		}()
 		llm.ServeHTTP(w, r)
-		// The server cancels a request's context after its handler
-		// returns; done before is the client's doing.
-		whole := r.Context().Err() == nil
-		u.mu.Lock()
-		u.serving--
-		if whole {
-			u.answered[profile]++
-		}
-		u.mu.Unlock()
 	}))
 	u.server.Config.ConnState = func(c net.Conn, s http.ConnState) {
 		u.mu.Lock()
@@ -115,7 +126,13 @@ func (u *trackedUpstream) describe() string {
 	for _, s := range u.conns {
 		states[s]++
 	}
-	return fmt.Sprintf("serving %d requests, connections by state %v", u.serving, states)
+	serving := map[string]int{}
+	for profile, n := range u.inFlight {
+		if n > 0 {
+			serving[profile] = n
+		}
+	}
+	return fmt.Sprintf("serving %d requests (by profile %v), connections by state %v", u.serving, serving, states)
 }
 
 // CheckConnectionsReleased checks, over real sockets to fakellm, that an
@@ -132,7 +149,11 @@ func (u *trackedUpstream) describe() string {
 //     vacuous.
 //   - Callers leaving: 48 calls of the same race whose caller cancels
 //     its context after 0 to 15 ms, before the hedge, during the race or
-//     mid-answer, end with no error but the caller's.
+//     mid-answer, end with no error but the caller's, and no primary's
+//     request is answered to its end.
+//   - Failing upstreams: 48 calls whose primary answers 429 or 503, fails
+//     with an error event mid-stream, or drops its connection, the hedge
+//     racing it — the paths where a body is left unread or unclosed.
 //
 // After each, once the calls have returned, no request may still be
 // served and no connection be active — a body an attempt left unclosed
@@ -198,6 +219,9 @@ func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *ht
 		t.Errorf("losers: the hedge won %d of 40 calls, want at least 30", hedgesWon)
 	}
 
+	u.mu.Lock()
+	answeredBefore := u.answered["slow-first"]
+	u.mu.Unlock()
 	calls(48, func(i int) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stop := time.AfterFunc(time.Duration(i%16)*time.Millisecond, cancel)
@@ -215,6 +239,37 @@ func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *ht
 		}
 	})
 	released("callers leaving")
+	u.mu.Lock()
+	if got := u.answered["slow-first"] - answeredBefore; got != 0 {
+		t.Errorf("callers leaving: %d requests of the primary answered to their end, though every caller left within 15 ms", got)
+	}
+	u.mu.Unlock()
+
+	failing := []string{"ratelimit", "server-error", "error-mid", "disconnect"}
+	steady := routes[1]
+	failingRoutes := make([]hedgeprobe.Route[T], len(failing))
+	for i, profile := range failing {
+		failingRoutes[i] = route(client, u.server.URL+"/p/"+profile, profile)
+	}
+	// Without ejection, so that every call starts on its failing route
+	// rather than the first few.
+	pf := a.NewProber(t, hedgeprobe.Config{HedgeAfter: 10 * time.Millisecond, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 20, EjectFailures: hedgeprobe.NoEjection})
+	failedFirst := 0
+	calls(48, func(i int) {
+		s := pf.Stream(context.Background(), failingRoutes[i%len(failing)], steady)
+		for s.Next() {
+		}
+		_ = s.Close()
+		if st := s.Stats(); len(st.Attempts) > 0 && st.Attempts[0].Route == failing[i%len(failing)] {
+			mu.Lock()
+			failedFirst++
+			mu.Unlock()
+		}
+	})
+	released("failing upstreams")
+	if failedFirst < 40 {
+		t.Errorf("failing upstreams: %d of 48 calls started on the failing route, want at least 40", failedFirst)
+	}
 }
 
 // calls runs call(i) for i in [0, n), eight at a time.
