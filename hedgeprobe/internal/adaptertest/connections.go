@@ -27,7 +27,6 @@ type trackedUpstream struct {
 
 	mu       sync.Mutex
 	conns    map[net.Conn]http.ConnState
-	serving  int
 	inFlight map[string]int
 	answered map[string]int
 }
@@ -51,7 +50,6 @@ func startTracked(t *testing.T) *trackedUpstream {
 	u.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		profile, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/p/"), "/")
 		u.mu.Lock()
-		u.serving++
 		u.inFlight[profile]++
 		u.mu.Unlock()
 		// Deferred: fakellm cuts a connection by panicking with
@@ -62,7 +60,6 @@ func startTracked(t *testing.T) *trackedUpstream {
 			// returns; done before is the client's doing.
 			whole := cut == nil && r.Context().Err() == nil
 			u.mu.Lock()
-			u.serving--
 			u.inFlight[profile]--
 			if whole {
 				u.answered[profile]++
@@ -104,12 +101,21 @@ func (u *trackedUpstream) settled(cond func() bool) bool {
 	}
 }
 
+// serving is the number of requests being served; u.mu held.
+func (u *trackedUpstream) serving() int {
+	n := 0
+	for _, k := range u.inFlight {
+		n += k
+	}
+	return n
+}
+
 // idle says that no request is being served and no connection is in
 // the middle of one. A new connection has carried no request yet: Go's
 // transport keeps one it dialled for a request cancelled meanwhile as
 // idle, for the next.
 func (u *trackedUpstream) idle() bool {
-	if u.serving > 0 {
+	if u.serving() > 0 {
 		return false
 	}
 	for _, s := range u.conns {
@@ -126,13 +132,13 @@ func (u *trackedUpstream) describe() string {
 	for _, s := range u.conns {
 		states[s]++
 	}
-	serving := map[string]int{}
+	busy := map[string]int{}
 	for profile, n := range u.inFlight {
 		if n > 0 {
-			serving[profile] = n
+			busy[profile] = n
 		}
 	}
-	return fmt.Sprintf("serving %d requests (by profile %v), connections by state %v", u.serving, serving, states)
+	return fmt.Sprintf("serving %d requests (by profile %v), connections by state %v", u.serving(), busy, states)
 }
 
 // CheckConnectionsReleased checks, over real sockets to fakellm, that an
