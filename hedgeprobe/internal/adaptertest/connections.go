@@ -2,6 +2,8 @@ package adaptertest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -19,9 +21,10 @@ import (
 
 // trackedUpstream is fakellm behind a handler that keeps, for the
 // connection checks, the state of every server connection, how many
-// requests are being served, and per profile how many requests were
+// requests are being served, per profile how many requests were
 // answered to their end (their handler returned while their context
-// was not done: fakellm stops at once when the client goes away).
+// was not done: fakellm stops at once when the client goes away), and
+// how many requests came over each protocol.
 type trackedUpstream struct {
 	server *httptest.Server
 
@@ -29,9 +32,14 @@ type trackedUpstream struct {
 	conns    map[net.Conn]http.ConnState
 	inFlight map[string]int
 	answered map[string]int
+	protos   map[string]int
 }
 
-func startTracked(t *testing.T) *trackedUpstream {
+// startTracked starts the upstream on 127.0.0.1: over plain HTTP/1.1,
+// or with h2 over TLS offering HTTP/2, where a call's attempts share one
+// connection as streams and a cancelled one is reset (RST_STREAM), not
+// closed.
+func startTracked(t *testing.T, h2 bool) *trackedUpstream {
 	t.Helper()
 	cfg, err := fakellm.DefaultProfiles()
 	if err != nil {
@@ -46,11 +54,12 @@ func startTracked(t *testing.T) *trackedUpstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &trackedUpstream{conns: map[net.Conn]http.ConnState{}, inFlight: map[string]int{}, answered: map[string]int{}}
+	u := &trackedUpstream{conns: map[net.Conn]http.ConnState{}, inFlight: map[string]int{}, answered: map[string]int{}, protos: map[string]int{}}
 	u.server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		profile, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/p/"), "/")
 		u.mu.Lock()
 		u.inFlight[profile]++
+		u.protos[r.Proto]++
 		u.mu.Unlock()
 		// Deferred: fakellm cuts a connection by panicking with
 		// http.ErrAbortHandler, as net/http has handlers do.
@@ -80,7 +89,12 @@ func startTracked(t *testing.T) *trackedUpstream {
 		}
 		u.conns[c] = s
 	}
-	u.server.Start()
+	if h2 {
+		u.server.EnableHTTP2 = true
+		u.server.StartTLS()
+	} else {
+		u.server.Start()
+	}
 	t.Cleanup(u.server.Close)
 	return u
 }
@@ -163,13 +177,40 @@ func (u *trackedUpstream) describe() string {
 //
 // After each, once the calls have returned, no request may still be
 // served and no connection be active — a body an attempt left unclosed
-// holds its connection — and once the client's idle connections are
+// holds its connection (over HTTP/2, its stream keeps the shared
+// connection active) — and once the client's idle connections are
 // closed, the upstream must have no connection left.
+//
+// The phases run twice, in subtests: over HTTP/1.1, and over HTTP/2 with
+// TLS (the transport of sse.NewTransport, trusting the test server's
+// certificate), where every request must have come as HTTP/2.
 func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
 	t.Helper()
-	u := startTracked(t)
-	tr := sse.NewTransport(sse.TransportOptions{})
-	defer tr.CloseIdleConnections()
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
+		t.Run(strings.ReplaceAll(proto, "/", ""), func(t *testing.T) {
+			h2 := proto == "HTTP/2.0"
+			u := startTracked(t, h2)
+			tr := sse.NewTransport(sse.TransportOptions{})
+			defer tr.CloseIdleConnections()
+			if h2 {
+				roots := x509.NewCertPool()
+				roots.AddCert(u.server.Certificate())
+				// A TLS configuration of one's own turns HTTP/2 off
+				// unless ForceAttemptHTTP2, which the transport keeps
+				// from http.DefaultTransport.
+				tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+			}
+			a.checkConnectionsReleased(t, u, tr, route)
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if u.protos[proto] == 0 || len(u.protos) != 1 {
+				t.Errorf("requests by protocol %v, want all %s", u.protos, proto)
+			}
+		})
+	}
+}
+
+func (a Adapter[T]) checkConnectionsReleased(t *testing.T, u *trackedUpstream, tr *http.Transport, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
 	client := &http.Client{Transport: tr}
 	routes := []hedgeprobe.Route[T]{
 		route(client, u.server.URL+"/p/slow-first", "slow-first"),
@@ -186,8 +227,12 @@ func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *ht
 			t.Errorf("%s: 10 s after the last call returned the upstream is %s", what, u.describe())
 			u.mu.Unlock()
 		}
-		tr.CloseIdleConnections()
-		if !u.settled(func() bool { return len(u.conns) == 0 }) {
+		// Closed again at every look: a connection dialled for an
+		// attempt cancelled meanwhile joins the idle pool when its
+		// handshake ends, which over TLS can be after the first call.
+		// One the client still holds is never idle, however often it
+		// is called.
+		if !u.settled(func() bool { tr.CloseIdleConnections(); return len(u.conns) == 0 }) {
 			u.mu.Lock()
 			t.Errorf("%s: with the client's idle connections closed the upstream is %s", what, u.describe())
 			u.mu.Unlock()
