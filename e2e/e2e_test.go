@@ -409,7 +409,7 @@ func runWorkload(ctx context.Context, t *testing.T, col *stack.Collector) []work
 // its first sample, and the run's series are born during it: without their
 // leading zeros (docs/telemetry.md, "Dashboard") they would be born holding
 // most of what they get from the run (with leading_zero off, 22 of the 25
-// expressions were 0 or NaN).
+// expressions the dashboard had then were 0 or NaN).
 func checkExprsShowTraffic(ctx context.Context, t *testing.T, prom *stack.Prometheus) {
 	window := strings.NewReplacer("$__rate_interval", "10m", "$__interval", "10m", "$model", ".*", "$route", ".*")
 	exprs := dashboards.Exprs()

@@ -188,7 +188,7 @@ type Config struct {
 	MaxAttempts int
 	// HedgeBudget is the number of hedge tokens each call adds to the
 	// Prober's bucket; every hedge and every resume takes one token.
-	// Default 0.3: it must cover the calls that need a rescue (4.5 %
+	// Default 0.3: it must cover the calls that need a rescue (4.4 %
 	// TTFT hedges at the adaptive p95 delay in the simulation of the
 	// seed's workload, plus a resume or two for each stream that falls
 	// silent, 10 % there: 0.192 extra attempts per call in all), and it
