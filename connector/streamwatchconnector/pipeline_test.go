@@ -340,3 +340,36 @@ func histogramSum(md pmetric.Metrics, name string) float64 {
 	}
 	return -1
 }
+
+// TestSegmentsPastTheCap: an attempt with 100 silences, each a 3 s gap
+// between 100 ms ones. streamwatch.stalls counts all 100 whoever derives
+// it; streamwatch.stall.duration records the first 64, as the processor's
+// default max_segments writes them. Derived here, the other 36 are
+// counted in segments_dropped; after the processor, it is the processor
+// that counts them (its own segments_dropped), and the connector none.
+func TestSegmentsPastTheCap(t *testing.T) {
+	offsets := []int64{100_000}
+	for range 100 {
+		last := offsets[len(offsets)-1]
+		offsets = append(offsets, last+3_000_000, last+3_100_000)
+	}
+	raw := ptrace.NewTraces()
+	sp := raw.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	rawAttempt(sp, offsets)
+	sp.SetEndTimestamp(sp.StartTimestamp() + pcommon.Timestamp(offsets[len(offsets)-1]*1000))
+	processed := ptrace.NewTraces()
+	raw.CopyTo(processed)
+	processed = runProcessor(t, processed, false)
+
+	const dropped = "otelcol_connector_streamwatch_segments_dropped{}"
+	for name, c := range map[string]struct {
+		td      ptrace.Traces
+		dropped int64
+	}{"direct": {raw, 36}, "via processor": {processed, 0}} {
+		md, tel := metricsAndTelemetry(t, c.td)
+		assert.Equal(t, int64(100), sumOf(md, semconv.MetricStalls), name)
+		assert.Equal(t, int64(64), sumOf(md, semconv.MetricStallDuration), name)
+		assert.InDelta(t, 64*3.0, histogramSum(md, semconv.MetricStallDuration), 1e-6, name)
+		assert.Equal(t, c.dropped, tel[dropped], name)
+	}
+}

@@ -25,6 +25,11 @@ func (t telemetry) Derived() { t.ConnectorStreamwatchDerivedSpans.Add(context.Ba
 // NoGaps implements measure.Problems.
 func (t telemetry) NoGaps() { t.ConnectorStreamwatchGapsUnavailable.Add(context.Background(), 1) }
 
+// SegmentsDropped implements measure.Problems.
+func (t telemetry) SegmentsDropped(n int) {
+	t.ConnectorStreamwatchSegmentsDropped.Add(context.Background(), int64(n))
+}
+
 // overflowed records measurements routed to the overflow series of metric.
 func (t telemetry) overflowed(metricName string, n int64) {
 	t.ConnectorStreamwatchOverflow.Add(context.Background(), n, metric.WithAttributes(attribute.String("metric", metricName)))

@@ -180,6 +180,9 @@ func (r *Recorder) figures(service string, sp ptrace.Span, want timeline.Form) f
 				Time: start + pcommon.Timestamp(s.StartUs*1000), TraceID: sp.TraceID(), SpanID: sp.SpanID(),
 			})
 		}
+		if res.SegmentsDropped > 0 {
+			r.p.SegmentsDropped(res.SegmentsDropped)
+		}
 	}
 	return f
 }

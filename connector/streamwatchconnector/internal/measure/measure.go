@@ -87,6 +87,10 @@ type Problems interface {
 	// that carries neither a timeline nor streamwatch.gap.bucket_counts, so
 	// its gaps are missing from time_per_output_chunk.
 	NoGaps()
+	// SegmentsDropped reports the stall segments of an attempt derived
+	// here past the maxSegments it records: counted in streamwatch.stalls,
+	// missing from streamwatch.stall.duration.
+	SegmentsDropped(n int)
 }
 
 // Options configure a Recorder.
@@ -98,8 +102,9 @@ type Options struct {
 	Dimensions []string
 }
 
-// maxSegments bounds the stall segments recorded per attempt derived here;
-// stall_count stays exact beyond it.
+// maxSegments bounds the stall segments recorded per attempt derived here,
+// as the processor's max_segments does by default: stall_count stays exact
+// beyond it, and the rest are reported (Problems.SegmentsDropped).
 const maxSegments = 64
 
 // Recorder records spans into a cumulative aggregate.Store.

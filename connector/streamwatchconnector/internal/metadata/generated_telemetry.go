@@ -18,6 +18,7 @@ import (
 type TelemetryBuilder struct {
 	ConnectorStreamwatchInvalidValues, ConnectorStreamwatchOverflow       metric.Int64Counter
 	ConnectorStreamwatchDerivedSpans, ConnectorStreamwatchGapsUnavailable metric.Int64Counter
+	ConnectorStreamwatchSegmentsDropped                                   metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates the connector's own counters.
@@ -39,5 +40,7 @@ func (b *TelemetryBuilder) counters() []owntelemetry.Counter {
 			Description: "Spans derived by the connector from their raw timeline because the processor had not."},
 		{Into: &b.ConnectorStreamwatchGapsUnavailable, Name: "otelcol_connector_streamwatch_gaps_unavailable", Unit: "{span}",
 			Description: "Attempts whose gaps time_per_output_chunk pools (a winner, or one that gave the caller every chunk it received) with two or more chunks that carry neither a timeline nor streamwatch.gap.bucket_counts, missing from time_per_output_chunk."},
+		{Into: &b.ConnectorStreamwatchSegmentsDropped, Name: "otelcol_connector_streamwatch_segments_dropped", Unit: "{segment}",
+			Description: "Stall segments of spans derived by the connector past the 64 per span it records, counted in streamwatch.stalls but missing from streamwatch.stall.duration."},
 	}
 }
