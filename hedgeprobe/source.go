@@ -163,6 +163,29 @@ type Attempt struct {
 	// limit less this many (sse.ContinuationLimit), so that the answer as
 	// a whole keeps to the limit the caller set. 0 on every other attempt.
 	PrefixChunks int64
+	// Lane is the lowest number that no other attempt of the call still
+	// running holds when this one launches: 0 for the primary, 1 for a
+	// hedge or resume racing it, and so on, below MaxAttemptsLimit. A
+	// transport that keeps a connection pool per lane (sse.Lanes) never
+	// puts two running attempts of one call on one connection. Over
+	// HTTP/2 one transport carries every request to a host on one
+	// connection, so without it a hedge or a resume on the same host
+	// rides the connection of the attempt it rescues — and stalls with it
+	// when that connection is what froze (docs/design.md §2, rule 1).
+	// Requests see it through LaneFromContext.
+	Lane int
+}
+
+type laneKey struct{}
+
+// LaneFromContext returns the Lane of the attempt whose context ctx is
+// or derives from (the context Route.Open is given, and the requests made
+// with it), and false for a context of no attempt. It is how an
+// http.RoundTripper under an SDK client, which sees only requests, picks
+// an attempt's connection pool.
+func LaneFromContext(ctx context.Context) (int, bool) {
+	lane, ok := ctx.Value(laneKey{}).(int)
+	return lane, ok
 }
 
 // Items tells a Prober what it needs to know about the upstream item type

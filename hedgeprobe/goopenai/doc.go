@@ -43,14 +43,17 @@
 // keeps for the whole stream, see below), and reads a stream's end after
 // its [DONE], so an HTTP/1.1 connection serves the next attempt; the
 // client's other calls (speech, files, transcriptions) get their bodies
-// as sent. An sse.Tap, to time keepalives, goes under it. With an Azure config
+// as sent. Under it go sse.Lanes, so that racing attempts to one host
+// never share an HTTP/2 connection (a hedge on a frozen connection gets
+// nothing either), and an sse.Tap, to time keepalives, which sends
+// through lanes already. With an Azure config
 // go-openai sends the key as api-key, which Go's client, unlike
 // Authorization, keeps on a redirect to another host; build the HTTPClient
 // with sse.HeadersStayOnHost too:
 //
 //	clientConfig := openai.DefaultAzureConfig(key, endpoint) // or openai.DefaultConfig(key)
 //	clientConfig.HTTPClient = sse.HeadersStayOnHost(&http.Client{
-//		Transport: goopenai.Transport(sse.NewTransport(sse.TransportOptions{}), 0),
+//		Transport: goopenai.Transport(&sse.Lanes{}, 0),
 //	}, "Api-Key")
 //	client := openai.NewClientWithConfig(clientConfig)
 //

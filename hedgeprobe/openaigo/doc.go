@@ -29,6 +29,15 @@
 // hedging: a retry inside the SDK is an unbudgeted, untraced attempt that
 // hides the failure hedgeprobe would have hedged.
 //
+// Give the client an http.Client on sse.Lanes
+// (option.WithHTTPClient(&http.Client{Transport: &sse.Lanes{}})): over
+// HTTP/2 the SDK's default transport carries every request to a host on
+// one connection, so a hedge or resume to the same host as the attempt it
+// rescues would ride that attempt's connection, and stall with it when
+// the connection is what froze; Lanes gives racing attempts a connection
+// each. An sse.Tap sends through lanes already (its default Base is
+// sse.DefaultClient's).
+//
 // openai-go drops SSE comments. To time keepalives, build the client with
 // option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set
 // RouteOptions.TapKeepalives: each comment then comes out as an empty

@@ -81,11 +81,11 @@ func NewTransport(o TransportOptions) *http.Transport {
 }
 
 var defaultClient = sync.OnceValue(func() *http.Client {
-	return &http.Client{Transport: NewTransport(TransportOptions{})}
+	return &http.Client{Transport: &Lanes{}}
 })
 
-// DefaultClient is the shared client of the route helpers: NewTransport
-// with its defaults and no Timeout.
+// DefaultClient is the shared client of the route helpers: a NewTransport
+// with its defaults per hedgeprobe lane (Lanes), and no Timeout.
 func DefaultClient() *http.Client { return defaultClient() }
 
 // keepOnHost returns the client a route sends with (DefaultClient when

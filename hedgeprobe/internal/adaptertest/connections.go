@@ -181,25 +181,30 @@ func (u *trackedUpstream) describe() string {
 // connection active) — and once the client's idle connections are
 // closed, the upstream must have no connection left.
 //
-// The phases run twice, in subtests: over HTTP/1.1, and over HTTP/2 with
-// TLS (the transport of sse.NewTransport, trusting the test server's
-// certificate), where every request must have come as HTTP/2.
+// The phases run twice, in subtests: over HTTP/1.1 on one
+// sse.NewTransport, and over HTTP/2 with TLS on sse.Lanes (a NewTransport
+// per lane, trusting the test server's certificate), where every request
+// must have come as HTTP/2.
 func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
 	t.Helper()
 	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
 		t.Run(strings.ReplaceAll(proto, "/", ""), func(t *testing.T) {
 			h2 := proto == "HTTP/2.0"
 			u := startTracked(t, h2)
-			tr := sse.NewTransport(sse.TransportOptions{})
-			defer tr.CloseIdleConnections()
+			var tr transport = sse.NewTransport(sse.TransportOptions{})
 			if h2 {
 				roots := x509.NewCertPool()
 				roots.AddCert(u.server.Certificate())
-				// A TLS configuration of one's own turns HTTP/2 off
-				// unless ForceAttemptHTTP2, which the transport keeps
-				// from http.DefaultTransport.
-				tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+				tr = &sse.Lanes{New: func() http.RoundTripper {
+					lane := sse.NewTransport(sse.TransportOptions{})
+					// A TLS configuration of one's own turns HTTP/2
+					// off unless ForceAttemptHTTP2, which the
+					// transport keeps from http.DefaultTransport.
+					lane.TLSClientConfig = &tls.Config{RootCAs: roots}
+					return lane
+				}}
 			}
+			defer tr.CloseIdleConnections()
 			a.checkConnectionsReleased(t, u, tr, route)
 			u.mu.Lock()
 			defer u.mu.Unlock()
@@ -210,7 +215,13 @@ func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *ht
 	}
 }
 
-func (a Adapter[T]) checkConnectionsReleased(t *testing.T, u *trackedUpstream, tr *http.Transport, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
+// transport is what the checks' client sends through.
+type transport interface {
+	http.RoundTripper
+	CloseIdleConnections()
+}
+
+func (a Adapter[T]) checkConnectionsReleased(t *testing.T, u *trackedUpstream, tr transport, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
 	client := &http.Client{Transport: tr}
 	routes := []hedgeprobe.Route[T]{
 		route(client, u.server.URL+"/p/slow-first", "slow-first"),

@@ -140,7 +140,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if scenarios == nil {
 		scenarios = Scenarios()
 	}
-	client := &http.Client{Transport: sse.NewTransport(sse.TransportOptions{})}
+	// Lanes, as an application should use: racing attempts of a call
+	// never share a connection (over HTTP/1.1 to fakellm, as here, it
+	// changes only which idle pool a connection waits in).
+	client := &http.Client{Transport: &sse.Lanes{}}
 	results := make([]Result, len(scenarios))
 	ejections := make([]atomic.Int64, len(scenarios))
 	var wg sync.WaitGroup

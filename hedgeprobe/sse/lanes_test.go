@@ -1,0 +1,246 @@
+package sse_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
+)
+
+// freezingProxy forwards TCP connections on 127.0.0.1 to a backend. Its
+// first connection stops forwarding, both ways, once it has carried
+// limit bytes to the client, and stays open: a connection gone silent
+// with no FIN or RST, as one through a middlebox that lost its state.
+type freezingProxy struct {
+	ln    net.Listener
+	conns atomic.Int32
+}
+
+func startFreezingProxy(t *testing.T, backend string, limit int64) *freezingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezingProxy{ln: ln}
+	var (
+		mu    sync.Mutex
+		open  []net.Conn
+		wg    sync.WaitGroup
+		stop  = make(chan struct{})
+		track = func(c ...net.Conn) { mu.Lock(); open = append(open, c...); mu.Unlock() }
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		close(stop)
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c, b)
+			frozen := p.conns.Add(1) == 1
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if frozen {
+					// Reads nothing more from the client once the
+					// other way has frozen, so its writes go nowhere.
+					_, _ = io.CopyN(b, c, 1<<20)
+					<-stop
+					return
+				}
+				_, _ = io.Copy(b, c)
+			}()
+			go func() {
+				defer wg.Done()
+				if frozen {
+					_, _ = io.CopyN(c, b, limit)
+					<-stop
+					return
+				}
+				_, _ = io.Copy(c, b)
+			}()
+		}
+	}()
+	return p
+}
+
+// TestLanesRescueFrozenConnection: over HTTP/2 a Buffered call on one
+// route whose connection freezes mid-answer. The stall hedge goes to the
+// same host. Through one transport it rides the frozen connection and
+// gets nothing; through Lanes it takes a connection of its own, wins, and
+// the caller gets the whole answer.
+func TestLanesRescueFrozenConnection(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 60 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	transport := func() *http.Transport {
+		tr := sse.NewTransport(sse.TransportOptions{})
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+		return tr
+	}
+	call := func(t *testing.T, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration) (hedgeprobe.Stats, int, error) {
+		t.Helper()
+		client := &http.Client{Transport: rt}
+		defer client.CloseIdleConnections()
+		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.ln.Addr().String() + "/v1", Model: "m", Client: client})
+		p, err := hedgeprobe.New(hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, MaxAttempts: 2}, sse.OpenAIItems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		s := p.Stream(ctx, route)
+		defer s.Close()
+		n := 0
+		for s.Next() {
+			if sse.ClassifyOpenAI(s.Current()) == hedgeprobe.Content {
+				n++
+			}
+		}
+		return s.Stats(), n, s.Err()
+	}
+	// About 6 KB: the handshakes and the first few dozen chunks.
+	const limit = 6000
+
+	t.Run("one transport", func(t *testing.T) {
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		st, n, err := call(t, transport(), proxy, 2*time.Second)
+		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
+			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
+		}
+		if len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.TriggerStall || st.Attempts[1].ContentChunks != 0 {
+			t.Fatalf("attempts %+v: want a stall hedge that got nothing", st.Attempts)
+		}
+		if got := proxy.conns.Load(); got != 1 {
+			t.Fatalf("%d connections, want the hedge on the primary's", got)
+		}
+	})
+	t.Run("lanes", func(t *testing.T) {
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		start := time.Now()
+		st, n, err := call(t, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
+		if err != nil || n != 60 {
+			t.Fatalf("err %v, %d chunks delivered: want the whole answer", err, n)
+		}
+		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerStall || st.Attempts[0].ContentChunks == 0 {
+			t.Fatalf("winner %d, attempts %+v: want the stall hedge to win after the primary's first chunks", st.Winner, st.Attempts)
+		}
+		if got := proxy.conns.Load(); got != 2 {
+			t.Fatalf("%d connections, want one per lane", got)
+		}
+		t.Logf("rescued in %v (primary froze after %d chunks)", time.Since(start).Round(time.Millisecond), st.Attempts[0].ContentChunks)
+	})
+}
+
+// TestLanesPerAttempt: three attempts that never answer, each in its own
+// lane; a request made in an attempt's context goes through its lane's
+// transport, made once; one of no attempt through lane 0; and
+// CloseIdleConnections reaches every lane made.
+func TestLanesPerAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		made := map[int]*countingTransport{}
+		l := &sse.Lanes{New: func() http.RoundTripper {
+			mu.Lock()
+			defer mu.Unlock()
+			c := &countingTransport{}
+			made[len(made)] = c
+			return c
+		}}
+		p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: time.Second, MaxAttempts: 3, HedgeBudget: 1}, sse.OpenAIItems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lanes := map[int]int{}
+		route := hedgeprobe.Route[sse.ChatChunk]{Name: "r", Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[sse.ChatChunk], error) {
+			if lane, ok := hedgeprobe.LaneFromContext(ctx); !ok || lane != a.Lane {
+				t.Errorf("attempt %d: LaneFromContext %d, %v; Lane %d", a.Index, lane, ok, a.Lane)
+			}
+			mu.Lock()
+			lanes[a.Index] = a.Lane
+			mu.Unlock()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+			_, _ = l.RoundTrip(req)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s := p.Stream(ctx, route)
+		for s.Next() {
+		}
+		_ = s.Close()
+		if _, ok := hedgeprobe.LaneFromContext(ctx); ok {
+			t.Error("a lane in the caller's context")
+		}
+		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
+		_, _ = l.RoundTrip(req)
+		l.CloseIdleConnections()
+		if fmt.Sprint(lanes) != "map[0:0 1:1 2:2]" || len(made) != 3 {
+			t.Fatalf("lanes by attempt %v, transports made %d", lanes, len(made))
+		}
+		for i, c := range made {
+			want := 1
+			if i == 0 {
+				want = 2 // and the request of no attempt
+			}
+			if c.requests.Load() != int32(want) || c.closed.Load() != 1 {
+				t.Errorf("transport %d: %d requests, closed %d times; want %d and 1", i, c.requests.Load(), c.closed.Load(), want)
+			}
+		}
+	})
+}
+
+type countingTransport struct{ requests, closed atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	c.requests.Add(1)
+	return nil, errors.New("no network here")
+}
+
+func (c *countingTransport) CloseIdleConnections() { c.closed.Add(1) }
