@@ -16,7 +16,6 @@ import (
 // Close); the reading goroutine never touches them.
 type attempt[T any] struct {
 	idx      int
-	lane     int // Attempt.Lane
 	route    *Route[T]
 	trigger  Trigger
 	launchAt time.Time
@@ -288,7 +287,7 @@ func openSafe[T any](a *attempt[T]) (src Source[T], err error) {
 			src, err = nil, panicked(ErrOpenPanic, fmt.Sprintf("route %q", a.route.Name), r)
 		}
 	}()
-	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix, PrefixChunks: a.prefixChunks(), Lane: a.lane})
+	src, err = a.route.Open(a.ctx, Attempt{Index: a.idx, Trigger: a.trigger, Prefix: a.prefix, PrefixChunks: a.prefixChunks()})
 	if err != nil {
 		if src != nil {
 			// Outside the recover above: a panic in Close is ignored (the

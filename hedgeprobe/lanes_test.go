@@ -9,12 +9,13 @@ import (
 	"time"
 )
 
-// TestAttemptLanes: an attempt takes the lowest lane no running attempt
-// of its call holds. The primary (lane 0) is slow; the TTFT hedge races it
-// in lane 1, wins, and the primary, cancelled, frees lane 0; the hedge's
-// answer then falls silent, and the resume that races it takes lane 0
-// again. Open's context carries each attempt's lane.
-func TestAttemptLanes(t *testing.T) {
+// TestAttemptIndexInContext: the context Open is given carries the
+// attempt's index, for a transport to tell a call's attempts apart
+// (sse.Lanes). The primary is slow; the TTFT hedge wins, the hedge's
+// answer falls silent, and a resume continues it: three attempts, each
+// with its own index in its context — the resume's too, though the
+// primary it follows in the route list has ended by then.
+func TestAttemptIndexInContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := continuing("a",
 			[]step{content(5*time.Second, "late"), hang()},
@@ -27,9 +28,9 @@ func TestAttemptLanes(t *testing.T) {
 		wrap := func(u *upstream) Route[chunk] {
 			r := u.route()
 			r.Open = func(ctx context.Context, at Attempt) (Source[chunk], error) {
-				lane, ok := LaneFromContext(ctx)
+				i, ok := AttemptIndexFromContext(ctx)
 				mu.Lock()
-				fromCtx = append(fromCtx, fmt.Sprintf("%d:%d:%v", at.Index, lane, ok))
+				fromCtx = append(fromCtx, fmt.Sprintf("%d:%v:%d:%v", at.Index, at.Trigger, i, ok))
 				mu.Unlock()
 				return u.open(ctx, at)
 			}
@@ -41,18 +42,11 @@ func TestAttemptLanes(t *testing.T) {
 		if g.err != nil || joined(g) != "Hello world" {
 			t.Fatalf("text %q err %v", joined(g), g.err)
 		}
-		var lanes []string
-		for _, at := range append(a.attempts(), b.attempts()...) {
-			lanes = append(lanes, fmt.Sprintf("%d:%v:%d", at.Index, at.Trigger, at.Lane))
+		if got := fmt.Sprint(fromCtx); got != "[0:primary:0:true 1:ttft:1:true 2:resume:2:true]" {
+			t.Errorf("in Open (index:trigger:index in context:ok) %s", got)
 		}
-		if got := fmt.Sprint(lanes); got != "[0:primary:0 2:resume:0 1:ttft:1]" {
-			t.Errorf("attempts (index:trigger:lane) %s", got)
-		}
-		if got := fmt.Sprint(fromCtx); got != "[0:0:true 1:1:true 2:0:true]" {
-			t.Errorf("LaneFromContext in Open (index:lane:ok) %s", got)
-		}
-		if _, ok := LaneFromContext(t.Context()); ok {
-			t.Error("a lane outside any attempt")
+		if _, ok := AttemptIndexFromContext(t.Context()); ok {
+			t.Error("an attempt index outside any attempt")
 		}
 	})
 }

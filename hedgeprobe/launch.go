@@ -190,7 +190,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 		}()
 	}
 	a = &attempt[T]{
-		idx: len(s.attempts), lane: s.freeLane(), route: route, trigger: l.trigger,
+		idx: len(s.attempts), route: route, trigger: l.trigger,
 		launchAt: now, adm: s.race.admitted,
 		launch: now.Sub(s.start), stallSpent: -1, closed: make(chan struct{}),
 		prefix: l.prefix, of: l.of, parent: l.parent, parentItems: l.parentItems, parentContent: l.parentContent,
@@ -208,7 +208,7 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	if s.rec != nil {
 		ctx, a.rec = s.rec.attempt(ctx, a.idx, &routeNames{route.Name, route.Provider, route.Model, route.ServerAddress, route.ServerPort}, l.trigger, a.launch, l.delivered, now)
 	}
-	a.ctx, a.cancel = context.WithCancel(context.WithValue(ctx, laneKey{}, a.lane))
+	a.ctx, a.cancel = context.WithCancel(context.WithValue(ctx, attemptKey{}, a.idx))
 	if s.race.streaming && !s.race.resumable {
 		a.handoff = make(chan struct{})
 	}
@@ -221,23 +221,6 @@ func (s *Stream[T]) add(l launch[T], route *Route[T], now time.Time) (a *attempt
 	s.life.wg.Add(1)
 	started = true
 	return a, false
-}
-
-// freeLane is the lowest lane no running attempt holds (Attempt.Lane).
-// A call has fewer than MaxAttemptsLimit attempts when it launches one,
-// so one is always free below it.
-func (s *Stream[T]) freeLane() int {
-	var held [MaxAttemptsLimit]bool
-	for _, a := range s.attempts {
-		if !a.done {
-			held[a.lane] = true
-		}
-	}
-	lane := 0
-	for lane < MaxAttemptsLimit-1 && held[lane] {
-		lane++
-	}
-	return lane
 }
 
 func (s *Stream[T]) throttle(trigger Trigger, route string, reason ThrottleReason) {

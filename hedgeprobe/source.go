@@ -163,29 +163,21 @@ type Attempt struct {
 	// limit less this many (sse.ContinuationLimit), so that the answer as
 	// a whole keeps to the limit the caller set. 0 on every other attempt.
 	PrefixChunks int64
-	// Lane is the lowest number that no other attempt of the call still
-	// running holds when this one launches: 0 for the primary, 1 for a
-	// hedge or resume racing it, and so on, below MaxAttemptsLimit. A
-	// transport that keeps a connection pool per lane (sse.Lanes) never
-	// puts two running attempts of one call on one connection. Over
-	// HTTP/2 one transport carries every request to a host on one
-	// connection, so without it a hedge or a resume on the same host
-	// rides the connection of the attempt it rescues — and stalls with it
-	// when that connection is what froze (docs/design.md §2, rule 1).
-	// Requests see it through LaneFromContext.
-	Lane int
 }
 
-type laneKey struct{}
+type attemptKey struct{}
 
-// LaneFromContext returns the Lane of the attempt whose context ctx is
-// or derives from (the context Route.Open is given, and the requests made
-// with it), and false for a context of no attempt. It is how an
-// http.RoundTripper under an SDK client, which sees only requests, picks
-// an attempt's connection pool.
-func LaneFromContext(ctx context.Context) (int, bool) {
-	lane, ok := ctx.Value(laneKey{}).(int)
-	return lane, ok
+// AttemptIndexFromContext returns the Index of the attempt whose context
+// ctx is or derives from (the context Route.Open is given, and every
+// request made with it), and false for a context of no attempt. It lets an
+// http.RoundTripper under an SDK client, which sees only requests, tell a
+// call's attempts apart: sse.Lanes sends each attempt of a call through a
+// transport of its own, so that over HTTP/2, where one transport carries
+// every request to a host on one connection, a hedge or resume never
+// rides the connection of an attempt before it (docs/design.md §2, rule 1).
+func AttemptIndexFromContext(ctx context.Context) (int, bool) {
+	i, ok := ctx.Value(attemptKey{}).(int)
+	return i, ok
 }
 
 // Items tells a Prober what it needs to know about the upstream item type

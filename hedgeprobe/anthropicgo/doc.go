@@ -34,11 +34,11 @@
 // Give the client an http.Client on sse.Lanes
 // (option.WithHTTPClient(&http.Client{Transport: &sse.Lanes{}})): over
 // HTTP/2 the SDK's default transport carries every request to a host on
-// one connection, so a hedge or resume to the same host as the attempt it
-// rescues would ride that attempt's connection, and stall with it when
-// the connection is what froze; Lanes gives racing attempts a connection
-// each. An sse.Tap sends through lanes already (its default Base is
-// sse.DefaultClient's).
+// one connection, so a hedge or resume to the same host as an attempt
+// before it would ride that attempt's connection, and stall with it when
+// the connection is what froze; Lanes gives each attempt of a call a
+// connection of its own. An sse.Tap with no Base sends through lanes
+// already (sse.DefaultClient's).
 //
 // The SDK drops "event: ping". To time pings, build the client with
 // option.WithHTTPClient(&http.Client{Transport: &sse.Tap{}}) and set

@@ -43,9 +43,9 @@
 // keeps for the whole stream, see below), and reads a stream's end after
 // its [DONE], so an HTTP/1.1 connection serves the next attempt; the
 // client's other calls (speech, files, transcriptions) get their bodies
-// as sent. Under it go sse.Lanes, so that racing attempts to one host
-// never share an HTTP/2 connection (a hedge on a frozen connection gets
-// nothing either), and an sse.Tap, to time keepalives, which sends
+// as sent. Under it go sse.Lanes, so that no two attempts of a call share
+// an HTTP/2 connection (a hedge on a frozen connection gets nothing
+// either), and an sse.Tap, to time keepalives, which with no Base sends
 // through lanes already. With an Azure config
 // go-openai sends the key as api-key, which Go's client, unlike
 // Authorization, keeps on a redirect to another host; build the HTTPClient

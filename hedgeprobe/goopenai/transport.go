@@ -71,6 +71,14 @@ type transport struct {
 	maxLine int
 }
 
+// CloseIdleConnections closes base's idle connections when it can:
+// http.Client.CloseIdleConnections reaches them only through it.
+func (t transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (t transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil {

@@ -401,3 +401,22 @@ func TestTransportByteOrderMark(t *testing.T) {
 		t.Fatalf("texts %q err %v, want A and B", texts, err)
 	}
 }
+
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+// TestTransportPassesCloseIdleConnections: the client's
+// CloseIdleConnections reaches the transport under Transport (sse.Lanes,
+// say), which it could not through a wrapper without the method.
+func TestTransportPassesCloseIdleConnections(t *testing.T) {
+	base := &closeCounter{RoundTripper: http.DefaultTransport}
+	client := &http.Client{Transport: goopenai.Transport(base, 0)}
+	client.CloseIdleConnections()
+	if base.closed != 1 {
+		t.Fatalf("closed %d times, want 1", base.closed)
+	}
+}

@@ -7,29 +7,37 @@ import (
 	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
-// Lanes is an http.RoundTripper that keeps one transport — one connection
-// pool — per hedgeprobe lane (Attempt.Lane, read from the request's
-// context with hedgeprobe.LaneFromContext), so that two attempts of one
-// call that run at once never share a connection.
+// Lanes is an http.RoundTripper that sends the i-th attempt of every
+// hedged call through the i-th of its transports (the attempt's index,
+// from the request's context: hedgeprobe.AttemptIndexFromContext), so
+// that no two attempts of one call share a connection.
 //
 // Over HTTP/2 a transport carries every request to a host on one
-// connection. A hedge or resume to the same host as the attempt it
-// rescues (a route hedged on itself, two models of one provider, a resume
-// on another route of the same API) would then ride that attempt's
-// connection, and when the connection is what went silent — a peer gone
-// without a FIN, a middlebox that dropped its state — the rescue stalls
+// connection, and keeps it after a stream on it is reset. A hedge or
+// resume to the same host as an attempt before it (a route hedged on
+// itself, two models of one provider, a resume on another route of the
+// same API) would then ride that attempt's connection — running, failed
+// or cancelled — and when the connection is what went silent (a peer gone
+// without a FIN, a middlebox that dropped its state), the rescue stalls
 // with it until the HTTP/2 ping timeout closes it (docs/design.md §2,
-// rule 1, has the measurement). Over HTTP/1.1 a running attempt holds its
-// connection alone, and Lanes changes nothing but the idle pools.
+// rule 1, has the measurement).
 //
-// A request with no lane (not made in an attempt's context) takes lane
-// 0. The zero value is ready to use, each lane a NewTransport with its
+// Requests to http:// URLs, and requests of no attempt, all take the
+// first transport: Go's transport speaks HTTP/1.1 there (unless its
+// Protocols turn on unencrypted HTTP/2), where a running request has its
+// connection to itself, and one pool of idle connections spares a hedge a
+// dial. To an https upstream, the price of lanes is that a hedge or
+// resume finds an idle connection only among those earlier attempts of
+// its index left, so it dials (a TCP and TLS handshake on its critical
+// path) more often than one shared pool would make it.
+//
+// The zero value is ready to use, each transport a NewTransport with its
 // defaults; DefaultClient sends through one. A Lanes must not be copied
 // after first use.
 type Lanes struct {
-	// New makes a lane's transport, once per lane, when a request first
-	// takes it; default NewTransport(TransportOptions{}). The transports
-	// must not share connections: each call of New returns a new one.
+	// New makes a lane's transport, when a request first needs it;
+	// default NewTransport(TransportOptions{}). Each call must return a
+	// transport of its own: lanes that share one share its connections.
 	New func() http.RoundTripper
 
 	mu    sync.Mutex
@@ -38,22 +46,37 @@ type Lanes struct {
 
 // RoundTrip sends req through the transport of its attempt's lane.
 func (l *Lanes) RoundTrip(req *http.Request) (*http.Response, error) {
-	lane, _ := hedgeprobe.LaneFromContext(req.Context())
+	lane := 0
+	if req.URL != nil && req.URL.Scheme == "https" {
+		// An index out of range cannot come from hedgeprobe, whose calls
+		// make at most MaxAttemptsLimit attempts.
+		if i, ok := hedgeprobe.AttemptIndexFromContext(req.Context()); ok && i >= 0 && i < len(l.lanes) {
+			lane = i
+		}
+	}
 	return l.lane(lane).RoundTrip(req)
 }
 
 func (l *Lanes) lane(i int) http.RoundTripper {
-	if i < 0 || i >= len(l.lanes) {
-		i = 0
+	l.mu.Lock()
+	rt := l.lanes[i]
+	l.mu.Unlock()
+	if rt != nil {
+		return rt
+	}
+	// Made outside the lock, so that a slow New holds up no other lane;
+	// of two made at once for one lane, the first stored is kept and
+	// the other, which has sent nothing, dropped.
+	var made http.RoundTripper
+	if l.New != nil {
+		made = l.New()
+	} else {
+		made = NewTransport(TransportOptions{})
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lanes[i] == nil {
-		if l.New != nil {
-			l.lanes[i] = l.New()
-		} else {
-			l.lanes[i] = NewTransport(TransportOptions{})
-		}
+		l.lanes[i] = made
 	}
 	return l.lanes[i]
 }
@@ -65,8 +88,13 @@ func (l *Lanes) CloseIdleConnections() {
 	lanes := l.lanes
 	l.mu.Unlock()
 	for _, t := range lanes {
-		if c, ok := t.(interface{ CloseIdleConnections() }); ok {
-			c.CloseIdleConnections()
-		}
+		closeIdle(t)
+	}
+}
+
+// closeIdle closes rt's idle connections when it can.
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }

@@ -21,9 +21,11 @@ import (
 )
 
 // freezingProxy forwards TCP connections on 127.0.0.1 to a backend. Its
-// first connection stops forwarding, both ways, once it has carried
-// limit bytes to the client, and stays open: a connection gone silent
-// with no FIN or RST, as one through a middlebox that lost its state.
+// first connection stops forwarding to the client once it has carried
+// limit bytes there, and stays open: to the client, a connection gone
+// silent with no FIN or RST, as one through a middlebox that lost its
+// state. (What the client sends still reaches the server, which answers
+// into the void.)
 type freezingProxy struct {
 	ln    net.Listener
 	conns atomic.Int32
@@ -71,13 +73,6 @@ func startFreezingProxy(t *testing.T, backend string, limit int64) *freezingProx
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				if frozen {
-					// Reads nothing more from the client once the
-					// other way has frozen, so its writes go nowhere.
-					_, _ = io.CopyN(b, c, 1<<20)
-					<-stop
-					return
-				}
 				_, _ = io.Copy(b, c)
 			}()
 			go func() {
@@ -98,7 +93,9 @@ func startFreezingProxy(t *testing.T, backend string, limit int64) *freezingProx
 // route whose connection freezes mid-answer. The stall hedge goes to the
 // same host. Through one transport it rides the frozen connection and
 // gets nothing; through Lanes it takes a connection of its own, wins, and
-// the caller gets the whole answer.
+// the caller gets the whole answer. So does the hedge that follows the
+// primary's failure (its stall watchdog, no stall hedge): the primary has
+// ended, but its connection, frozen, is still in its transport's pool.
 func TestLanesRescueFrozenConnection(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -123,12 +120,13 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
 		return tr
 	}
-	call := func(t *testing.T, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration) (hedgeprobe.Stats, int, error) {
+	stallHedge := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, MaxAttempts: 2}
+	call := func(t *testing.T, cfg hedgeprobe.Config, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration) (hedgeprobe.Stats, int, error) {
 		t.Helper()
 		client := &http.Client{Transport: rt}
 		defer client.CloseIdleConnections()
 		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.ln.Addr().String() + "/v1", Model: "m", Client: client})
-		p, err := hedgeprobe.New(hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, MaxAttempts: 2}, sse.OpenAIItems)
+		p, err := hedgeprobe.New(cfg, sse.OpenAIItems)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +147,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 
 	t.Run("one transport", func(t *testing.T) {
 		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
-		st, n, err := call(t, transport(), proxy, 2*time.Second)
+		st, n, err := call(t, stallHedge, transport(), proxy, 2*time.Second)
 		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
 			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
 		}
@@ -163,7 +161,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 	t.Run("lanes", func(t *testing.T) {
 		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		start := time.Now()
-		st, n, err := call(t, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
+		st, n, err := call(t, stallHedge, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
 		if err != nil || n != 60 {
 			t.Fatalf("err %v, %d chunks delivered: want the whole answer", err, n)
 		}
@@ -175,12 +173,44 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		}
 		t.Logf("rescued in %v (primary froze after %d chunks)", time.Since(start).Round(time.Millisecond), st.Attempts[0].ContentChunks)
 	})
+	t.Run("one transport, quick pings", func(t *testing.T) {
+		// Pinged after 300 ms without a frame, and closed 500 ms after
+		// that: the frozen connection fails the attempts on it, and an
+		// error hedge dials a new one.
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		tr := transport()
+		tr.HTTP2.SendPingTimeout, tr.HTTP2.PingTimeout = 300*time.Millisecond, 500*time.Millisecond
+		cfg := stallHedge
+		cfg.MaxAttempts = 3
+		st, n, err := call(t, cfg, tr, proxy, 20*time.Second)
+		if err != nil || n != 60 || st.Winner < 1 {
+			t.Fatalf("err %v, %d chunks delivered, winner %d: want a hedge's whole answer", err, n, st.Winner)
+		}
+		if got := proxy.conns.Load(); got < 2 {
+			t.Fatalf("%d connections, want the frozen one closed and another dialled", got)
+		}
+	})
+	t.Run("lanes, after the primary failed", func(t *testing.T) {
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		cfg := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: hedgeprobe.Off, StallTimeout: 300 * time.Millisecond, MaxAttempts: 2}
+		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
+		if err != nil || n != 60 {
+			t.Fatalf("err %v, %d chunks delivered: want the whole answer", err, n)
+		}
+		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerError || st.Attempts[0].Outcome != hedgeprobe.AttemptFailed {
+			t.Fatalf("winner %d, attempts %+v: want the error hedge to win after the primary's stall timeout", st.Winner, st.Attempts)
+		}
+		if got := proxy.conns.Load(); got != 2 {
+			t.Fatalf("%d connections, want one per lane", got)
+		}
+	})
 }
 
 // TestLanesPerAttempt: three attempts that never answer, each in its own
-// lane; a request made in an attempt's context goes through its lane's
-// transport, made once; one of no attempt through lane 0; and
-// CloseIdleConnections reaches every lane made.
+// lane; an https request made in an attempt's context goes through its
+// lane's transport, made once; one of no attempt, and an http:// one of
+// any attempt, through lane 0; CloseIdleConnections reaches every lane
+// made.
 func TestLanesPerAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -198,14 +228,19 @@ func TestLanesPerAttempt(t *testing.T) {
 		}
 		lanes := map[int]int{}
 		route := hedgeprobe.Route[sse.ChatChunk]{Name: "r", Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[sse.ChatChunk], error) {
-			if lane, ok := hedgeprobe.LaneFromContext(ctx); !ok || lane != a.Lane {
-				t.Errorf("attempt %d: LaneFromContext %d, %v; Lane %d", a.Index, lane, ok, a.Lane)
-			}
+			i, ok := hedgeprobe.AttemptIndexFromContext(ctx)
 			mu.Lock()
-			lanes[a.Index] = a.Lane
+			lanes[a.Index] = i
 			mu.Unlock()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+			if !ok {
+				t.Errorf("attempt %d: no index in its context", a.Index)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:1/", nil)
 			_, _ = l.RoundTrip(req)
+			if a.Index == 2 {
+				plain, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+				_, _ = l.RoundTrip(plain)
+			}
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}}
@@ -215,19 +250,16 @@ func TestLanesPerAttempt(t *testing.T) {
 		for s.Next() {
 		}
 		_ = s.Close()
-		if _, ok := hedgeprobe.LaneFromContext(ctx); ok {
-			t.Error("a lane in the caller's context")
-		}
-		req, _ := http.NewRequest(http.MethodGet, "http://127.0.0.1:1/", nil)
+		req, _ := http.NewRequest(http.MethodGet, "https://127.0.0.1:1/", nil)
 		_, _ = l.RoundTrip(req)
 		l.CloseIdleConnections()
 		if fmt.Sprint(lanes) != "map[0:0 1:1 2:2]" || len(made) != 3 {
-			t.Fatalf("lanes by attempt %v, transports made %d", lanes, len(made))
+			t.Fatalf("index in the context by attempt %v, transports made %d", lanes, len(made))
 		}
 		for i, c := range made {
 			want := 1
 			if i == 0 {
-				want = 2 // and the request of no attempt
+				want = 3 // and attempt 2's http:// request, and the request of no attempt
 			}
 			if c.requests.Load() != int32(want) || c.closed.Load() != 1 {
 				t.Errorf("transport %d: %d requests, closed %d times; want %d and 1", i, c.requests.Load(), c.closed.Load(), want)
@@ -244,3 +276,21 @@ func (c *countingTransport) RoundTrip(*http.Request) (*http.Response, error) {
 }
 
 func (c *countingTransport) CloseIdleConnections() { c.closed.Add(1) }
+
+// TestTapPassesCloseIdleConnections: a client on a Tap over Lanes closes
+// the idle connections of every lane the requests made.
+func TestTapPassesCloseIdleConnections(t *testing.T) {
+	var made []*countingTransport
+	lanes := &sse.Lanes{New: func() http.RoundTripper {
+		c := &countingTransport{}
+		made = append(made, c)
+		return c
+	}}
+	client := &http.Client{Transport: &sse.Tap{Base: lanes}}
+	req, _ := http.NewRequest(http.MethodGet, "https://127.0.0.1:1/", nil)
+	_, _ = client.Do(req)
+	client.CloseIdleConnections()
+	if len(made) != 1 || made[0].requests.Load() != 1 || made[0].closed.Load() != 1 {
+		t.Fatalf("transports %d; want one, with one request, closed once", len(made))
+	}
+}

@@ -43,6 +43,17 @@ func WithKeepaliveFunc(ctx context.Context, f func(Event)) context.Context {
 	return context.WithValue(ctx, keepaliveKey{}, f)
 }
 
+// CloseIdleConnections closes Base's idle connections (DefaultClient's
+// when Base is nil), when it can: http.Client.CloseIdleConnections calls
+// it, and reaches Base's only through it.
+func (t *Tap) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = DefaultClient().Transport
+	}
+	closeIdle(base)
+}
+
 // RoundTrip sends req and wraps an event-stream response body.
 func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.Base

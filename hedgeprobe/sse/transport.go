@@ -29,6 +29,17 @@ type TransportOptions struct {
 	UserTimeout time.Duration
 	// DialTimeout bounds connection set-up; default 10 s.
 	DialTimeout time.Duration
+	// HTTP2PingAfter is how long an HTTP/2 connection may go without a
+	// frame before a ping checks it; default KeepAliveIdle.
+	// HTTP2PingTimeout is how long the ping's answer may take before the
+	// connection is closed, failing every request on it; default
+	// KeepAliveInterval. Their sum is how long a connection that froze
+	// keeps taking new requests — other calls' attempts, which their own
+	// hedges must then rescue (30 s at the defaults). Lower, a frozen
+	// connection goes sooner, and a silent one (an upstream thinking, a
+	// pooled connection waiting) is pinged that much more often; some
+	// servers close a connection that pings often.
+	HTTP2PingAfter, HTTP2PingTimeout time.Duration
 }
 
 // NewTransport returns an *http.Transport for long streams: a clone of
@@ -55,6 +66,12 @@ func NewTransport(o TransportOptions) *http.Transport {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
 	}
+	if o.HTTP2PingAfter <= 0 {
+		o.HTTP2PingAfter = o.KeepAliveIdle
+	}
+	if o.HTTP2PingTimeout <= 0 {
+		o.HTTP2PingTimeout = o.KeepAliveInterval
+	}
 	d := &net.Dialer{
 		Timeout: o.DialTimeout,
 		KeepAliveConfig: net.KeepAliveConfig{
@@ -74,8 +91,8 @@ func NewTransport(o TransportOptions) *http.Transport {
 	// again on the hedge's critical path.
 	t.MaxIdleConnsPerHost = 64
 	t.HTTP2 = &http.HTTP2Config{
-		SendPingTimeout: o.KeepAliveIdle,
-		PingTimeout:     o.KeepAliveInterval,
+		SendPingTimeout: o.HTTP2PingAfter,
+		PingTimeout:     o.HTTP2PingTimeout,
 	}
 	return t
 }

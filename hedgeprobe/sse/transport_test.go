@@ -58,4 +58,10 @@ func TestTransportSocketOptions(t *testing.T) {
 	if DefaultClient().Timeout != 0 {
 		t.Fatal("default client has a whole-request timeout")
 	}
+	if c := NewTransport(TransportOptions{HTTP2PingAfter: 3 * time.Second, HTTP2PingTimeout: 2 * time.Second}).HTTP2; c.SendPingTimeout != 3*time.Second || c.PingTimeout != 2*time.Second {
+		t.Fatalf("http2 pings %+v, want 3s and 2s", c)
+	}
+	if c := NewTransport(TransportOptions{}).HTTP2; c.SendPingTimeout != 15*time.Second || c.PingTimeout != 15*time.Second {
+		t.Fatalf("http2 pings by default %+v, want 15s and 15s", c)
+	}
 }

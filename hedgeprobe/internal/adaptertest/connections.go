@@ -36,9 +36,8 @@ type trackedUpstream struct {
 }
 
 // startTracked starts the upstream on 127.0.0.1: over plain HTTP/1.1,
-// or with h2 over TLS offering HTTP/2, where a call's attempts share one
-// connection as streams and a cancelled one is reset (RST_STREAM), not
-// closed.
+// or with h2 over TLS offering HTTP/2, where requests share connections
+// as streams and a cancelled one is reset (RST_STREAM), not closed.
 func startTracked(t *testing.T, h2 bool) *trackedUpstream {
 	t.Helper()
 	cfg, err := fakellm.DefaultProfiles()

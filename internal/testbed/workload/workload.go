@@ -140,9 +140,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	if scenarios == nil {
 		scenarios = Scenarios()
 	}
-	// Lanes, as an application should use: racing attempts of a call
-	// never share a connection (over HTTP/1.1 to fakellm, as here, it
-	// changes only which idle pool a connection waits in).
+	// Lanes, as an application should use: no two attempts of a call
+	// share a connection. To fakellm's http:// URL, as here, every
+	// request takes its first transport, as over one.
 	client := &http.Client{Transport: &sse.Lanes{}}
 	results := make([]Result, len(scenarios))
 	ejections := make([]atomic.Int64, len(scenarios))
