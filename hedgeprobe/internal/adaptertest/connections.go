@@ -180,35 +180,43 @@ func (u *trackedUpstream) describe() string {
 // connection active) — and once the client's idle connections are
 // closed, the upstream must have no connection left.
 //
-// The phases run twice, in subtests: over HTTP/1.1 on one
-// sse.NewTransport, and over HTTP/2 with TLS on sse.Lanes (a NewTransport
-// per lane, trusting the test server's certificate), where every request
-// must have come as HTTP/2.
+// The phases run three times, in subtests: over HTTP/1.1 on
+// sse.DefaultClient's transport (sse.Lanes, which sends http:// requests
+// through one pool), and over HTTP/2 with TLS, where every request must
+// have come as HTTP/2, on one sse.NewTransport (an SDK's default: a
+// call's attempts share a connection) and on sse.Lanes (a connection per
+// attempt index), each transport trusting the test server's certificate.
 func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
 	t.Helper()
-	for _, proto := range []string{"HTTP/1.1", "HTTP/2.0"} {
-		t.Run(strings.ReplaceAll(proto, "/", ""), func(t *testing.T) {
-			h2 := proto == "HTTP/2.0"
+	for _, v := range []struct {
+		name, proto string
+		lanes       bool
+	}{{"HTTP1.1", "HTTP/1.1", true}, {"HTTP2.0", "HTTP/2.0", false}, {"HTTP2.0_lanes", "HTTP/2.0", true}} {
+		t.Run(v.name, func(t *testing.T) {
+			h2 := v.proto == "HTTP/2.0"
 			u := startTracked(t, h2)
-			var tr transport = sse.NewTransport(sse.TransportOptions{})
-			if h2 {
-				roots := x509.NewCertPool()
-				roots.AddCert(u.server.Certificate())
-				tr = &sse.Lanes{New: func() http.RoundTripper {
-					lane := sse.NewTransport(sse.TransportOptions{})
+			one := func() *http.Transport {
+				tr := sse.NewTransport(sse.TransportOptions{})
+				if h2 {
+					roots := x509.NewCertPool()
+					roots.AddCert(u.server.Certificate())
 					// A TLS configuration of one's own turns HTTP/2
 					// off unless ForceAttemptHTTP2, which the
 					// transport keeps from http.DefaultTransport.
-					lane.TLSClientConfig = &tls.Config{RootCAs: roots}
-					return lane
-				}}
+					tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+				}
+				return tr
+			}
+			var tr transport = one()
+			if v.lanes {
+				tr = &sse.Lanes{New: func() http.RoundTripper { return one() }}
 			}
 			defer tr.CloseIdleConnections()
 			a.checkConnectionsReleased(t, u, tr, route)
 			u.mu.Lock()
 			defer u.mu.Unlock()
-			if u.protos[proto] == 0 || len(u.protos) != 1 {
-				t.Errorf("requests by protocol %v, want all %s", u.protos, proto)
+			if u.protos[v.proto] == 0 || len(u.protos) != 1 {
+				t.Errorf("requests by protocol %v, want all %s", u.protos, v.proto)
 			}
 		})
 	}
