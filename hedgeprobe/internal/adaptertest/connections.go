@@ -178,7 +178,9 @@ func (u *trackedUpstream) describe() string {
 // served and no connection be active — a body an attempt left unclosed
 // holds its connection (over HTTP/2, its stream keeps the shared
 // connection active) — and once the client's idle connections are
-// closed, the upstream must have no connection left.
+// closed, the upstream must have no connection left. Every request the
+// adapter's client sent must carry its attempt's index in its context
+// (hedgeprobe.AttemptIndexFromContext, what sse.Lanes reads under an SDK).
 //
 // The phases run three times, in subtests: over HTTP/1.1 on
 // sse.DefaultClient's transport (sse.Lanes, which sends http:// requests
@@ -228,8 +230,38 @@ type transport interface {
 	CloseIdleConnections()
 }
 
+// indexes counts the requests sent through it by the attempt index in
+// their context (-1: none), as sse.Lanes reads it.
+type indexes struct {
+	transport
+	mu sync.Mutex
+	by map[int]int
+}
+
+func (x *indexes) RoundTrip(req *http.Request) (*http.Response, error) {
+	i, ok := hedgeprobe.AttemptIndexFromContext(req.Context())
+	if !ok {
+		i = -1
+	}
+	x.mu.Lock()
+	x.by[i]++
+	x.mu.Unlock()
+	return x.transport.RoundTrip(req)
+}
+
 func (a Adapter[T]) checkConnectionsReleased(t *testing.T, u *trackedUpstream, tr transport, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {
-	client := &http.Client{Transport: tr}
+	// Every request the adapter (its SDK) sends must carry its attempt's
+	// index, or sse.Lanes under the SDK's client would send a call's
+	// attempts through one transport.
+	idx := &indexes{transport: tr, by: map[int]int{}}
+	defer func() {
+		idx.mu.Lock()
+		defer idx.mu.Unlock()
+		if idx.by[-1] > 0 || idx.by[0] == 0 || idx.by[1] == 0 {
+			t.Errorf("requests by the attempt index in their context (-1: none) %v, want every one with its index, primaries and hedges", idx.by)
+		}
+	}()
+	client := &http.Client{Transport: idx}
 	routes := []hedgeprobe.Route[T]{
 		route(client, u.server.URL+"/p/slow-first", "slow-first"),
 		route(client, u.server.URL+"/p/steady", "steady"),
