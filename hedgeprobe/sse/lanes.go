@@ -22,74 +22,84 @@ import (
 // with it until the HTTP/2 ping timeout closes it (docs/design.md §2,
 // rule 1, has the measurement).
 //
-// Requests to http:// URLs, and requests of no attempt, all take the
-// first transport: Go's transport speaks HTTP/1.1 there (unless its
-// Protocols turn on unencrypted HTTP/2), where a running request has its
-// connection to itself, and one pool of idle connections spares a hedge a
-// dial. To an https upstream, the price of lanes is that a hedge or
-// resume finds an idle connection only among those earlier attempts of
-// its index left, so it dials (a TCP and TLS handshake on its critical
-// path) more often than one shared pool would make it.
+// Requests of no attempt take the first transport, and so do requests to
+// http:// URLs: Go's transport speaks HTTP/1.1 there, where a running
+// request has its connection to itself, and one pool of idle connections
+// spares a hedge a dial — unless the first transport is an
+// *http.Transport whose Protocols turn on unencrypted HTTP/2 (h2c); then
+// they take lanes as https requests do. (A New that wraps an h2c
+// transport hides that: its http:// attempts then share connections.) To
+// an https upstream, the price of lanes is that a hedge or resume finds
+// an idle connection only among those earlier attempts of its index left,
+// so it dials (a TCP and TLS handshake on its critical path) more often
+// than one shared pool would make it.
 //
 // The zero value is ready to use, each transport a NewTransport with its
 // defaults; DefaultClient sends through one. A Lanes must not be copied
 // after first use.
 type Lanes struct {
-	// New makes a lane's transport, when a request first needs it;
-	// default NewTransport(TransportOptions{}). Each call must return a
-	// transport of its own: lanes that share one share its connections.
+	// New makes a lane's transport, once per lane, when a request first
+	// needs it; default NewTransport(TransportOptions{}). Each call must
+	// return a transport of its own: lanes that share one share its
+	// connections. Calls for different lanes may run at once.
 	New func() http.RoundTripper
 
-	mu    sync.Mutex
-	lanes [hedgeprobe.MaxAttemptsLimit]http.RoundTripper
+	lanes [hedgeprobe.MaxAttemptsLimit]lane
+}
+
+// lane is one of a Lanes' transports, made when first needed.
+type lane struct {
+	mu sync.Mutex
+	rt http.RoundTripper
 }
 
 // RoundTrip sends req through the transport of its attempt's lane.
 func (l *Lanes) RoundTrip(req *http.Request) (*http.Response, error) {
-	lane := 0
-	if req.URL != nil && req.URL.Scheme == "https" {
-		// An index out of range cannot come from hedgeprobe, whose calls
-		// make at most MaxAttemptsLimit attempts.
-		if i, ok := hedgeprobe.AttemptIndexFromContext(req.Context()); ok && i >= 0 && i < len(l.lanes) {
-			lane = i
-		}
+	// An index out of range cannot come from hedgeprobe, whose calls make
+	// at most MaxAttemptsLimit attempts.
+	i, ok := hedgeprobe.AttemptIndexFromContext(req.Context())
+	if !ok || i < 0 || i >= len(l.lanes) {
+		i = 0
 	}
-	return l.lane(lane).RoundTrip(req)
+	if i > 0 && (req.URL == nil || req.URL.Scheme != "https") && !speaksH2C(l.lane(0)) {
+		i = 0
+	}
+	return l.lane(i).RoundTrip(req)
 }
 
+// lane returns lane i's transport, made under that lane's lock alone: a
+// slow New holds up the requests of its own lane, not the others'.
 func (l *Lanes) lane(i int) http.RoundTripper {
-	l.mu.Lock()
-	rt := l.lanes[i]
-	l.mu.Unlock()
-	if rt != nil {
-		return rt
+	ln := &l.lanes[i]
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.rt == nil {
+		if l.New != nil {
+			ln.rt = l.New()
+		} else {
+			ln.rt = NewTransport(TransportOptions{})
+		}
 	}
-	// Made outside the lock, so that a slow New holds up no other lane;
-	// of two made at once for one lane, the first stored is kept and
-	// the other, which has sent nothing, dropped.
-	var made http.RoundTripper
-	if l.New != nil {
-		made = l.New()
-	} else {
-		made = NewTransport(TransportOptions{})
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lanes[i] == nil {
-		l.lanes[i] = made
-	}
-	return l.lanes[i]
+	return ln.rt
 }
 
 // CloseIdleConnections closes the idle connections of every lane's
 // transport that can (http.Client.CloseIdleConnections calls it).
 func (l *Lanes) CloseIdleConnections() {
-	l.mu.Lock()
-	lanes := l.lanes
-	l.mu.Unlock()
-	for _, t := range lanes {
-		closeIdle(t)
+	for i := range l.lanes {
+		ln := &l.lanes[i]
+		ln.mu.Lock()
+		rt := ln.rt
+		ln.mu.Unlock()
+		closeIdle(rt)
 	}
+}
+
+// speaksH2C reports whether rt is a transport that sends http:// requests
+// over unencrypted HTTP/2.
+func speaksH2C(rt http.RoundTripper) bool {
+	t, ok := rt.(*http.Transport)
+	return ok && t.Protocols != nil && t.Protocols.UnencryptedHTTP2()
 }
 
 // closeIdle closes rt's idle connections when it can.

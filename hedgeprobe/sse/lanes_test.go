@@ -183,8 +183,8 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		cfg := stallHedge
 		cfg.MaxAttempts = 3
 		st, n, err := call(t, cfg, tr, proxy, 20*time.Second)
-		if err != nil || n != 60 || st.Winner < 1 {
-			t.Fatalf("err %v, %d chunks delivered, winner %d: want a hedge's whole answer", err, n, st.Winner)
+		if err != nil || n != 60 || st.Winner != 2 || st.Attempts[2].Trigger != hedgeprobe.TriggerError {
+			t.Fatalf("err %v, %d chunks delivered, winner %d, attempts %+v: want the error hedge's whole answer, after the ping failed the primary and the stall hedge", err, n, st.Winner, st.Attempts)
 		}
 		if got := proxy.conns.Load(); got < 2 {
 			t.Fatalf("%d connections, want the frozen one closed and another dialled", got)
@@ -209,8 +209,8 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 // TestLanesPerAttempt: three attempts that never answer, each in its own
 // lane; an https request made in an attempt's context goes through its
 // lane's transport, made once; one of no attempt, and an http:// one of
-// any attempt, through lane 0; CloseIdleConnections reaches every lane
-// made.
+// any attempt, through lane 0 — unless lane 0's transport speaks h2c;
+// CloseIdleConnections reaches every lane made.
 func TestLanesPerAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -227,10 +227,14 @@ func TestLanesPerAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		lanes := map[int]int{}
+		var hedgeCtx context.Context
 		route := hedgeprobe.Route[sse.ChatChunk]{Name: "r", Open: func(ctx context.Context, a hedgeprobe.Attempt) (hedgeprobe.Source[sse.ChatChunk], error) {
 			i, ok := hedgeprobe.AttemptIndexFromContext(ctx)
 			mu.Lock()
 			lanes[a.Index] = i
+			if a.Index == 1 {
+				hedgeCtx = ctx
+			}
 			mu.Unlock()
 			if !ok {
 				t.Errorf("attempt %d: no index in its context", a.Index)
@@ -265,7 +269,35 @@ func TestLanesPerAttempt(t *testing.T) {
 				t.Errorf("transport %d: %d requests, closed %d times; want %d and 1", i, c.requests.Load(), c.closed.Load(), want)
 			}
 		}
+
+		// An http:// request of the hedge: lane 0 alone when the
+		// transports speak HTTP/1.1 there, lane 1 when they speak h2c.
+		// (The call is over, so the request ends at once, unsent.)
+		for _, h2c := range []bool{false, true} {
+			made := 0
+			l := &sse.Lanes{New: func() http.RoundTripper {
+				made++
+				tr := &http.Transport{}
+				if h2c {
+					tr.Protocols = new(http.Protocols)
+					tr.Protocols.SetUnencryptedHTTP2(true)
+				}
+				return tr
+			}}
+			req, _ := http.NewRequestWithContext(hedgeCtx, http.MethodGet, "http://127.0.0.1:1/", nil)
+			_, _ = l.RoundTrip(req)
+			if want := 1 + btoi(h2c); made != want {
+				t.Errorf("h2c %v: %d transports made, want %d", h2c, made, want)
+			}
+		}
 	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 type countingTransport struct{ requests, closed atomic.Int32 }

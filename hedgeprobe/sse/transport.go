@@ -38,7 +38,8 @@ type TransportOptions struct {
 	// hedges must then rescue (30 s at the defaults). Lower, a frozen
 	// connection goes sooner, and a silent one (an upstream thinking, a
 	// pooled connection waiting) is pinged that much more often; some
-	// servers close a connection that pings often.
+	// servers close a connection that pings often. Zero or negative
+	// takes the default: the pings cannot be turned off.
 	HTTP2PingAfter, HTTP2PingTimeout time.Duration
 }
 

@@ -182,9 +182,9 @@ func (u *trackedUpstream) describe() string {
 // adapter's client sent must carry its attempt's index in its context
 // (hedgeprobe.AttemptIndexFromContext, what sse.Lanes reads under an SDK).
 //
-// The phases run three times, in subtests: over HTTP/1.1 on
-// sse.DefaultClient's transport (sse.Lanes, which sends http:// requests
-// through one pool), and over HTTP/2 with TLS, where every request must
+// The phases run three times, in subtests: over HTTP/1.1 on sse.Lanes,
+// as sse.DefaultClient sends (http:// requests through one pool), and
+// over HTTP/2 with TLS, where every request must
 // have come as HTTP/2, on one sse.NewTransport (an SDK's default: a
 // call's attempts share a connection) and on sse.Lanes (a connection per
 // attempt index), each transport trusting the test server's certificate.
