@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,10 +98,22 @@ func startFreezingProxy(t *testing.T, backend string, limit int64) *freezingProx
 // the caller gets the whole answer. So does the hedge that follows the
 // primary's failure (its stall watchdog, no stall hedge): the primary has
 // ended, but its connection, frozen, is still in its transport's pool.
+// And so does a Streaming call's resume after commit, which continues the
+// words the caller has, on the same host.
 func TestLanesRescueFrozenConnection(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Sixty words, "w0 " to "w59 "; a continuation (a trailing
+		// assistant message) goes on after the words it was given.
+		var body struct {
+			Messages []sse.Message `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		from := 0
+		if m := body.Messages; len(m) > 0 && m[len(m)-1].Role == "assistant" {
+			from = len(strings.Fields(m[len(m)-1].Content))
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		for i := range 60 {
+		for i := from; i < 60; i++ {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
 			w.(http.Flusher).Flush()
 			select {
@@ -121,11 +135,15 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		return tr
 	}
 	stallHedge := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, MaxAttempts: 2}
-	call := func(t *testing.T, cfg hedgeprobe.Config, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration) (hedgeprobe.Stats, int, error) {
+	var text string
+	// call makes one call on one route through rt, a route that continues
+	// a partial answer when cont is set.
+	call := func(t *testing.T, cfg hedgeprobe.Config, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration, cont sse.Continuation) (hedgeprobe.Stats, int, error) {
 		t.Helper()
 		client := &http.Client{Transport: rt}
 		defer client.CloseIdleConnections()
-		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.ln.Addr().String() + "/v1", Model: "m", Client: client})
+		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.ln.Addr().String() + "/v1", Model: "m", Client: client,
+			Messages: []sse.Message{{Role: "user", Content: "count"}}, Continue: cont})
 		p, err := hedgeprobe.New(cfg, sse.OpenAIItems)
 		if err != nil {
 			t.Fatal(err)
@@ -135,11 +153,14 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		s := p.Stream(ctx, route)
 		defer s.Close()
 		n := 0
+		var b strings.Builder
 		for s.Next() {
-			if sse.ClassifyOpenAI(s.Current()) == hedgeprobe.Content {
+			if c := s.Current(); sse.ClassifyOpenAI(c) == hedgeprobe.Content {
 				n++
+				b.WriteString(c.Choices[0].Delta.Content)
 			}
 		}
+		text = b.String()
 		return s.Stats(), n, s.Err()
 	}
 	// About 6 KB: the handshakes and the first few dozen chunks.
@@ -147,7 +168,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 
 	t.Run("one transport", func(t *testing.T) {
 		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
-		st, n, err := call(t, stallHedge, transport(), proxy, 2*time.Second)
+		st, n, err := call(t, stallHedge, transport(), proxy, 2*time.Second, sse.ContinueNone)
 		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
 			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
 		}
@@ -161,7 +182,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 	t.Run("lanes", func(t *testing.T) {
 		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		start := time.Now()
-		st, n, err := call(t, stallHedge, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
+		st, n, err := call(t, stallHedge, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueNone)
 		if err != nil || n != 60 {
 			t.Fatalf("err %v, %d chunks delivered: want the whole answer", err, n)
 		}
@@ -182,7 +203,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		tr.HTTP2.SendPingTimeout, tr.HTTP2.PingTimeout = 300*time.Millisecond, 500*time.Millisecond
 		cfg := stallHedge
 		cfg.MaxAttempts = 3
-		st, n, err := call(t, cfg, tr, proxy, 20*time.Second)
+		st, n, err := call(t, cfg, tr, proxy, 20*time.Second, sse.ContinueNone)
 		if err != nil || n != 60 || st.Winner != 2 || st.Attempts[2].Trigger != hedgeprobe.TriggerError {
 			t.Fatalf("err %v, %d chunks delivered, winner %d, attempts %+v: want the error hedge's whole answer, after the ping failed the primary and the stall hedge", err, n, st.Winner, st.Attempts)
 		}
@@ -190,10 +211,39 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 			t.Fatalf("%d connections, want the frozen one closed and another dialled", got)
 		}
 	})
+	t.Run("one transport, resumed after commit", func(t *testing.T) {
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		cfg := hedgeprobe.Config{ResumeAfter: 300 * time.Millisecond, MaxAttempts: 2}
+		st, n, err := call(t, cfg, transport(), proxy, 2*time.Second, sse.ContinueTrailingAssistant)
+		if !errors.Is(err, context.DeadlineExceeded) || len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume || st.Attempts[1].ContentChunks != 0 {
+			t.Fatalf("err %v, %d chunks, attempts %+v: want the call's deadline, after a resume that got nothing", err, n, st.Attempts)
+		}
+	})
+	t.Run("lanes, resumed after commit", func(t *testing.T) {
+		// Streaming: the caller has the primary's first chunks when its
+		// connection freezes; the resume continues them on the same
+		// host, and the caller reads the sixty words once each.
+		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		cfg := hedgeprobe.Config{ResumeAfter: 300 * time.Millisecond, MaxAttempts: 2}
+		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueTrailingAssistant)
+		var want strings.Builder
+		for i := range 60 {
+			fmt.Fprintf(&want, "w%d ", i)
+		}
+		if err != nil || text != want.String() {
+			t.Fatalf("err %v, %d chunks, text %q: want the sixty words", err, n, text)
+		}
+		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume || st.Attempts[0].ContentChunks == 0 {
+			t.Fatalf("winner %d, attempts %+v: want the resume to win after the primary's first chunks", st.Winner, st.Attempts)
+		}
+		if got := proxy.conns.Load(); got != 2 {
+			t.Fatalf("%d connections, want one per lane", got)
+		}
+	})
 	t.Run("lanes, after the primary failed", func(t *testing.T) {
 		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		cfg := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: hedgeprobe.Off, StallTimeout: 300 * time.Millisecond, MaxAttempts: 2}
-		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second)
+		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueNone)
 		if err != nil || n != 60 {
 			t.Fatalf("err %v, %d chunks delivered: want the whole answer", err, n)
 		}
