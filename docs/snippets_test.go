@@ -65,7 +65,7 @@ var msgs []sse.Message`,
 		decl: true,
 	},
 	"README.md#4": {
-		imports: []string{`"context"`, `"fmt"`, hedgeprobePkg, tracePkg,
+		imports: []string{`"context"`, `"fmt"`, `"net/http"`, hedgeprobePkg, ssePkg, tracePkg,
 			`"github.com/streamwatch/streamwatch/hedgeprobe/openaigo"`,
 			`"github.com/openai/openai-go/v3"`, `"github.com/openai/openai-go/v3/option"`},
 		given: `var ctx context.Context
@@ -96,7 +96,7 @@ var req openai.ChatCompletionRequest`,
 		returnsErr: true,
 	},
 	"docs/sdks.md#2": {
-		imports: []string{`"context"`, `"fmt"`, hedgeprobePkg,
+		imports: []string{`"context"`, `"fmt"`, `"net/http"`, hedgeprobePkg, ssePkg,
 			`"github.com/streamwatch/streamwatch/hedgeprobe/anthropicgo"`,
 			`"github.com/anthropics/anthropic-sdk-go/v2"`, `"github.com/anthropics/anthropic-sdk-go/v2/option"`},
 		given: `var ctx context.Context

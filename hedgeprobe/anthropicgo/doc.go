@@ -7,7 +7,8 @@
 // continues) and a Route that opens one NewStreaming call per attempt and
 // types its errors for hedging (MapError).
 //
-//	client := anthropic.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
+//	client := anthropic.NewClient(option.WithMaxRetries(0), // hedgeprobe retries
+//		option.WithHTTPClient(&http.Client{Transport: &sse.Lanes{}})) // see below
 //	params := anthropic.MessageNewParams{
 //		Model:     "claude-sonnet-5-5",
 //		MaxTokens: 1024,

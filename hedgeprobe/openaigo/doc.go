@@ -6,7 +6,8 @@
 // continues) and a Route that opens one NewStreaming call per attempt and
 // types its errors for hedging (MapError).
 //
-//	client := openai.NewClient(option.WithMaxRetries(0)) // hedgeprobe retries
+//	client := openai.NewClient(option.WithMaxRetries(0), // hedgeprobe retries
+//		option.WithHTTPClient(&http.Client{Transport: &sse.Lanes{}})) // see below
 //	params := openai.ChatCompletionNewParams{
 //		Model:    "gpt-4.1-mini",
 //		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
