@@ -85,11 +85,12 @@ type OpenAIRequest struct {
 	// A resume attempt sends the delivered text as a trailing assistant
 	// message or, when Messages already ends in one (a prefill of your
 	// own), appended to its content, so the upstream continues one
-	// message. With ContinueFinalMessage that takes
-	// Params["continue_final_message"] = true (the upstream continued your
-	// message rather than answering after it); without it the resume
-	// attempt's Open fails with hedgeprobe.ErrCannotContinue: the resume
-	// is skipped and the call goes on. A request for more than one choice
+	// message. When Messages ends in your own prefill, ContinueFinalMessage
+	// also needs Params["continue_final_message"] = true (so that the
+	// upstream continued your message rather than answering after it):
+	// without it the resume attempt's Open fails with
+	// hedgeprobe.ErrCannotContinue, the resume is skipped and the call goes
+	// on. Without a prefill of your own nothing needs setting. A request for more than one choice
 	// (Params["n"] above 1) never continues, whatever Continue says: a
 	// continuation would carry choice 0's text into every choice.
 	Continue Continuation
