@@ -100,6 +100,15 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 		}
 		problem = addProblem(problem, note)
 	}
+	// The timeline goes before the figures are written: its attributes'
+	// slots in the span's attribute array then take figures, which
+	// otherwise often grow the array (a new one, every attribute copied).
+	// An anomaly keeps it as the evidence. Nothing below reads it: the
+	// derivation and the gap counts are in d and sc.
+	drop := p.dropTimeline && r.Status != breakdown.Anomaly
+	if drop {
+		timeline.Drop(span)
+	}
 	annotate.Figures(span, r, p.thresholdUs, problem, d.GapCounts(sc))
 	if r.Incomplete() {
 		c.partial++
@@ -116,9 +125,6 @@ func (p *streamwatch) processSpan(span ptrace.Span, siblings ptrace.SpanSlice, s
 	annotate.StallEvents(span, r.Segments)
 	if p.stallSpans {
 		annotate.StallSpans(span, r.Segments, siblings)
-	}
-	if p.dropTimeline {
-		timeline.Drop(span)
 	}
 }
 

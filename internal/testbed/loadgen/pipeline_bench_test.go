@@ -41,6 +41,7 @@ func BenchmarkPipeline(b *testing.B) {
 		// The baseline: receiver and batch only.
 		{"baseline", pipelineVariant{}},
 		{"processor", pipelineVariant{processor: true}},
+		{"processor_drop_timeline", pipelineVariant{processor: true, dropTimeline: true}},
 		// deploy/collector.yaml: the connector reads each batch.
 		{"shipped", pipelineVariant{processor: true, connector: true, connectorOnBatch: true}},
 		{"shipped_drop_timeline", pipelineVariant{processor: true, connector: true, connectorOnBatch: true, dropTimeline: true}},
