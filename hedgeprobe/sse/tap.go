@@ -46,21 +46,19 @@ func WithKeepaliveFunc(ctx context.Context, f func(Event)) context.Context {
 // CloseIdleConnections closes Base's idle connections (DefaultClient's
 // when Base is nil), when it can: http.Client.CloseIdleConnections calls
 // it, and reaches Base's only through it.
-func (t *Tap) CloseIdleConnections() {
-	base := t.Base
-	if base == nil {
-		base = DefaultClient().Transport
+func (t *Tap) CloseIdleConnections() { closeIdle(t.base()) }
+
+// base is what sends the requests: Base, else DefaultClient's transport.
+func (t *Tap) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
 	}
-	closeIdle(base)
+	return DefaultClient().Transport
 }
 
 // RoundTrip sends req and wraps an event-stream response body.
 func (t *Tap) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.Base
-	if base == nil {
-		base = DefaultClient().Transport
-	}
-	resp, err := base.RoundTrip(req)
+	resp, err := t.base().RoundTrip(req)
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
