@@ -149,8 +149,19 @@ func TestEventBounded(t *testing.T) {
 // TestConnectionsReleased: losers cancelled at the upstream, callers
 // leaving at any point, and no connection held afterwards.
 func TestConnectionsReleased(t *testing.T) {
-	adapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[anthropicgo.Event] {
-		client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0), option.WithHTTPClient(c))
-		return anthropicgo.Route(profile, client, params, anthropicgo.RouteOptions{})
-	})
+	adapter.CheckConnectionsReleased(t, routeOn)
+}
+
+// TestFrozenConnectionRescued: over HTTP/2, a stall hedge on the same
+// host escapes the primary's frozen connection on sse.Lanes, and rides
+// it on one transport.
+func TestFrozenConnectionRescued(t *testing.T) {
+	adapter.CheckFrozenConnectionRescue(t, routeOn)
+}
+
+// routeOn is the route named profile to fakellm's profile at url, its
+// SDK client sending through c, with no retries of its own.
+func routeOn(c *http.Client, url, profile string) hedgeprobe.Route[anthropicgo.Event] {
+	client := anthropic.NewClient(option.WithBaseURL(url+"/"), option.WithAPIKey("test"), option.WithMaxRetries(0), option.WithHTTPClient(c))
+	return anthropicgo.Route(profile, client, params, anthropicgo.RouteOptions{})
 }

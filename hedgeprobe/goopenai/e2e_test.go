@@ -245,10 +245,21 @@ func TestErrorsTyped(t *testing.T) {
 // TestConnectionsReleased: losers cancelled at the upstream, callers
 // leaving at any point, and no connection held afterwards.
 func TestConnectionsReleased(t *testing.T) {
-	adapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[goopenai.Chunk] {
-		cfg := openai.DefaultConfig("test")
-		cfg.BaseURL = url + "/v1"
-		cfg.HTTPClient = c
-		return goopenai.Route(profile, openai.NewClientWithConfig(cfg), req, goopenai.RouteOptions{})
-	})
+	adapter.CheckConnectionsReleased(t, routeOn)
+}
+
+// TestFrozenConnectionRescued: over HTTP/2, a stall hedge on the same
+// host escapes the primary's frozen connection on sse.Lanes, and rides
+// it on one transport.
+func TestFrozenConnectionRescued(t *testing.T) {
+	adapter.CheckFrozenConnectionRescue(t, routeOn)
+}
+
+// routeOn is the route named profile to fakellm's profile at url, its
+// SDK client sending through c.
+func routeOn(c *http.Client, url, profile string) hedgeprobe.Route[goopenai.Chunk] {
+	cfg := openai.DefaultConfig("test")
+	cfg.BaseURL = url + "/v1"
+	cfg.HTTPClient = c
+	return goopenai.Route(profile, openai.NewClientWithConfig(cfg), req, goopenai.RouteOptions{})
 }

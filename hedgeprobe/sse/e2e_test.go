@@ -218,20 +218,32 @@ func TestE2EHeterogeneousHedge(t *testing.T) {
 // leaving at any point, and no connection held afterwards, over both raw
 // routes.
 func TestE2EConnectionsReleased(t *testing.T) {
-	t.Run("openai", func(t *testing.T) {
-		openAIAdapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[sse.ChatChunk] {
-			return sse.OpenAIRoute(profile, sse.OpenAIRequest{
-				BaseURL: url + "/v1", APIKey: "k", Model: "fake-model",
-				Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
-			})
-		})
+	t.Run("openai", func(t *testing.T) { openAIAdapter.CheckConnectionsReleased(t, openAIRouteOn) })
+	t.Run("anthropic", func(t *testing.T) { anthropicAdapter.CheckConnectionsReleased(t, anthropicRouteOn) })
+}
+
+// TestE2EFrozenConnectionRescued: over HTTP/2, a stall hedge on the same
+// host escapes the primary's frozen connection on Lanes, and rides it on
+// one transport, over both raw routes.
+func TestE2EFrozenConnectionRescued(t *testing.T) {
+	t.Run("openai", func(t *testing.T) { openAIAdapter.CheckFrozenConnectionRescue(t, openAIRouteOn) })
+	t.Run("anthropic", func(t *testing.T) { anthropicAdapter.CheckFrozenConnectionRescue(t, anthropicRouteOn) })
+}
+
+// openAIRouteOn is the raw OpenAI route named profile to fakellm's
+// profile at url, sending through c.
+func openAIRouteOn(c *http.Client, url, profile string) hedgeprobe.Route[sse.ChatChunk] {
+	return sse.OpenAIRoute(profile, sse.OpenAIRequest{
+		BaseURL: url + "/v1", APIKey: "k", Model: "fake-model",
+		Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
 	})
-	t.Run("anthropic", func(t *testing.T) {
-		anthropicAdapter.CheckConnectionsReleased(t, func(c *http.Client, url, profile string) hedgeprobe.Route[sse.AnthropicEvent] {
-			return sse.AnthropicRoute(profile, sse.AnthropicRequest{
-				BaseURL: url, APIKey: "k", Model: "claude-fake",
-				Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
-			})
-		})
+}
+
+// anthropicRouteOn is the raw Anthropic route named profile to fakellm's
+// profile at url, sending through c.
+func anthropicRouteOn(c *http.Client, url, profile string) hedgeprobe.Route[sse.AnthropicEvent] {
+	return sse.AnthropicRoute(profile, sse.AnthropicRequest{
+		BaseURL: url, APIKey: "k", Model: "claude-fake",
+		Messages: []sse.Message{{Role: "user", Content: "hi"}}, Client: c,
 	})
 }

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,77 +17,9 @@ import (
 	"time"
 
 	"github.com/streamwatch/streamwatch/hedgeprobe"
+	"github.com/streamwatch/streamwatch/hedgeprobe/internal/adaptertest"
 	"github.com/streamwatch/streamwatch/hedgeprobe/sse"
 )
-
-// freezingProxy forwards TCP connections on 127.0.0.1 to a backend. Its
-// first connection stops forwarding to the client once it has carried
-// limit bytes there, and stays open: to the client, a connection gone
-// silent with no FIN or RST, as one through a middlebox that lost its
-// state. (What the client sends still reaches the server, which answers
-// into the void.)
-type freezingProxy struct {
-	ln    net.Listener
-	conns atomic.Int32
-}
-
-func startFreezingProxy(t *testing.T, backend string, limit int64) *freezingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezingProxy{ln: ln}
-	var (
-		mu    sync.Mutex
-		open  []net.Conn
-		wg    sync.WaitGroup
-		stop  = make(chan struct{})
-		track = func(c ...net.Conn) { mu.Lock(); open = append(open, c...); mu.Unlock() }
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		close(stop)
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", backend)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c, b)
-			frozen := p.conns.Add(1) == 1
-			wg.Add(2)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(b, c)
-			}()
-			go func() {
-				defer wg.Done()
-				if frozen {
-					_, _ = io.CopyN(c, b, limit)
-					<-stop
-					return
-				}
-				_, _ = io.Copy(c, b)
-			}()
-		}
-	}()
-	return p
-}
 
 // TestLanesRescueFrozenConnection: over HTTP/2 a Buffered call on one
 // route whose connection freezes mid-answer. The stall hedge goes to the
@@ -138,11 +68,11 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 	var text string
 	// call makes one call on one route through rt, a route that continues
 	// a partial answer when cont is set.
-	call := func(t *testing.T, cfg hedgeprobe.Config, rt http.RoundTripper, proxy *freezingProxy, timeout time.Duration, cont sse.Continuation) (hedgeprobe.Stats, int, error) {
+	call := func(t *testing.T, cfg hedgeprobe.Config, rt http.RoundTripper, proxy *adaptertest.FreezingProxy, timeout time.Duration, cont sse.Continuation) (hedgeprobe.Stats, int, error) {
 		t.Helper()
 		client := &http.Client{Transport: rt}
 		defer client.CloseIdleConnections()
-		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.ln.Addr().String() + "/v1", Model: "m", Client: client,
+		route := sse.OpenAIRoute("one", sse.OpenAIRequest{BaseURL: "https://" + proxy.Addr() + "/v1", Model: "m", Client: client,
 			Messages: []sse.Message{{Role: "user", Content: "count"}}, Continue: cont})
 		p, err := hedgeprobe.New(cfg, sse.OpenAIItems)
 		if err != nil {
@@ -167,7 +97,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 	const limit = 6000
 
 	t.Run("one transport", func(t *testing.T) {
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		st, n, err := call(t, stallHedge, transport(), proxy, 2*time.Second, sse.ContinueNone)
 		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
 			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
@@ -175,12 +105,12 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		if len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.TriggerStall || st.Attempts[1].ContentChunks != 0 {
 			t.Fatalf("attempts %+v: want a stall hedge that got nothing", st.Attempts)
 		}
-		if got := proxy.conns.Load(); got != 1 {
+		if got := proxy.Conns(); got != 1 {
 			t.Fatalf("%d connections, want the hedge on the primary's", got)
 		}
 	})
 	t.Run("lanes", func(t *testing.T) {
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		start := time.Now()
 		st, n, err := call(t, stallHedge, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueNone)
 		if err != nil || n != 60 {
@@ -189,7 +119,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerStall || st.Attempts[0].ContentChunks == 0 {
 			t.Fatalf("winner %d, attempts %+v: want the stall hedge to win after the primary's first chunks", st.Winner, st.Attempts)
 		}
-		if got := proxy.conns.Load(); got != 2 {
+		if got := proxy.Conns(); got != 2 {
 			t.Fatalf("%d connections, want one per lane", got)
 		}
 		t.Logf("rescued in %v (primary froze after %d chunks)", time.Since(start).Round(time.Millisecond), st.Attempts[0].ContentChunks)
@@ -198,7 +128,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		// Pinged after 300 ms without a frame, and closed 500 ms after
 		// that: the frozen connection fails the attempts on it, and an
 		// error hedge dials a new one.
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		tr := transport()
 		tr.HTTP2.SendPingTimeout, tr.HTTP2.PingTimeout = 300*time.Millisecond, 500*time.Millisecond
 		cfg := stallHedge
@@ -207,12 +137,12 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		if err != nil || n != 60 || st.Winner != 2 || st.Attempts[2].Trigger != hedgeprobe.TriggerError {
 			t.Fatalf("err %v, %d chunks delivered, winner %d, attempts %+v: want the error hedge's whole answer, after the ping failed the primary and the stall hedge", err, n, st.Winner, st.Attempts)
 		}
-		if got := proxy.conns.Load(); got < 2 {
+		if got := proxy.Conns(); got < 2 {
 			t.Fatalf("%d connections, want the frozen one closed and another dialled", got)
 		}
 	})
 	t.Run("one transport, resumed after commit", func(t *testing.T) {
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		cfg := hedgeprobe.Config{ResumeAfter: 300 * time.Millisecond, MaxAttempts: 2}
 		st, n, err := call(t, cfg, transport(), proxy, 2*time.Second, sse.ContinueTrailingAssistant)
 		if !errors.Is(err, context.DeadlineExceeded) || len(st.Attempts) != 2 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume || st.Attempts[1].ContentChunks != 0 {
@@ -223,7 +153,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		// Streaming: the caller has the primary's first chunks when its
 		// connection freezes; the resume continues them on the same
 		// host, and the caller reads the sixty words once each.
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		cfg := hedgeprobe.Config{ResumeAfter: 300 * time.Millisecond, MaxAttempts: 2}
 		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueTrailingAssistant)
 		var want strings.Builder
@@ -236,12 +166,12 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerResume || st.Attempts[0].ContentChunks == 0 {
 			t.Fatalf("winner %d, attempts %+v: want the resume to win after the primary's first chunks", st.Winner, st.Attempts)
 		}
-		if got := proxy.conns.Load(); got != 2 {
+		if got := proxy.Conns(); got != 2 {
 			t.Fatalf("%d connections, want one per lane", got)
 		}
 	})
 	t.Run("lanes, after the primary failed", func(t *testing.T) {
-		proxy := startFreezingProxy(t, srv.Listener.Addr().String(), limit)
+		proxy := adaptertest.StartFreezingProxy(t, srv.Listener.Addr().String(), limit)
 		cfg := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: hedgeprobe.Off, StallTimeout: 300 * time.Millisecond, MaxAttempts: 2}
 		st, n, err := call(t, cfg, &sse.Lanes{New: func() http.RoundTripper { return transport() }}, proxy, 20*time.Second, sse.ContinueNone)
 		if err != nil || n != 60 {
@@ -250,7 +180,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 		if st.Winner != 1 || st.Attempts[1].Trigger != hedgeprobe.TriggerError || st.Attempts[0].Outcome != hedgeprobe.AttemptFailed {
 			t.Fatalf("winner %d, attempts %+v: want the error hedge to win after the primary's stall timeout", st.Winner, st.Attempts)
 		}
-		if got := proxy.conns.Load(); got != 2 {
+		if got := proxy.Conns(); got != 2 {
 			t.Fatalf("%d connections, want one per lane", got)
 		}
 	})
