@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -304,5 +305,113 @@ func TestTapPassesCloseIdleConnections(t *testing.T) {
 	client.CloseIdleConnections()
 	if len(made) != 1 || made[0].requests.Load() != 1 || made[0].closed.Load() != 1 {
 		t.Fatalf("transports %d; want one, with one request, closed once", len(made))
+	}
+}
+
+// TestLanesDials measures what lanes cost in connections to an https
+// upstream: 400 calls, 8 at a time, on one route hedged on itself, every
+// tenth primary slow (its first chunk after 200 ms; the hedge, launched
+// at 50 ms, answers at once and wins), over HTTP/1.1 and HTTP/2, through
+// one transport and through Lanes. It logs the connections dialled.
+//
+// Lanes may dial a little more: a hedge finds idle connections only in
+// its own lane's pool, and each lane's first requests race their dials.
+// Both are bounded by the 8 calls at a time: Lanes may dial at most 8
+// more over HTTP/2 (one connection per lane, the extras of a race
+// closed) and 16 more over HTTP/1.1 (a pool per lane, each at most 8
+// deep; a cancelled loser's connection is closed either way). A lane
+// that made a transport per request would dial for every one.
+func TestLanesDials(t *testing.T) {
+	dialled := map[[2]bool]int{}
+	for _, h2 := range []bool{false, true} {
+		for _, lanes := range []bool{false, true} {
+			var (
+				mu    sync.Mutex
+				seen  = map[string]int{}
+				dials int
+			)
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				call := strings.Split(r.URL.Path, "/")[2]
+				mu.Lock()
+				seen[call]++
+				slow := seen[call] == 1 && strings.HasSuffix(call, "0")
+				mu.Unlock()
+				w.Header().Set("Content-Type", "text/event-stream")
+				if slow {
+					select {
+					case <-r.Context().Done():
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+				for range 5 {
+					fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w \"}}]}\n\n")
+					w.(http.Flusher).Flush()
+				}
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					mu.Lock()
+					dials++
+					mu.Unlock()
+				}
+			}
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			roots := x509.NewCertPool()
+			roots.AddCert(srv.Certificate())
+			newTransport := func() http.RoundTripper {
+				tr := sse.NewTransport(sse.TransportOptions{})
+				tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+				return tr
+			}
+			var rt http.RoundTripper = newTransport()
+			if lanes {
+				rt = &sse.Lanes{New: newTransport}
+			}
+			client := &http.Client{Transport: rt}
+			p, err := hedgeprobe.New(hedgeprobe.Config{HedgeAfter: 50 * time.Millisecond, MaxAttempts: 2, HedgeBudget: 1, HedgeBurst: 20}, sse.OpenAIItems)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 8)
+			var hedgesWon, failed atomic.Int32
+			for i := range 400 {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					route := sse.OpenAIRoute("r", sse.OpenAIRequest{BaseURL: fmt.Sprintf("%s/c/%d/v1", srv.URL, i), Model: "m", Client: client,
+						Messages: []sse.Message{{Role: "user", Content: "hi"}}})
+					s := p.Stream(context.Background(), route)
+					for s.Next() {
+					}
+					if s.Err() != nil {
+						failed.Add(1)
+					}
+					_ = s.Close()
+					if s.Stats().Winner == 1 {
+						hedgesWon.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			client.CloseIdleConnections()
+			srv.Close()
+			mu.Lock()
+			t.Logf("HTTP/2 %v, lanes %v: %d connections dialled for 400 calls, %d hedges won", h2, lanes, dials, hedgesWon.Load())
+			dialled[[2]bool{h2, lanes}] = dials
+			mu.Unlock()
+			if failed.Load() != 0 || hedgesWon.Load() != 40 {
+				t.Errorf("HTTP/2 %v, lanes %v: %d calls failed, %d hedges won; want none and the 40 slow primaries' hedges", h2, lanes, failed.Load(), hedgesWon.Load())
+			}
+		}
+	}
+	for h2, more := range map[bool]int{false: 16, true: 8} {
+		if one, lanes := dialled[[2]bool{h2, false}], dialled[[2]bool{h2, true}]; lanes > one+more {
+			t.Errorf("HTTP/2 %v: %d connections dialled through Lanes against %d through one transport; want at most %d more", h2, lanes, one, more)
+		}
 	}
 }
