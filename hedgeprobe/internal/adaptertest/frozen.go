@@ -114,7 +114,7 @@ const frozenChunks = 100
 // the stall trigger hedges to the same route.
 //
 //   - One transport: the hedge is sent on the frozen connection (the proxy
-//     sees one connection), gets no chunk, and the call ends at its 2 s
+//     sees one connection), gets no chunk, and the call ends at its 3 s
 //     deadline with nothing delivered. This proves the SDK's requests go
 //     over HTTP/2 through the client it was given, and that the freeze
 //     bites.
@@ -176,7 +176,7 @@ func (a Adapter[T]) CheckFrozenConnectionRescue(t *testing.T, route func(client 
 		return frozenCall{s.Stats(), n, s.Err(), proxy}
 	}
 	t.Run("one transport", func(t *testing.T) {
-		c := call(t, newTransport(), 2*time.Second)
+		c := call(t, newTransport(), 3*time.Second)
 		st, n, err := c.stats, c.content, c.err
 		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
 			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
