@@ -316,13 +316,15 @@ func TestTapPassesCloseIdleConnections(t *testing.T) {
 //
 // Lanes may dial a little more: a hedge finds idle connections only in
 // its own lane's pool, and each lane's first requests race their dials.
-// Both are bounded by the 8 calls at a time: Lanes may dial at most 8
-// more over HTTP/2 (one connection per lane, the extras of a race
-// closed) and 16 more over HTTP/1.1 (a pool per lane, each at most 8
-// deep; a cancelled loser's connection is closed either way). A lane
+// Over HTTP/2 a transport dials at most once for each of the 8 calls at
+// a time (their first requests race; the extras are closed), so at most
+// 8 per lane. Over HTTP/1.1 the dials beyond the cancelled losers'
+// connections (which HTTP/1.1 closes, lanes or not) fill the pools,
+// which the 8 calls at a time keep small: the check asks for fewer than
+// one per four calls. (How many attempts lose is the machine's doing: a
+// primary slowed past 50 ms by a busy machine is hedged too.) A lane
 // that made a transport per request would dial for every one.
 func TestLanesDials(t *testing.T) {
-	dialled := map[[2]bool]int{}
 	for _, h2 := range []bool{false, true} {
 		for _, lanes := range []bool{false, true} {
 			var (
@@ -377,7 +379,7 @@ func TestLanesDials(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 8)
-			var hedgesWon, failed atomic.Int32
+			var hedgesWon, losers, failed atomic.Int32
 			for i := range 400 {
 				wg.Add(1)
 				sem <- struct{}{}
@@ -392,26 +394,28 @@ func TestLanesDials(t *testing.T) {
 						failed.Add(1)
 					}
 					_ = s.Close()
-					if s.Stats().Winner == 1 {
+					st := s.Stats()
+					if st.Winner == 1 {
 						hedgesWon.Add(1)
 					}
+					losers.Add(int32(len(st.Attempts) - 1))
 				}()
 			}
 			wg.Wait()
 			client.CloseIdleConnections()
 			srv.Close()
 			mu.Lock()
-			t.Logf("HTTP/2 %v, lanes %v: %d connections dialled for 400 calls, %d hedges won", h2, lanes, dials, hedgesWon.Load())
-			dialled[[2]bool{h2, lanes}] = dials
-			mu.Unlock()
-			if failed.Load() != 0 || hedgesWon.Load() != 40 {
-				t.Errorf("HTTP/2 %v, lanes %v: %d calls failed, %d hedges won; want none and the 40 slow primaries' hedges", h2, lanes, failed.Load(), hedgesWon.Load())
+			t.Logf("HTTP/2 %v, lanes %v: %d connections dialled for 400 calls, %d attempts lost, %d hedges won", h2, lanes, dials, losers.Load(), hedgesWon.Load())
+			if h2 && dials > 8*(1+btoi(lanes)) {
+				t.Errorf("HTTP/2, lanes %v: %d connections dialled; want at most 8 per lane", lanes, dials)
 			}
-		}
-	}
-	for h2, more := range map[bool]int{false: 16, true: 8} {
-		if one, lanes := dialled[[2]bool{h2, false}], dialled[[2]bool{h2, true}]; lanes > one+more {
-			t.Errorf("HTTP/2 %v: %d connections dialled through Lanes against %d through one transport; want at most %d more", h2, lanes, one, more)
+			if extra := dials - int(losers.Load()); !h2 && extra >= 100 {
+				t.Errorf("HTTP/1.1, lanes %v: %d connections dialled beyond the %d losers'; want fewer than 100", lanes, extra, losers.Load())
+			}
+			mu.Unlock()
+			if failed.Load() != 0 || hedgesWon.Load() < 30 {
+				t.Errorf("HTTP/2 %v, lanes %v: %d calls failed, %d hedges won; want none, and the hedges of most of the 40 slow primaries", h2, lanes, failed.Load(), hedgesWon.Load())
+			}
 		}
 	}
 }
