@@ -183,7 +183,7 @@ func (u *trackedUpstream) describe() string {
 // (hedgeprobe.AttemptIndexFromContext, what sse.Lanes reads under an SDK).
 //
 // The phases run three times, in subtests: over HTTP/1.1 on sse.Lanes,
-// as sse.DefaultClient sends (http:// requests through one pool), and
+// as sse.DefaultClient sends, and
 // over HTTP/2 with TLS, where every request must
 // have come as HTTP/2, on one sse.NewTransport (an SDK's default: a
 // call's attempts share a connection) and on sse.Lanes (a connection per
