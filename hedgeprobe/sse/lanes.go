@@ -23,17 +23,16 @@ import (
 // rule 1, has the measurement).
 //
 // Requests of no attempt take the first transport. Every request of an
-// attempt takes its lane, whatever its scheme and protocol: over HTTP/1.1
-// a running request has its connection to itself, so lanes guard nothing
-// there, but they cost little either (below), and a lane cannot tell
-// what a transport will speak — h2c, unencrypted HTTP/2, behind a
-// wrapper, say. The price of lanes is that a hedge or resume finds an
-// idle connection only among those earlier attempts of its index left,
-// so it may dial (a TCP and, to https, a TLS handshake on its critical
-// path) where one shared pool had an idle connection: measured in
-// TestLanesDials, 400 calls of which 40 hedged made 44–50 connections
-// through lanes and 41–52 through one transport over HTTP/1.1 with TLS,
-// 43–46 and 41–44 to http://, 4–9 and 8 over HTTP/2.
+// attempt takes its lane, whatever its scheme and protocol: a lane cannot
+// tell what a transport will speak (h2c, unencrypted HTTP/2, perhaps
+// behind a wrapper). Over HTTP/1.1 a running request has its connection
+// to itself, so there lanes guard nothing and only cost: a hedge or
+// resume finds an idle connection only among those earlier attempts of
+// its index left, so it may dial (a TCP and, to https, a TLS handshake on
+// its critical path) where one shared pool had an idle connection. Where
+// hedges come often, that is a few dials in hundreds of calls; where they
+// come further apart than a pool keeps its idle connections (90 s), every
+// hedge and resume dials. docs/design.md §2, rule 1, has the figures.
 //
 // The zero value is ready to use, each transport a NewTransport with its
 // defaults; DefaultClient sends through one. A Lanes must not be copied

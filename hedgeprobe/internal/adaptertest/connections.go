@@ -183,9 +183,8 @@ func (u *trackedUpstream) describe() string {
 // (hedgeprobe.AttemptIndexFromContext, what sse.Lanes reads under an SDK).
 //
 // The phases run three times, in subtests: over HTTP/1.1 on sse.Lanes,
-// as sse.DefaultClient sends, and
-// over HTTP/2 with TLS, where every request must
-// have come as HTTP/2, on one sse.NewTransport (an SDK's default: a
+// as sse.DefaultClient sends, and over HTTP/2 with TLS, where every
+// request must have come as HTTP/2, on one sse.NewTransport (an SDK's default: a
 // call's attempts share a connection) and on sse.Lanes (a connection per
 // attempt index), each transport trusting the test server's certificate.
 func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *http.Client, profileURL, profile string) hedgeprobe.Route[T]) {

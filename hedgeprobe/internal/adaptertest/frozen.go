@@ -41,16 +41,28 @@ func StartFreezingProxy(t testing.TB, backend string, limit int64) *FreezingProx
 	}
 	p := &FreezingProxy{ln: ln}
 	var (
-		mu    sync.Mutex
-		open  []net.Conn
-		wg    sync.WaitGroup
-		stop  = make(chan struct{})
-		track = func(c ...net.Conn) { mu.Lock(); open = append(open, c...); mu.Unlock() }
+		mu     sync.Mutex
+		open   []net.Conn
+		closed bool
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
 	)
+	// track keeps c and b to close at the end, unless the end has come:
+	// a connection accepted while the cleanup runs (Go's transport goes on
+	// dialling for a cancelled attempt) must not outlive it.
+	track := func(c, b net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if !closed {
+			open = append(open, c, b)
+		}
+		return !closed
+	}
 	t.Cleanup(func() {
 		ln.Close()
 		close(stop)
 		mu.Lock()
+		closed = true
 		for _, c := range open {
 			c.Close()
 		}
@@ -70,7 +82,11 @@ func StartFreezingProxy(t testing.TB, backend string, limit int64) *FreezingProx
 				c.Close()
 				continue
 			}
-			track(c, b)
+			if !track(c, b) {
+				c.Close()
+				b.Close()
+				continue
+			}
 			frozen := p.conns.Add(1) == 1
 			wg.Add(2)
 			go func() {
@@ -94,7 +110,7 @@ func StartFreezingProxy(t testing.TB, backend string, limit int64) *FreezingProx
 // Addr is the proxy's host:port.
 func (p *FreezingProxy) Addr() string { return p.ln.Addr().String() }
 
-// Conns is the number of connections the proxy has accepted.
+// Conns is the number of connections the proxy has forwarded.
 func (p *FreezingProxy) Conns() int { return int(p.conns.Load()) }
 
 // frozenChunks is the length of the answer in CheckFrozenConnectionRescue:
@@ -178,6 +194,9 @@ func (a Adapter[T]) CheckFrozenConnectionRescue(t *testing.T, route func(client 
 	t.Run("one transport", func(t *testing.T) {
 		c := call(t, newTransport(), 3*time.Second)
 		st, n, err := c.stats, c.content, c.err
+		if len(st.Attempts) == 0 || st.Attempts[0].ContentChunks == 0 {
+			t.Fatalf("attempts %+v: the primary got no chunk before the freeze, so no stall hedge followed it; a slow handshake?", st.Attempts)
+		}
 		if !errors.Is(err, context.DeadlineExceeded) || n != 0 {
 			t.Fatalf("err %v, %d chunks delivered: want the call's deadline and none", err, n)
 		}
