@@ -196,6 +196,94 @@ func TestPrometheusScriptHonoursTarget(t *testing.T) {
 	}
 }
 
+// STREAMWATCH_PROMETHEUS=none, for gateways that only push by remote
+// write: the config copy has no exporter job, only the collector's own
+// metrics, and the rules' copy differs from alerts.yml in one place,
+// StreamwatchCollectorMissing asking for the own-metrics job alone, so
+// that it does not fire for the exporter's job a gateway never has.
+// promtool (where installed) checks both copies and evaluates the two
+// liveness rules on them: quiet while the gateway's own metrics are
+// scraped, down when they fail, missing when their job has no target.
+func TestPrometheusScriptGateway(t *testing.T) {
+	cfg, _, out, err := runScript(t, "STREAMWATCH_PROMETHEUS=none", "STREAMWATCH_TELEMETRY_HOST=", "STREAMWATCH_TELEMETRY_PORT=18888")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := targets(t, cfg, exporterJob); len(got) != 0 {
+		t.Errorf("exporter job's targets %v, want no such job", got)
+	}
+	if got := targets(t, cfg, telemetryJob); !slices.Equal(got, []string{"127.0.0.1:18888"}) {
+		t.Errorf("the collector's own metrics at %v, want [127.0.0.1:18888]", got)
+	}
+	dir := filepath.Dir(cfg)
+	rules, err := os.ReadFile(filepath.Join(dir, "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile("alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const exporterAbsent = `absent(up{job="otelcol-streamwatch"}) or `
+	if !bytes.Contains(orig, []byte(exporterAbsent)) || !bytes.Equal(rules, bytes.Replace(orig, []byte(exporterAbsent), nil, 1)) {
+		t.Errorf("the rules' copy is not alerts.yml with StreamwatchCollectorMissing on the own-metrics job alone:\n%s", rules)
+	}
+
+	bin, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not on PATH (apt-get install prometheus)")
+	}
+	// up of the gateway's own metrics: scraped to 10m, failing from 11m
+	// (down, firing at 13m), its target gone at 22m (missing, firing at
+	// 27m).
+	unit := `rule_files: [alerts.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'up{job="otelcol-streamwatch-self",instance="gw-0:8888"}'
+        values: '1x10 0x10 stale'
+    alert_rule_test:
+      - {eval_time: 10m, alertname: StreamwatchCollectorMissing, exp_alerts: []}
+      - {eval_time: 10m, alertname: StreamwatchCollectorDown, exp_alerts: []}
+      - eval_time: 13m
+        alertname: StreamwatchCollectorDown
+        exp_alerts:
+          - exp_labels: {severity: critical, job: otelcol-streamwatch-self, instance: "gw-0:8888"}
+            exp_annotations:
+              summary: "gw-0:8888 (otelcol-streamwatch-self) is down"
+              description: >-
+                Prometheus has not scraped otelcol-streamwatch-self on gw-0:8888 for 2 minutes:
+                the collector is down or unreachable, and the streamwatch figures it serves or
+                pushes stop.
+      - {eval_time: 26m, alertname: StreamwatchCollectorMissing, exp_alerts: []}
+      - eval_time: 27m
+        alertname: StreamwatchCollectorMissing
+        exp_alerts:
+          - exp_labels: {severity: critical, job: otelcol-streamwatch-self}
+            exp_annotations:
+              summary: "no target of scrape job otelcol-streamwatch-self"
+              description: >-
+                Prometheus has had no target in job otelcol-streamwatch-self for 5 minutes: no
+                collector is being scraped, so no streamwatch figure is recorded and no alert
+                on them can fire. Check the collectors and the scrape configuration
+                (deploy/prometheus.yml).
+`
+	if err := os.WriteFile(filepath.Join(dir, "gateway_test.yml"), []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"check", "config", "prometheus.yml"},
+		{"test", "rules", "gateway_test.yml"},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
 // A value that is not host:port is refused with a message naming the
 // variable, before anything runs.
 func TestPrometheusScriptRejectsBadTarget(t *testing.T) {

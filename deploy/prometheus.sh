@@ -9,7 +9,10 @@
 # storage on so Grafana can link a histogram bucket to its trace. The
 # alerting rules, alerts.yml, are copied beside the config, which loads them.
 #
-#   STREAMWATCH_PROMETHEUS  scrape target         (default 127.0.0.1:8889)
+#   STREAMWATCH_PROMETHEUS  scrape target         (default 127.0.0.1:8889);
+#                           none for collectors that only push by remote
+#                           write (deploy/gateway.yaml): no exporter job, and
+#                           the liveness rules ask for the own-metrics job alone
 #   STREAMWATCH_TELEMETRY_HOST, STREAMWATCH_TELEMETRY_PORT
 #                           the collector's own metrics (127.0.0.1, 8888)
 #   PROMETHEUS_LISTEN       Prometheus's address  (default 127.0.0.1:9090)
@@ -24,19 +27,34 @@ case $host in
 *:*) case $host in \[*) ;; *) host="[$host]" ;; esac ;; # an IPv6 address takes brackets in host:port
 esac
 self=$host:${STREAMWATCH_TELEMETRY_PORT:-8888}
-for v in "STREAMWATCH_PROMETHEUS=$target" "STREAMWATCH_TELEMETRY_HOST:PORT=$self"; do
-	case ${v#*=} in
+# hostport NAME VALUE refuses a VALUE that is not host:port.
+hostport() {
+	case $2 in
 	*[!]A-Za-z0-9.:_[-]* | "" | :* | *:)
-		echo "prometheus.sh: ${v%%=*} must be host:port, got \"${v#*=}\"" >&2
+		echo "prometheus.sh: $1 must be host:port, got \"$2\"" >&2
 		exit 2
 		;;
 	esac
-done
+}
+if [ "$target" != none ]; then
+	hostport STREAMWATCH_PROMETHEUS "$target"
+fi
+hostport STREAMWATCH_TELEMETRY_HOST:PORT "$self"
 data=${PROMETHEUS_DATA:-./_prometheus}
 mkdir -p "$data"
-sed -e "s/\"127\.0\.0\.1:8889\"/\"$target\"/" -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
-	"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
-cp "$(dirname "$0")/alerts.yml" "$data/alerts.yml"
+if [ "$target" = none ]; then
+	# A gateway serves no exporter to scrape: without the exporter's job,
+	# StreamwatchCollectorDown watches the own-metrics job alone, and
+	# StreamwatchCollectorMissing must not wait for a job that never comes.
+	sed -e '/^  - job_name: otelcol-streamwatch$/,/^  - job_name: otelcol-streamwatch-self$/{/^  - job_name: otelcol-streamwatch-self$/!d;}' \
+		-e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
+		"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
+	sed -e 's/absent(up{job="otelcol-streamwatch"}) or //' "$(dirname "$0")/alerts.yml" >"$data/alerts.yml"
+else
+	sed -e "s/\"127\.0\.0\.1:8889\"/\"$target\"/" -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
+		"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
+	cp "$(dirname "$0")/alerts.yml" "$data/alerts.yml"
+fi
 exec "${PROMETHEUS:-prometheus}" \
 	--config.file="$data/prometheus.yml" \
 	--storage.tsdb.path="$data/data" \
