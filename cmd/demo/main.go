@@ -4,6 +4,11 @@
 // collector's metrics, and prints what it measured — read back from the
 // collector's Prometheus endpoint — beside what the probe itself saw. It
 // stops everything it started, also on Ctrl-C.
+//
+// With -otlp it starts no collector: it sends the workload's spans to one
+// already running (a gateway that pushes its metrics by remote write has
+// no endpoint to read back), and prints, beside what the probe saw, the
+// PromQL that reads the same counts where that collector's metrics go.
 package main
 
 import (
@@ -31,24 +36,29 @@ import (
 // figures come soon after the workload.
 const metricsInterval = 2 * time.Second
 
+// demoService is the service.name of the demo's spans: the job label of
+// the collector's metrics for them.
+const demoService = "streamwatch-demo"
+
 func main() {
 	collector := flag.String("collector", "bin/otelcol-streamwatch", "otelcol-streamwatch binary")
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
 	config := flag.String("config", "deploy/collector.yaml", "collector configuration (its connector's interval must be ${env:STREAMWATCH_METRICS_INTERVAL}, which the demo sets)")
 	profiles := flag.String("profiles", "", "fakellm timing profiles file (default: fakellm's built-in profiles)")
 	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
+	otlp := flag.String("otlp", "", "send the spans over OTLP/HTTP to this host:port of a collector already running (deploy/gateway.yaml, say) instead of starting one; the report gives the PromQL that checks its counts")
 	flag.Parse()
 
 	// SIGHUP too: a closed terminal stops the demo as Ctrl-C does.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	if err := run(ctx, *collector, *fakellm, *config, *profiles, *keep); err != nil {
+	if err := run(ctx, *collector, *fakellm, *config, *profiles, *otlp, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string, keep bool) error {
+func run(ctx context.Context, collectorBin, fakellmBin, config, profiles, otlp string, keep bool) error {
 	dir, err := os.MkdirTemp("", "streamwatch-demo-")
 	if err != nil {
 		return err
@@ -72,20 +82,27 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	}
 	fmt.Printf("==> fakellm on http://%s\n", llmAddr)
 
-	cfgAbs, _ := filepath.Abs(config)
-	col, err := stack.StartCollector(ctx, dir, collectorBin, []string{cfgAbs}, "STREAMWATCH_METRICS_INTERVAL="+metricsInterval.String())
-	if err != nil {
-		return err
+	var col *stack.Collector
+	endpoint := otlp
+	if otlp == "" {
+		cfgAbs, _ := filepath.Abs(config)
+		col, err = stack.StartCollector(ctx, dir, collectorBin, []string{cfgAbs}, "STREAMWATCH_METRICS_INTERVAL="+metricsInterval.String())
+		if err != nil {
+			return err
+		}
+		defer col.Stop()
+		fmt.Printf("==> otelcol-streamwatch: OTLP/HTTP %s, Prometheus exporter http://%s/metrics\n", col.OTLPHTTP, col.Prometheus)
+		endpoint = col.OTLPHTTP
+	} else {
+		fmt.Printf("==> sending the spans to the collector at OTLP/HTTP %s\n", otlp)
 	}
-	defer col.Stop()
-	fmt.Printf("==> otelcol-streamwatch: OTLP/HTTP %s, Prometheus exporter http://%s/metrics\n", col.OTLPHTTP, col.Prometheus)
 
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(col.OTLPHTTP), otlptracehttp.WithInsecure())
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure())
 	if err != nil {
 		return err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "streamwatch-demo"))))
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", demoService))))
 
 	scenarios := workload.Scenarios()
 	total := 0
@@ -103,6 +120,17 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles string,
 	}
 	if err := tp.Shutdown(ctx); err != nil {
 		return fmt.Errorf("flushing spans: %w", err)
+	}
+	if col == nil {
+		fmt.Printf("\n==> workload done in %.1fs; %d calls' spans sent to %s\n", time.Since(start).Seconds(), total, otlp)
+		printProbe(os.Stdout, results)
+		printQueries(os.Stdout, workload.Totals(results))
+		if keep {
+			fmt.Printf("\n==> still running: fakellm http://%s/v1; Ctrl-C stops it\n", llmAddr)
+			<-ctx.Done()
+		}
+		fmt.Println("==> stopping fakellm")
+		return nil
 	}
 	fmt.Printf("\n==> workload done in %.1fs; waiting for the collector's metrics\n", time.Since(start).Seconds())
 

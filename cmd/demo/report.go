@@ -250,6 +250,33 @@ func hedges(r workload.Result) string {
 	return strings.Join(parts, " ")
 }
 
+// printQueries prints, for a collector the demo did not start, the PromQL
+// that reads the demo's counts where its metrics go (its Prometheus
+// exporter scraped with honor_labels, or remote write: either way job is
+// the spans' service.name), beside what hedgeprobe counted. The counters
+// are cumulative since the collector started, so on a collector that has
+// seen other traffic from this service they read more.
+func printQueries(w io.Writer, probe workload.Result) {
+	fmt.Fprintf(w, "\nWhat the collector should count (query its metrics' Prometheus once its connector interval has passed; job is the spans' service.name, %s):\n", demoService)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	sel := fmt.Sprintf(`job=%q`, demoService)
+	fmt.Fprintf(tw, "  sum by (streamwatch_outcome) (%s{%s})\t%s\n", callsName, sel, outcomes(probe.Outcomes))
+	fmt.Fprintf(tw, "  sum by (streamwatch_attempt_trigger) (%s{%s,streamwatch_attempt_outcome=\"winner\"})\t%s\n", hedgesName, sel, triggers(probe.HedgeWins))
+	fmt.Fprintf(tw, "  sum (%s{%s})\t%d\n", wastedName, sel, probe.WastedChunks)
+	fmt.Fprintf(tw, "  sum (%s{%s})\t%d\n", ejectionsName, sel, probe.Ejections)
+	tw.Flush()
+}
+
+// triggers formats counts per trigger, sorted.
+func triggers(m map[hedgeprobe.Trigger]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
 // printCollector prints what the collector measured. Where the probe knows
 // a figure exactly (TTFT per call), the exact value is printed beside the
 // collector's bucket estimate, each labelled.

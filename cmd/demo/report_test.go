@@ -219,3 +219,27 @@ func TestWaitMetricsRetriesLastScrape(t *testing.T) {
 		t.Fatalf("waitMetrics = %v after %d scrapes, want success at the third", err, scrapes.Load())
 	}
 }
+
+// With -otlp the report gives, per count, the PromQL that reads it where
+// the collector's metrics go, on the demo's job, and hedgeprobe's value.
+func TestQueriesReport(t *testing.T) {
+	var buf bytes.Buffer
+	printQueries(&buf, workload.Result{
+		Outcomes:     map[hedgeprobe.Outcome]int{hedgeprobe.OutcomeOK: 29, hedgeprobe.OutcomeStallTimeout: 2},
+		HedgeWins:    map[hedgeprobe.Trigger]int{hedgeprobe.TriggerTTFT: 4, hedgeprobe.TriggerResume: 3},
+		WastedChunks: 30,
+		Ejections:    2,
+	})
+	for _, want := range []string{
+		`sum by (streamwatch_outcome) (streamwatch_calls_total{job="streamwatch-demo"})`,
+		"ok=29 stall_timeout=2\n",
+		`sum by (streamwatch_attempt_trigger) (streamwatch_hedges_total{job="streamwatch-demo",streamwatch_attempt_outcome="winner"})`,
+		"resume=3 ttft=4\n",
+		`sum (streamwatch_wasted_chunks_total{job="streamwatch-demo"})`,
+		`sum (streamwatch_route_ejections_total{job="streamwatch-demo"})`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
