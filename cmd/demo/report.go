@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/streamwatch/streamwatch/hedgeprobe"
 	"github.com/streamwatch/streamwatch/internal/testbed/workload"
 	"github.com/streamwatch/streamwatch/semconv"
 )
@@ -224,12 +223,13 @@ func printProbe(w io.Writer, rs []workload.Result) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  scenario\tcalls\toutcomes\thedges (won)\ttruncated")
 	for _, r := range append(rs, workload.Totals(rs)) {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\n", r.Scenario, r.Calls, outcomes(r.Outcomes), hedges(r), r.Truncated)
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\n", r.Scenario, r.Calls, counts(r.Outcomes), hedges(r), r.Truncated)
 	}
 	tw.Flush()
 }
 
-func outcomes(m map[hedgeprobe.Outcome]int) string {
+// counts formats counts per outcome or trigger as k=v, sorted.
+func counts[K ~string](m map[K]int) string {
 	var parts []string
 	for k, v := range m {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
@@ -260,21 +260,11 @@ func printQueries(w io.Writer, probe workload.Result) {
 	fmt.Fprintf(w, "\nWhat the collector should count (query its metrics' Prometheus once its connector interval has passed; job is the spans' service.name, %s):\n", demoService)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	sel := fmt.Sprintf(`job=%q`, demoService)
-	fmt.Fprintf(tw, "  sum by (streamwatch_outcome) (%s{%s})\t%s\n", callsName, sel, outcomes(probe.Outcomes))
-	fmt.Fprintf(tw, "  sum by (streamwatch_attempt_trigger) (%s{%s,streamwatch_attempt_outcome=\"winner\"})\t%s\n", hedgesName, sel, triggers(probe.HedgeWins))
+	fmt.Fprintf(tw, "  sum by (streamwatch_outcome) (%s{%s})\t%s\n", callsName, sel, counts(probe.Outcomes))
+	fmt.Fprintf(tw, "  sum by (streamwatch_attempt_trigger) (%s{%s,streamwatch_attempt_outcome=\"winner\"})\t%s\n", hedgesName, sel, counts(probe.HedgeWins))
 	fmt.Fprintf(tw, "  sum (%s{%s})\t%d\n", wastedName, sel, probe.WastedChunks)
 	fmt.Fprintf(tw, "  sum (%s{%s})\t%d\n", ejectionsName, sel, probe.Ejections)
 	tw.Flush()
-}
-
-// triggers formats counts per trigger, sorted.
-func triggers(m map[hedgeprobe.Trigger]int) string {
-	var parts []string
-	for k, v := range m {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, " ")
 }
 
 // printCollector prints what the collector measured. Where the probe knows
