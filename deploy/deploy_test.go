@@ -131,6 +131,13 @@ func TestPrometheusConfigsHonorLabels(t *testing.T) {
 // arguments and the script's combined output.
 func runScript(t *testing.T, env ...string) (cfg string, args []string, out string, err error) {
 	t.Helper()
+	return runScriptIn(t, ".", env...)
+}
+
+// runScriptIn is runScript on the prometheus.sh, prometheus.yml and
+// alerts.yml of dir.
+func runScriptIn(t *testing.T, scriptDir string, env ...string) (cfg string, args []string, out string, err error) {
+	t.Helper()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
@@ -143,6 +150,7 @@ func runScript(t *testing.T, env ...string) (cfg string, args []string, out stri
 	}
 	data := filepath.Join(dir, "data")
 	cmd := exec.Command("sh", "prometheus.sh", "--log.level=warn")
+	cmd.Dir = scriptDir
 	cmd.Env = append(os.Environ(), append([]string{"PROMETHEUS=" + fake, "PROMETHEUS_DATA=" + data}, env...)...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -209,8 +217,8 @@ func TestPrometheusScriptGateway(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if got := targets(t, cfg, exporterJob); len(got) != 0 {
-		t.Errorf("exporter job's targets %v, want no such job", got)
+	if got, want := jobs(t, cfg), slices.DeleteFunc(jobs(t, "prometheus.yml"), func(j string) bool { return j == exporterJob }); !slices.Equal(got, want) {
+		t.Errorf("scrape jobs %v, want %v: prometheus.yml's but the exporter's", got, want)
 	}
 	if got := targets(t, cfg, telemetryJob); !slices.Equal(got, []string{"127.0.0.1:18888"}) {
 		t.Errorf("the collector's own metrics at %v, want [127.0.0.1:18888]", got)
@@ -281,6 +289,71 @@ tests:
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// jobs lists the scrape jobs of a Prometheus configuration, in order.
+func jobs(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, sc := range readPromConfig(t, path).ScrapeConfigs {
+		out = append(out, sc.JobName)
+	}
+	return out
+}
+
+// STREAMWATCH_PROMETHEUS=none removes the exporter's job alone wherever
+// it stands among the jobs, and refuses to start a Prometheus when an
+// edited prometheus.yml or alerts.yml hides the job from its patterns.
+func TestPrometheusScriptGatewayEditedFiles(t *testing.T) {
+	rules, err := os.ReadFile("alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("prometheus.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(name, target string) string {
+		return "  - job_name: " + name + "\n    static_configs:\n      - targets: [\"" + target + "\"]\n"
+	}
+	for _, tc := range []struct {
+		name, config string
+		rules        []byte
+		jobs         []string // after, or none for a refusal
+	}{
+		{"exporter first, tempo between", "scrape_configs:\n" + job(exporterJob, "127.0.0.1:8889") + job("tempo", "127.0.0.1:3200") + job(telemetryJob, "127.0.0.1:8888"),
+			rules, []string{"tempo", telemetryJob}},
+		{"exporter between, tempo last", "scrape_configs:\n" + job(telemetryJob, "127.0.0.1:8888") + job(exporterJob, "127.0.0.1:8889") + job("tempo", "127.0.0.1:3200") + "rule_files: [alerts.yml]\n",
+			rules, []string{telemetryJob, "tempo"}},
+		{"quoted job name", "scrape_configs:\n" + strings.Replace(job(exporterJob, "127.0.0.1:8889"), exporterJob, `"`+exporterJob+`"`, 1) + job(telemetryJob, "127.0.0.1:8888"),
+			rules, []string{telemetryJob}},
+		{"flow style", "scrape_configs:\n  - {job_name: " + exporterJob + ", static_configs: [{targets: [\"127.0.0.1:8889\"]}]}\n" + job(telemetryJob, "127.0.0.1:8888"),
+			rules, nil},
+		{"rule rewritten", "scrape_configs:\n" + job(exporterJob, "127.0.0.1:8889") + job(telemetryJob, "127.0.0.1:8888"),
+			bytes.Replace(rules, []byte(`absent(up{job="otelcol-streamwatch"}) or`), []byte(`absent(up{job="otelcol-streamwatch"})  or`), 1), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, b := range map[string][]byte{"prometheus.sh": script, "prometheus.yml": []byte(tc.config), "alerts.yml": tc.rules} {
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, _, out, err := runScriptIn(t, dir, "STREAMWATCH_PROMETHEUS=none")
+			if tc.jobs == nil {
+				if err == nil || !strings.Contains(out, "could not remove the exporter's job") {
+					t.Fatalf("err %v, output %q: want a refusal naming the exporter's job", err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if got := jobs(t, cfg); !slices.Equal(got, tc.jobs) {
+				t.Errorf("scrape jobs %v, want %v", got, tc.jobs)
+			}
+		})
 	}
 }
 

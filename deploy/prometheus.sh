@@ -27,14 +27,20 @@ case $host in
 *:*) case $host in \[*) ;; *) host="[$host]" ;; esac ;; # an IPv6 address takes brackets in host:port
 esac
 self=$host:${STREAMWATCH_TELEMETRY_PORT:-8888}
-# hostport NAME VALUE refuses a VALUE that is not host:port.
+# hostport NAME VALUE refuses a VALUE that is not host:port (a mistyped
+# "none" among them).
 hostport() {
 	case $2 in
-	*[!]A-Za-z0-9.:_[-]* | "" | :* | *:)
-		echo "prometheus.sh: $1 must be host:port, got \"$2\"" >&2
-		exit 2
-		;;
+	*[!]A-Za-z0-9.:_[-]* | "" | :* | *:) ;;
+	*:*) return ;;
 	esac
+	echo "prometheus.sh: $1 must be host:port, got \"$2\"" >&2
+	exit 2
+}
+# fail says what went wrong and stops.
+fail() {
+	echo "prometheus.sh: $1" >&2
+	exit 2
 }
 if [ "$target" != none ]; then
 	hostport STREAMWATCH_PROMETHEUS "$target"
@@ -46,10 +52,17 @@ if [ "$target" = none ]; then
 	# A gateway serves no exporter to scrape: without the exporter's job,
 	# StreamwatchCollectorDown watches the own-metrics job alone, and
 	# StreamwatchCollectorMissing must not wait for a job that never comes.
-	sed -e '/^  - job_name: otelcol-streamwatch$/,/^  - job_name: otelcol-streamwatch-self$/{/^  - job_name: otelcol-streamwatch-self$/!d;}' \
-		-e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
-		"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"
+	# The exporter's job alone goes: from its job_name line (the name
+	# quoted or not) to the next job or top-level key.
+	awk '/^  - job_name:/ { n = $3; gsub(/["\047]/, "", n); skip = (n == "otelcol-streamwatch") } /^[^ #]/ { skip = 0 } !skip' \
+		"$(dirname "$0")/prometheus.yml" | sed -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" >"$data/prometheus.yml"
 	sed -e 's/absent(up{job="otelcol-streamwatch"}) or //' "$(dirname "$0")/alerts.yml" >"$data/alerts.yml"
+	# An edit of either file that these patterns miss must not start a
+	# Prometheus that alerts on a job the gateway never has.
+	! grep -Eq 'job_name:.*otelcol-streamwatch([^-]|$)' "$data/prometheus.yml" ||
+		fail "could not remove the exporter's job from $data/prometheus.yml"
+	! grep -q 'absent(up{job="otelcol-streamwatch"})' "$data/alerts.yml" ||
+		fail "could not remove the exporter's job from StreamwatchCollectorMissing in $data/alerts.yml"
 else
 	sed -e "s/\"127\.0\.0\.1:8889\"/\"$target\"/" -e "s/\"127\.0\.0\.1:8888\"/\"$self\"/" \
 		"$(dirname "$0")/prometheus.yml" >"$data/prometheus.yml"

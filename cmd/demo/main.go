@@ -16,10 +16,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,9 +47,21 @@ func main() {
 	fakellm := flag.String("fakellm", "bin/fakellm", "fakellm binary")
 	config := flag.String("config", "deploy/collector.yaml", "collector configuration (its connector's interval must be ${env:STREAMWATCH_METRICS_INTERVAL}, which the demo sets)")
 	profiles := flag.String("profiles", "", "fakellm timing profiles file (default: fakellm's built-in profiles)")
-	keep := flag.Bool("keep", false, "keep fakellm and the collector running after the report, until Ctrl-C")
-	otlp := flag.String("otlp", "", "send the spans over OTLP/HTTP to this host:port of a collector already running (deploy/gateway.yaml, say) instead of starting one; the report gives the PromQL that checks its counts")
+	keep := flag.Bool("keep", false, "keep fakellm and the collector the demo started running after the report, until Ctrl-C")
+	otlp := flag.String("otlp", "", "send the spans over OTLP/HTTP to this host:port of a collector already running (deploy/gateway.yaml, say) instead of starting one (-collector is then unused); the report gives the PromQL that checks its counts")
 	flag.Parse()
+	if *otlp != "" {
+		if err := checkOTLP(*otlp); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(2)
+		}
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "config" {
+				fmt.Fprintln(os.Stderr, "demo: -config configures the collector the demo starts; with -otlp it starts none")
+				os.Exit(2)
+			}
+		})
+	}
 
 	// SIGHUP too: a closed terminal stops the demo as Ctrl-C does.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
@@ -56,6 +70,38 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
+}
+
+// checkOTLP refuses an -otlp value that is not host:port (a URL, say,
+// which the exporter would quietly turn into a path), and one where
+// nothing listens: its spans would be lost after the workload's 31 s,
+// reported by the exporter's retries alone.
+func checkOTLP(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil || strings.Contains(addr, "/") {
+		return fmt.Errorf("-otlp %q: want host:port, the collector's OTLP/HTTP receiver (127.0.0.1:4318)", addr)
+	}
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("-otlp %s: no collector there: %w", addr, err)
+	}
+	return c.Close()
+}
+
+// countingExporter counts the spans its exporter failed to send: the
+// tracer provider's batcher hands export errors to OpenTelemetry's error
+// handler alone, and the demo must not report spans sent that never
+// arrived.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	failed atomic.Int64
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.failed.Add(int64(len(spans)))
+	}
+	return err
 }
 
 func run(ctx context.Context, collectorBin, fakellmBin, config, profiles, otlp string, keep bool) error {
@@ -97,10 +143,11 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles, otlp s
 		fmt.Printf("==> sending the spans to the collector at OTLP/HTTP %s\n", otlp)
 	}
 
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure())
+	otlpExp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure())
 	if err != nil {
 		return err
 	}
+	exp := &countingExporter{SpanExporter: otlpExp}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", demoService))))
 
@@ -120,6 +167,9 @@ func run(ctx context.Context, collectorBin, fakellmBin, config, profiles, otlp s
 	}
 	if err := tp.Shutdown(ctx); err != nil {
 		return fmt.Errorf("flushing spans: %w", err)
+	}
+	if n := exp.failed.Load(); n > 0 {
+		return fmt.Errorf("%d spans not delivered to the collector at %s (its log, or the lines above, say why)", n, endpoint)
 	}
 	if col == nil {
 		fmt.Printf("\n==> workload done in %.1fs; %d calls' spans sent to %s\n", time.Since(start).Seconds(), total, otlp)

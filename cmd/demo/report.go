@@ -257,7 +257,7 @@ func hedges(r workload.Result) string {
 // are cumulative since the collector started, so on a collector that has
 // seen other traffic from this service they read more.
 func printQueries(w io.Writer, probe workload.Result) {
-	fmt.Fprintf(w, "\nWhat the collector should count (query its metrics' Prometheus once its connector interval has passed; job is the spans' service.name, %s):\n", demoService)
+	fmt.Fprintf(w, "\nWhat the collector should count (query its metrics' Prometheus after two connector intervals, plus a scrape interval where scraped: a new series is sent at zero first; job is the spans' service.name, %s):\n", demoService)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	sel := fmt.Sprintf(`job=%q`, demoService)
 	fmt.Fprintf(tw, "  sum by (streamwatch_outcome) (%s{%s})\t%s\n", callsName, sel, counts(probe.Outcomes))
