@@ -24,7 +24,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -73,7 +75,7 @@ func main() {
 	flag.IntVar(&o.senders, "senders", 4, "concurrent senders")
 	flag.Float64Var(&o.rate, "rate", 0, "requests per second per pipeline (0: closed loop, as fast as acknowledged)")
 	flag.StringVar(&o.pprof, "pprof", "", "write a 10 s CPU profile of each pipeline's collector under load into this directory (needs the pprof extension)")
-	flag.IntVar(&o.capRoutes, "cap", 0, "instead of the comparison: send calls over this many distinct routes to the shipped pipeline and report its /metrics scrape (size, series) once max_series is reached")
+	flag.IntVar(&o.capRoutes, "cap", 0, "instead of the comparison: send calls over this many distinct routes to the shipped pipeline and report its /metrics scrape (size, series) once max_series is reached, then to a gateway replica and report one flush of its remote write (bytes, data points)")
 	flag.Parse()
 	o.pipelines = strings.Split(names, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -389,5 +391,126 @@ func scrapeAtCap(ctx context.Context, o options) (err error) {
 	for _, k := range names {
 		fmt.Fprintf(tw, "%s\t%d\t\n", k, perMetric[k])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return remoteWriteAtCap(ctx, o, reqs, samples)
+}
+
+// remoteWriteAtCap sends the same requests to a gateway replica
+// (deploy/gateway.yaml, flushing every 5 s) and reports what one flush of
+// its remote write weighs at the cap: the bytes on the wire
+// (snappy-compressed protobuf, as sent), per data point its exporter
+// reports sent, and per Prometheus sample, taking the shipped pipeline's
+// scrape (scraped samples) as the count of series, the same connector
+// making the same ones. A flush is the requests between two quiet
+// seconds: its requests all land within a few hundred milliseconds.
+func remoteWriteAtCap(ctx context.Context, o options, reqs []loadgen.Request, scraped int) error {
+	dir, err := os.MkdirTemp("", "streamwatch-cap-rw-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var bytes, writes atomic.Int64
+	port, err := stack.FreePort()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: stack.Addr(port), ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		bytes.Add(n)
+		writes.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return err
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	col, err := stack.StartCollector(ctx, dir, o.collector, []string{filepath.Join(o.root, "deploy", "gateway.yaml")},
+		"STREAMWATCH_METRICS_INTERVAL=5s", "STREAMWATCH_REMOTE_WRITE=http://"+srv.Addr+"/api/v1/write")
+	if err != nil {
+		return err
+	}
+	defer col.Stop()
+	if _, err := loadgen.Send(ctx, loadgen.Options{Targets: []string{col.OTLPGRPC}, Requests: reqs, Senders: o.senders, MaxRequests: int64(len(reqs)), Duration: 5 * time.Minute}); err != nil {
+		return err
+	}
+	// flushed waits for the next flush to land whole: bytes arriving,
+	// then a quiet second.
+	flushed := func() error {
+		deadline := time.Now().Add(30 * time.Second)
+		start, last, changed := bytes.Load(), bytes.Load(), time.Now()
+		for time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			if b := bytes.Load(); b != last {
+				last, changed = b, time.Now()
+			}
+			if last != start && time.Since(changed) >= time.Second {
+				return nil
+			}
+		}
+		return fmt.Errorf("gateway: no whole flush in 30 s (log in %s)", dir)
+	}
+	if err := flushed(); err != nil { // the flush of the load's last spans
+		return err
+	}
+	if err := flushed(); err != nil { // a flush of the whole state
+		return err
+	}
+	points0, err := sentPoints(ctx, col.Telemetry)
+	if err != nil {
+		return err
+	}
+	b0, w0 := bytes.Load(), writes.Load()
+	if err := flushed(); err != nil {
+		return err
+	}
+	points1, err := sentPoints(ctx, col.Telemetry)
+	if err != nil {
+		return err
+	}
+	b, w, points := bytes.Load()-b0, writes.Load()-w0, points1-points0
+	if points <= 0 || b == 0 {
+		return fmt.Errorf("gateway: %d bytes and %.0f data points in one flush", b, points)
+	}
+	fmt.Printf("==> the same calls into deploy/gateway.yaml (remote write)\n")
+	fmt.Printf("    one flush: %.1f MiB on the wire in %d requests, %.0f data points (%.0f B each); %.1f B per Prometheus sample (%d series); every 15 s, %.0f KiB/s\n",
+		float64(b)/(1<<20), w, points, float64(b)/points, float64(b)/float64(scraped), scraped, float64(b)/15/(1<<10))
+	return nil
+}
+
+// sentPoints reads the data points the collector's exporters report sent
+// from its own metrics at addr (host:port).
+func sentPoints(ctx context.Context, addr string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	sum, found := 0.0, false
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if !strings.HasPrefix(line, "otelcol_exporter_sent_metric_points") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", addr, line, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("%s: no otelcol_exporter_sent_metric_points", addr)
+	}
+	return sum, nil
 }

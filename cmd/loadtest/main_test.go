@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -80,6 +84,25 @@ func TestKnownSorted(t *testing.T) {
 	for range 5 {
 		if k := known(); len(k) != len(pipelines) || !slices.IsSorted(k) {
 			t.Fatalf("known() = %v", k)
+		}
+	}
+}
+
+// sentPoints adds the data points every exporter reports sent, and says
+// so when the collector reports none.
+func TestSentPoints(t *testing.T) {
+	for body, want := range map[string]string{
+		"# TYPE otelcol_exporter_sent_metric_points_total counter\n" +
+			`otelcol_exporter_sent_metric_points_total{exporter="prometheusremotewrite",otel_scope_name="x"} 14010` + "\n" +
+			`otelcol_exporter_sent_metric_points_total{exporter="debug"} 5` + "\n" +
+			`otelcol_exporter_send_failed_metric_points_total{exporter="prometheusremotewrite"} 7` + "\n": "14015",
+		"otelcol_process_uptime 3\n": "no otelcol_exporter_sent_metric_points",
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(body)) }))
+		got, err := sentPoints(t.Context(), strings.TrimPrefix(srv.URL, "http://"))
+		srv.Close()
+		if s := fmt.Sprint(got); err == nil && s != want || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("sentPoints = %v, %v; want %s", got, err, want)
 		}
 	}
 }
