@@ -2,8 +2,6 @@ package sse_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,13 +56,7 @@ func TestLanesRescueFrozenConnection(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	roots := x509.NewCertPool()
-	roots.AddCert(srv.Certificate())
-	transport := func() *http.Transport {
-		tr := sse.NewTransport(sse.TransportOptions{})
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-		return tr
-	}
+	transport := func() *http.Transport { return adaptertest.TrustingTransport(srv) }
 	stallHedge := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, MaxAttempts: 2}
 	var text string
 	// call makes one call on one route through rt, a route that continues
@@ -337,15 +329,7 @@ func TestLanesDials(t *testing.T) {
 			} else {
 				srv.StartTLS()
 			}
-			roots := x509.NewCertPool()
-			if c := srv.Certificate(); c != nil {
-				roots.AddCert(c)
-			}
-			newTransport := func() http.RoundTripper {
-				tr := sse.NewTransport(sse.TransportOptions{})
-				tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-				return tr
-			}
+			newTransport := func() http.RoundTripper { return adaptertest.TrustingTransport(srv) }
 			var rt http.RoundTripper = newTransport()
 			if lanes {
 				rt = &sse.Lanes{New: newTransport}

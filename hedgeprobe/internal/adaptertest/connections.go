@@ -2,8 +2,6 @@ package adaptertest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -196,21 +194,9 @@ func (a Adapter[T]) CheckConnectionsReleased(t *testing.T, route func(client *ht
 		t.Run(v.name, func(t *testing.T) {
 			h2 := v.proto == "HTTP/2.0"
 			u := startTracked(t, h2)
-			one := func() *http.Transport {
-				tr := sse.NewTransport(sse.TransportOptions{})
-				if h2 {
-					roots := x509.NewCertPool()
-					roots.AddCert(u.server.Certificate())
-					// A TLS configuration of one's own turns HTTP/2
-					// off unless ForceAttemptHTTP2, which the
-					// transport keeps from http.DefaultTransport.
-					tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-				}
-				return tr
-			}
-			var tr transport = one()
+			var tr transport = TrustingTransport(u.server)
 			if v.lanes {
-				tr = &sse.Lanes{New: func() http.RoundTripper { return one() }}
+				tr = &sse.Lanes{New: func() http.RoundTripper { return TrustingTransport(u.server) }}
 			}
 			defer tr.CloseIdleConnections()
 			a.checkConnectionsReleased(t, u, tr, route)

@@ -19,6 +19,20 @@ import (
 	"github.com/streamwatch/streamwatch/internal/testbed/fakellm"
 )
 
+// TrustingTransport is an sse.NewTransport that trusts srv's certificate,
+// when srv has one (started with StartTLS), and still offers HTTP/2 there:
+// a TLS configuration of one's own turns HTTP/2 off unless
+// ForceAttemptHTTP2, which the transport keeps from http.DefaultTransport.
+func TrustingTransport(srv *httptest.Server) *http.Transport {
+	tr := sse.NewTransport(sse.TransportOptions{})
+	if c := srv.Certificate(); c != nil {
+		roots := x509.NewCertPool()
+		roots.AddCert(c)
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	return tr
+}
+
 // FreezingProxy forwards TCP connections on 127.0.0.1 to a backend. Its
 // first connection stops forwarding to the client once it has carried
 // a set number of bytes there, and stays open: to the client, a
@@ -155,15 +169,6 @@ func (a Adapter[T]) CheckFrozenConnectionRescue(t *testing.T, route func(client 
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	roots := x509.NewCertPool()
-	roots.AddCert(srv.Certificate())
-	newTransport := func() *http.Transport {
-		tr := sse.NewTransport(sse.TransportOptions{})
-		// A TLS configuration of one's own turns HTTP/2 off unless
-		// ForceAttemptHTTP2, which the transport keeps.
-		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-		return tr
-	}
 	// HedgeAfter far away: the stall trigger alone may launch the hedge.
 	stallHedge := hedgeprobe.Config{Delivery: hedgeprobe.Buffered, StallAfter: 300 * time.Millisecond, HedgeAfter: 10 * time.Second, MaxAttempts: 2}
 
@@ -192,7 +197,7 @@ func (a Adapter[T]) CheckFrozenConnectionRescue(t *testing.T, route func(client 
 		return frozenCall{s.Stats(), n, s.Err(), proxy}
 	}
 	t.Run("one transport", func(t *testing.T) {
-		c := call(t, newTransport(), 3*time.Second)
+		c := call(t, TrustingTransport(srv), 3*time.Second)
 		st, n, err := c.stats, c.content, c.err
 		if len(st.Attempts) == 0 || st.Attempts[0].ContentChunks == 0 {
 			t.Fatalf("attempts %+v: the primary got no chunk before the freeze, so no stall hedge followed it; a slow handshake?", st.Attempts)
@@ -208,7 +213,7 @@ func (a Adapter[T]) CheckFrozenConnectionRescue(t *testing.T, route func(client 
 		}
 	})
 	t.Run("lanes", func(t *testing.T) {
-		c := call(t, &sse.Lanes{New: func() http.RoundTripper { return newTransport() }}, 20*time.Second)
+		c := call(t, &sse.Lanes{New: func() http.RoundTripper { return TrustingTransport(srv) }}, 20*time.Second)
 		st, n, err := c.stats, c.content, c.err
 		if err != nil || n != frozenChunks {
 			t.Fatalf("err %v, %d chunks delivered: want the whole answer, %d chunks", err, n, frozenChunks)
