@@ -33,6 +33,8 @@ type Row struct {
 	Results []Result
 	// Summary is derived from Results.
 	Summary Summary
+	// Refused429 counts the strategy's attempts the 429 storm refused.
+	Refused429 int
 }
 
 // Run plays sc.Calls calls through every strategy of Strategies, each
@@ -54,20 +56,24 @@ func RunWith(ctx context.Context, sc Scenario, strategies []Strategy) (*Report, 
 	for i, s := range strategies {
 		rep.Rows[i].Strategy = s
 		wg.Go(func() {
+			// Each strategy meets upstreams of its own: its load, not
+			// another row's, fills the storm's rate limit.
+			st := newStorm(&rep.Scenario)
 			res := make([]Result, sc.Calls)
 			var calls sync.WaitGroup
 			for n := range res {
 				if sc.Interarrival <= 0 {
-					res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true})
+					res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true, storm: st})
 					continue
 				}
 				if n > 0 {
 					time.Sleep(sc.Interarrival)
 				}
-				calls.Go(func() { res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true}) })
+				calls.Go(func() { res[n] = s.run(ctx, &call{sc: &rep.Scenario, index: n, faults: true, storm: st}) })
 			}
 			calls.Wait()
 			rep.Rows[i].Results = res
+			rep.Rows[i].Refused429 = st.Refused()
 			rep.Rows[i].Summary = summarize(res)
 		})
 	}

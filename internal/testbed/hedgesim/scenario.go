@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -93,6 +94,18 @@ type Scenario struct {
 	StormFrom, StormTo float64
 	StormShare         float64
 	RetryAfter         time.Duration
+	// StormLimit, when set, makes the storm a rate limit instead of a
+	// coin: each route admits at most StormLimit attempts per second of
+	// the calls in [StormFrom, StormTo) (a token bucket holding one
+	// token), and refuses the rest with 429 and a Retry-After of the wait
+	// for its next token, in whole seconds as the header carries it. A
+	// refusal takes no token. The storm then grows with the load — every
+	// hedge and retry of a storm call is one more attempt the limit
+	// counts — and an attempt made before the Retry-After it was given
+	// has passed is refused again. StormShare and RetryAfter are unused.
+	// Attempts of calls outside the window neither take tokens nor are
+	// refused, whenever they run.
+	StormLimit float64
 
 	// CallSilenceShare is the share of calls whose every attempt falls
 	// silent once (each where and for as long as its own draw says): a
@@ -179,7 +192,10 @@ func (sc Scenario) Markdown() string {
 	} else {
 		w("outage", "none")
 	}
-	if sc.StormTo > sc.StormFrom && sc.StormShare > 0 {
+	if sc.StormTo > sc.StormFrom && sc.StormLimit > 0 {
+		w("429 storm", fmt.Sprintf("both routes limited to one attempt every %v of the calls %.0f–%.0f %% (a token bucket of one); the rest answer 429 in %v ± 50 %% with Retry-After the wait for the next token, in whole seconds",
+			time.Duration(float64(time.Second)/sc.StormLimit), 100*sc.StormFrom, 100*sc.StormTo, sc.FailAfter))
+	} else if sc.StormTo > sc.StormFrom && sc.StormShare > 0 {
 		w("429 storm", fmt.Sprintf("both routes, %.0f %% of attempts answer 429 (Retry-After %v) in %v ± 50 %% for calls %.0f–%.0f %%",
 			100*sc.StormShare, sc.RetryAfter, sc.FailAfter, 100*sc.StormFrom, 100*sc.StormTo))
 	} else {
@@ -248,10 +264,63 @@ func (sc *Scenario) draw(call int, route string, k int, faults bool) draw {
 	switch {
 	case route == sc.OutageRoute && pos >= sc.OutageFrom && pos < sc.OutageTo && sc.down(call):
 		d.status, d.retryAfter = 503, sc.OutageRetryAfter
-	case storm && pos >= sc.StormFrom && pos < sc.StormTo:
+	case storm && sc.StormLimit <= 0 && sc.inStorm(call):
 		d.status, d.retryAfter = 429, sc.RetryAfter
 	}
 	return d
+}
+
+// inStorm reports whether call is one of the storm's.
+func (sc *Scenario) inStorm(call int) bool {
+	pos := float64(call) / float64(max(sc.Calls, 1))
+	return sc.StormTo > sc.StormFrom && pos >= sc.StormFrom && pos < sc.StormTo
+}
+
+// storm is one strategy's view of the 429 storm, shared by its calls:
+// it counts the 429s its attempts were answered and, when the storm is a
+// rate limit (Scenario.StormLimit), holds both routes' token buckets.
+type storm struct {
+	sc       *Scenario
+	interval time.Duration // between two tokens; 0: the storm is a coin
+
+	mu      sync.Mutex
+	next    [2]time.Time // when each route's bucket next holds a token
+	refused int          // attempts answered 429
+}
+
+func newStorm(sc *Scenario) *storm {
+	st := &storm{sc: sc}
+	if sc.StormLimit > 0 {
+		st.interval = time.Duration(float64(time.Second) / sc.StormLimit)
+	}
+	return st
+}
+
+// answer returns what attempt d of call on route r, made at now, is
+// answered: d, or a 429 when the rate limit has no token for it, whose
+// Retry-After is the wait for the next token, rounded up to a whole
+// second. A refusal takes no token.
+func (st *storm) answer(call, r int, d draw, now time.Time) draw {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.interval > 0 && d.status == 200 && st.sc.inStorm(call) {
+		if wait := st.next[r].Sub(now); wait > 0 {
+			d.status, d.retryAfter = 429, (wait + time.Second - 1).Truncate(time.Second)
+		} else {
+			st.next[r] = now.Add(st.interval)
+		}
+	}
+	if d.status == 429 {
+		st.refused++
+	}
+	return d
+}
+
+// Refused returns the number of attempts answered 429 so far.
+func (st *storm) Refused() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.refused
 }
 
 // callSilenceStream tells the per-call draw of CallSilenceShare from the

@@ -188,6 +188,9 @@ type call struct {
 	sc     *Scenario
 	index  int
 	faults bool
+	// storm is the strategy's view of the 429 storm; nil in unit tests
+	// of one call, which then meet no rate limit.
+	storm *storm
 
 	mu     sync.Mutex
 	opened [2]int
@@ -202,7 +205,11 @@ func (c *call) nextDraw(route string) draw {
 	k := c.opened[r]
 	c.opened[r]++
 	c.mu.Unlock()
-	return c.sc.draw(c.index, route, k, c.faults)
+	d := c.sc.draw(c.index, route, k, c.faults)
+	if c.storm != nil && c.faults {
+		d = c.storm.answer(c.index, r, d, time.Now())
+	}
+	return d
 }
 
 // route returns the hedgeprobe Route of name for this call; every route
