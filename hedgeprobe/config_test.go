@@ -22,6 +22,7 @@ func TestBadConfig(t *testing.T) {
 		{"negative HedgeAfter", Config{HedgeAfter: -time.Second}, "HedgeAfter = -1s"},
 		{"negative TTFTTimeout", Config{TTFTTimeout: -time.Second}, "TTFTTimeout = -1s"},
 		{"negative StallTimeout", Config{StallTimeout: -time.Second}, "StallTimeout = -1s"},
+		{"negative PushbackWait", Config{PushbackWait: -time.Second}, "PushbackWait = -1s"},
 		{"negative HedgeMinDelay", Config{HedgeMinDelay: -time.Second}, "HedgeMinDelay = -1s"},
 		{"quantile 1", Config{HedgeQuantile: 1}, "HedgeQuantile = 1"},
 		{"quantile 1.5", Config{HedgeQuantile: 1.5}, "HedgeQuantile = 1.5"},

@@ -137,7 +137,7 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	canLaunch := len(s.attempts) < s.p.cfg.MaxAttempts
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
-		r.errorHedge = true
+		r.errorHedge, r.errorAt, r.errorSince = true, 0, now.Sub(s.start)
 	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
 		// After commit, the committed stream or the last resume racing it
 		// failed (or was refused: that route only is not asked again),

@@ -133,6 +133,10 @@ func ivRandConfig(r *rand.Rand) hedgeprobe.Config {
 	case 1:
 		cfg.EjectFailures = 1 + r.IntN(3)
 	}
+	if r.IntN(3) == 0 {
+		// Ejection refuses error relaunches on every route: some wait.
+		cfg.PushbackWait = ms(1000 + r.Float64()*20000)
+	}
 	return cfg
 }
 

@@ -41,6 +41,11 @@ type race[T any] struct {
 	// what it is, so asking again would only spend an attempt and a token.
 	// By name, as health and refusals are: a route listed twice is one.
 	cannotBuild map[string]bool
+	// errorAt is when the error relaunch is due: 0, at once, unless every
+	// route refused it and the call waits for the first to take it
+	// (Config.PushbackWait); errorSince is when the failure that asked
+	// for it came, from which the wait is counted.
+	errorAt, errorSince time.Duration
 }
 
 // step waits for one event or the next deadline of the trigger table and

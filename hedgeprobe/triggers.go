@@ -95,18 +95,23 @@ func triggerTable[T any]() []trigger[T] {
 		},
 		{
 			// Error: an attempt failed with a transient error before
-			// commit; the next one launches at once.
+			// commit; the next one launches at once, or, when every route
+			// refuses it and PushbackWait allows, when the first takes it.
 			name: "error",
 			due: func(s *Stream[T]) (time.Duration, bool) {
-				return 0, s.phase == phaseRace && s.race.errorHedge
+				return s.race.errorAt, s.phase == phaseRace && s.race.errorHedge
 			},
 			fire: func(s *Stream[T], now time.Duration) {
-				s.race.errorHedge = false
-				// Refused by pushback, it is not tried again: the failed
-				// attempt's error ends the call if none is left, for the
-				// caller's retry to take over.
-				s.hedge(TriggerError, now, 0)
-				s.endIfNoneLeft(s.race.lastErr)
+				r := &s.race
+				r.errorHedge = false
+				if s.hedge(TriggerError, now, 0) && s.live() == nil {
+					// Refused on every route with nothing in flight: wait
+					// for the first route to take it, when that is soon
+					// enough; else the failed attempt's error ends the
+					// call, for the caller's retry to take over.
+					r.errorAt, r.errorHedge = s.pushbackEnds(now)
+				}
+				s.endIfNoneLeft(r.lastErr)
 			},
 		},
 		{
@@ -119,7 +124,10 @@ func triggerTable[T any]() []trigger[T] {
 			name: "ttft",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				latest := s.attempts[len(s.attempts)-1]
-				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContentSince(latest.launch) && s.race.ttftSpent != latest.idx
+				// An error relaunch waiting for a route (PushbackWait) is
+				// the call's next attempt: it goes where this would.
+				ok := s.phase == phaseRace && s.canLaunch() && !s.liveContentSince(latest.launch) && s.race.ttftSpent != latest.idx &&
+					!s.race.errorHedge
 				return max(later(latest.launch, latest.delay), s.race.pushedBack), ok
 			},
 			fire: func(s *Stream[T], now time.Duration) {
@@ -252,6 +260,36 @@ func (s *Stream[T]) stallWatched() *attempt[T] {
 		return nil
 	}
 	return w
+}
+
+// pushbackEnds returns when the first route's pushback or ejection ends,
+// in time since the call started, and whether the call waits for it: only
+// when that end is known and comes within PushbackWait of the failure —
+// counted from the failure, not from this refusal, so that calls refused
+// again at each end, by others taking the route first, still end —,
+// before the context's deadline and, while no content has come, before
+// TTFTTimeout: a wait the watchdog or the deadline would cut short would
+// only trade the upstream's error for a timeout.
+func (s *Stream[T]) pushbackEnds(now time.Duration) (time.Duration, bool) {
+	wait := s.p.cfg.PushbackWait
+	if wait <= 0 {
+		return 0, false
+	}
+	at, known := s.p.health.hedgesAdmittedAt(func(i int) string { return s.routes[i].Name }, len(s.routes))
+	if !known {
+		return 0, false
+	}
+	end := max(at.Sub(s.start), now+time.Millisecond)
+	if end-s.race.errorSince > wait {
+		return 0, false
+	}
+	if dl, ok := s.ctx.Deadline(); ok && !dl.After(s.start.Add(end)) {
+		return 0, false
+	}
+	if t := s.p.cfg.TTFTTimeout; t > 0 && !s.race.contentSeen && end >= t {
+		return 0, false
+	}
+	return end, true
 }
 
 // hedge launches a hedge with trigger on the next route health admits. When

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 var (
@@ -485,16 +487,45 @@ func stormVariants(calls int) []struct {
 	}{{"coin: 50 % of attempts", stress}, {"rate limit: 1 attempt / 12 s / route", limit12}, {"rate limit: 1 attempt / 24 s / route", limit24}}
 }
 
+// pushbackWaitStrategies are the zero-value Config and the tuned Streaming
+// + resume prober (HealthStrategies'), each without and with a
+// PushbackWait of 20 s.
+func pushbackWaitStrategies() ([]Strategy, error) {
+	tuned := hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
+		ResumeAfter: resumeAfter, StallTimeout: stallTimeout}
+	waiting := tuned
+	waiting.PushbackWait = 20 * time.Second
+	rows := []struct {
+		name string
+		cfg  hedgeprobe.Config
+	}{
+		{"zero-value Config", hedgeprobe.Config{}},
+		{"zero-value Config, PushbackWait 20s", hedgeprobe.Config{PushbackWait: 20 * time.Second}},
+		{"streaming + resume", tuned},
+		{"streaming + resume, PushbackWait 20s", waiting},
+	}
+	var out []Strategy
+	for _, r := range rows {
+		s, err := probe(r.name, "", r.cfg, r.cfg.StallTimeout > 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // TestStormReport prints every strategy, then the route-health rows
-// (with and without ejection), under the stress scenario's 429 storm as a
-// coin and as a rate limit (stormVariants), over the storm's calls:
+// (with and without ejection), then the rows with and without
+// PushbackWait, under the stress scenario's 429 storm as a coin and as a
+// rate limit (stormVariants), over the storm's calls:
 //
 //	go test ./internal/testbed/hedgesim -run TestStormReport -v -calls=10000
 func TestStormReport(t *testing.T) {
 	if *callsFlag <= 0 {
 		t.Skip("set -calls=N to print the report")
 	}
-	var all, health strings.Builder
+	var all, health, wait strings.Builder
 	for _, v := range stormVariants(*callsFlag) {
 		stormRows(&all, v.name, simulate(t, v.sc))
 		if t.Failed() {
@@ -504,10 +535,15 @@ func TestStormReport(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+		stormRows(&wait, v.name, simulateWith(t, v.sc, pushbackWaitStrategies))
+		if t.Failed() {
+			return
+		}
 	}
 	const head = "| storm | strategy | storm calls failed (on a 429) | 429s answered | attempts per storm call | resumes / error relaunches | throttled: budget / pushback | completion p50 / p99, a failed call never done |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
 	fmt.Printf("## The 429 storm as a rate limit (%d calls per row, stress scenario; figures over the storm's calls)\n\n%s%s\n", *callsFlag, head, all.String())
-	fmt.Printf("### Route health under it\n\n%s%s", head, health.String())
+	fmt.Printf("### Route health under it\n\n%s%s\n", head, health.String())
+	fmt.Printf("### Waiting for Retry-After (PushbackWait)\n\n%s%s", head, wait.String())
 }
 
 // stormRows writes one line per row of rep, over the storm's calls.
