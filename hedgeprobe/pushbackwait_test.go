@@ -39,6 +39,25 @@ func pushBackNow(t *testing.T, p *Prober[chunk], first, second *upstream) {
 	}
 }
 
+// wantWaited checks how a pushedBackCall ended: with waited, the relaunch
+// on b won; else the primary's 502 ended the call at the failure (1 s),
+// with nothing relaunched.
+func wantWaited(t *testing.T, s *Stream[chunk], g got, start time.Time, waited bool) {
+	t.Helper()
+	st := s.Stats()
+	if waited {
+		if g.err != nil || len(st.Attempts) != 2 || st.Winner != 1 {
+			t.Fatalf("err %v, %d attempts, winner %d: want the relaunch on b to win", g.err, len(st.Attempts), st.Winner)
+		}
+		return
+	}
+	var se *statusErr
+	if !errors.As(g.err, &se) || se.code != 502 || st.Outcome != OutcomeError || len(st.Attempts) != 1 {
+		t.Fatalf("err %v, outcome %v, %d attempts: want the primary's 502 alone", g.err, st.Outcome, len(st.Attempts))
+	}
+	wantDur(t, "call end", time.Since(start), time.Second)
+}
+
 // The relaunch waits for b's Retry-After, launches on b the moment it ends
 // and wins; the wait is counted once as a pushback refusal, also when the
 // TTFT trigger's delay (2 s) passes during it: the relaunch waiting is the
@@ -84,18 +103,7 @@ func TestPushbackWaitBound(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p, a, b, start := pushedBackCall(t, Config{PushbackWait: tc.wait})
 				s := p.Stream(t.Context(), a.route(), b.route())
-				g := drain(s, start)
-				if tc.ok {
-					if g.err != nil || len(s.Stats().Attempts) != 2 {
-						t.Fatalf("err %v, %d attempts: want the relaunch on b to win", g.err, len(s.Stats().Attempts))
-					}
-					return
-				}
-				var se *statusErr
-				if !errors.As(g.err, &se) || se.code != 502 || len(s.Stats().Attempts) != 1 {
-					t.Fatalf("err %v, %d attempts: want the primary's 502 alone", g.err, len(s.Stats().Attempts))
-				}
-				wantDur(t, "call end", time.Since(start), time.Second)
+				wantWaited(t, s, drain(s, start), start, tc.ok)
 			})
 		})
 	}
@@ -127,18 +135,7 @@ func TestPushbackWaitDeadlines(t *testing.T) {
 					defer cancel()
 				}
 				s := p.Stream(ctx, a.route(), b.route())
-				g := drain(s, start)
-				if tc.ok {
-					if g.err != nil || len(s.Stats().Attempts) != 2 {
-						t.Fatalf("err %v, %d attempts: want the relaunch on b to win", g.err, len(s.Stats().Attempts))
-					}
-					return
-				}
-				var se *statusErr
-				if !errors.As(g.err, &se) || se.code != 502 || s.Stats().Outcome != OutcomeError {
-					t.Fatalf("err %v, outcome %v: want the primary's 502", g.err, s.Stats().Outcome)
-				}
-				wantDur(t, "call end", time.Since(start), time.Second)
+				wantWaited(t, s, drain(s, start), start, tc.ok)
 			})
 		})
 	}

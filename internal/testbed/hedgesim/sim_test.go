@@ -491,28 +491,14 @@ func stormVariants(calls int) []struct {
 // + resume prober (HealthStrategies'), each without and with a
 // PushbackWait of 20 s.
 func pushbackWaitStrategies() ([]Strategy, error) {
-	tuned := hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
-		ResumeAfter: resumeAfter, StallTimeout: stallTimeout}
-	waiting := tuned
+	waiting := tunedResume()
 	waiting.PushbackWait = 20 * time.Second
-	rows := []struct {
-		name string
-		cfg  hedgeprobe.Config
-	}{
+	return probes([]namedConfig{
 		{"zero-value Config", hedgeprobe.Config{}},
 		{"zero-value Config, PushbackWait 20s", hedgeprobe.Config{PushbackWait: 20 * time.Second}},
-		{"streaming + resume", tuned},
+		{"streaming + resume", tunedResume()},
 		{"streaming + resume, PushbackWait 20s", waiting},
-	}
-	var out []Strategy
-	for _, r := range rows {
-		s, err := probe(r.name, "", r.cfg, r.cfg.StallTimeout > 0)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
+	})
 }
 
 // TestStormReport prints every strategy, then the route-health rows

@@ -170,8 +170,7 @@ func Strategies() ([]Strategy, error) {
 			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst, Delivery: hedgeprobe.Buffered,
 				StallAfter: stallAfter, StallTimeout: stallTimeout, ResumeAfter: hedgeprobe.Off}, true},
 		{"hedgeprobe streaming + resume", fmt.Sprintf("Streaming, ResumeAfter %v, MaxAttempts 3, StallTimeout %v + one retry", resumeAfter, stallTimeout),
-			hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
-				ResumeAfter: resumeAfter, StallTimeout: stallTimeout}, true},
+			tunedResume(), true},
 		// Streaming + resume's settings without the continuation: what
 		// resuming alone buys (hedgeprobe streaming also differs by its
 		// HoldChunks and StallAfter).
@@ -236,17 +235,32 @@ func Strategies() ([]Strategy, error) {
 // (docs/design.md §2 rule 11): the zero-value Config and the tuned
 // Streaming + resume prober, each with ejection on (the default) and off.
 func HealthStrategies() ([]Strategy, error) {
-	tuned := hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
-		ResumeAfter: resumeAfter, StallTimeout: stallTimeout}
-	rows := []struct {
-		name string
-		cfg  hedgeprobe.Config
-	}{
+	tuned := tunedResume()
+	return probes([]namedConfig{
 		{"zero-value Config, no ejection", hedgeprobe.Config{EjectFailures: hedgeprobe.NoEjection}},
 		{"zero-value Config, ejection", hedgeprobe.Config{}},
 		{"streaming + resume, no ejection", withEject(tuned, hedgeprobe.NoEjection)},
 		{"streaming + resume, ejection", tuned},
-	}
+	})
+}
+
+// tunedResume is the Config of the "streaming + resume" rows of the
+// route-health and storm reports: the main report's "hedgeprobe streaming
+// + resume".
+func tunedResume() hedgeprobe.Config {
+	return hedgeprobe.Config{MaxAttempts: 3, HedgeBudget: hedgeBudget, HedgeBurst: hedgeBurst,
+		ResumeAfter: resumeAfter, StallTimeout: stallTimeout}
+}
+
+// namedConfig is a row of a report: a Prober's name and Config.
+type namedConfig struct {
+	name string
+	cfg  hedgeprobe.Config
+}
+
+// probes returns a strategy per row, each with its own Prober, and one
+// outer retry where the row has a StallTimeout (as the tuned rows have).
+func probes(rows []namedConfig) ([]Strategy, error) {
 	var out []Strategy
 	for _, r := range rows {
 		s, err := probe(r.name, "", r.cfg, r.cfg.StallTimeout > 0)
