@@ -10,8 +10,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/streamwatch/streamwatch/hedgeprobe"
 )
 
 var (
@@ -467,91 +465,6 @@ func TestRouteHealthReport(t *testing.T) {
 			fmt.Printf("| %s | %s | %d | %d | %.3f | %d | %s | %s |\n", v.name, row.Strategy.Name, s.Throttled, inOutage,
 				s.ExtraAttempts, failed, sec(s.Done[1]), sec(s.Done[2]))
 		}
-	}
-}
-
-// stormVariants are the stress scenario with its 429 storm as a coin (as
-// designed) and as rate limits of two strengths: one attempt per route
-// every 12 s refuses about half the first attempts of calls arriving 6 s
-// apart, as the coin does, and one every 24 s about three in four.
-func stormVariants(calls int) []struct {
-	name string
-	sc   Scenario
-} {
-	stress := reseeded(DefaultScenario(calls))
-	limit12, limit24 := stress, stress
-	limit12.StormLimit, limit24.StormLimit = 1.0/12, 1.0/24
-	return []struct {
-		name string
-		sc   Scenario
-	}{{"coin: 50 % of attempts", stress}, {"rate limit: 1 attempt / 12 s / route", limit12}, {"rate limit: 1 attempt / 24 s / route", limit24}}
-}
-
-// pushbackWaitStrategies are the zero-value Config and the tuned Streaming
-// + resume prober (HealthStrategies'), each without and with a
-// PushbackWait of 20 s.
-func pushbackWaitStrategies() ([]Strategy, error) {
-	waiting := tunedResume()
-	waiting.PushbackWait = 20 * time.Second
-	return probes([]namedConfig{
-		{"zero-value Config", hedgeprobe.Config{}},
-		{"zero-value Config, PushbackWait 20s", hedgeprobe.Config{PushbackWait: 20 * time.Second}},
-		{"streaming + resume", tunedResume()},
-		{"streaming + resume, PushbackWait 20s", waiting},
-	})
-}
-
-// TestStormReport prints every strategy, then the route-health rows
-// (with and without ejection), then the rows with and without
-// PushbackWait, under the stress scenario's 429 storm as a coin and as a
-// rate limit (stormVariants), over the storm's calls:
-//
-//	go test ./internal/testbed/hedgesim -run TestStormReport -v -calls=10000
-func TestStormReport(t *testing.T) {
-	if *callsFlag <= 0 {
-		t.Skip("set -calls=N to print the report")
-	}
-	var all, health, wait strings.Builder
-	for _, v := range stormVariants(*callsFlag) {
-		stormRows(&all, v.name, simulate(t, v.sc))
-		if t.Failed() {
-			return
-		}
-		stormRows(&health, v.name, simulateWith(t, v.sc, HealthStrategies))
-		if t.Failed() {
-			return
-		}
-		stormRows(&wait, v.name, simulateWith(t, v.sc, pushbackWaitStrategies))
-		if t.Failed() {
-			return
-		}
-	}
-	const head = "| storm | strategy | storm calls failed (on a 429) | 429s answered | attempts per storm call | resumes / error relaunches | throttled: budget / pushback | completion p50 / p99, a failed call never done |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
-	fmt.Printf("## The 429 storm as a rate limit (%d calls per row, stress scenario; figures over the storm's calls)\n\n%s%s\n", *callsFlag, head, all.String())
-	fmt.Printf("### Route health under it\n\n%s%s\n", head, health.String())
-	fmt.Printf("### Waiting for Retry-After (PushbackWait)\n\n%s%s", head, wait.String())
-}
-
-// stormRows writes one line per row of rep, over the storm's calls.
-func stormRows(b *strings.Builder, variant string, rep *Report) {
-	if rep == nil {
-		return
-	}
-	sc := rep.Scenario
-	from, to := int(sc.StormFrom*float64(sc.Calls)), int(sc.StormTo*float64(sc.Calls))
-	for _, row := range rep.Rows {
-		s := summarize(row.Results[from:to])
-		attempts, failed := 0, 0
-		for _, r := range row.Results[from:to] {
-			attempts += r.Attempts
-		}
-		for _, n := range s.Failures {
-			failed += n
-		}
-		fmt.Fprintf(b, "| %s | %s | %d (%d) | %d | %.2f | %d / %d | %d / %d | %s / %s |\n", variant, row.Strategy.Name,
-			failed, s.Failures["429"], row.Refused429,
-			float64(attempts)/float64(max(s.Calls, 1)), s.ByTrigger[byResume], s.ByTrigger[byError],
-			s.Throttled-s.ThrottledPushback, s.ThrottledPushback, sec(s.DoneNever[0]), sec(s.DoneNever[1]))
 	}
 }
 
