@@ -236,10 +236,11 @@ type Config struct {
 	// ejection, docs/design.md §2 rule 3), the call waits for the first
 	// route's refusal to end and relaunches there — if that comes within
 	// PushbackWait of the failure, before the context's deadline and,
-	// before any content, before TTFTTimeout; else, or when the route is
-	// taken again by then, the failure ends the call. The relaunch takes
-	// a budget token and an attempt as any other. Zero (the default)
-	// ends the call at once: the caller's retry decides.
+	// before any content, before TTFTTimeout; else the failure ends the
+	// call. Refused again at that end (another call took the route), it
+	// waits again, within the same bound. The relaunch takes a budget
+	// token and an attempt as any other. Zero (the default) ends the call
+	// at once: the caller's retry decides.
 	// docs/performance.md measures what 20s buys under a rate limit: fewer
 	// calls failed on a 429, and fewer resumes, as the relaunches take
 	// the budget's tokens.
