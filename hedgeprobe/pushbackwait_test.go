@@ -205,3 +205,83 @@ func TestPushbackWaitClosed(t *testing.T) {
 		wantDur(t, "call end", time.Since(start), 2*time.Second)
 	})
 }
+
+// The context canceled during the wait ends the call canceled, with its
+// error, and nothing relaunched.
+func TestPushbackWaitCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, a, b, start := pushedBackCall(t, Config{PushbackWait: 10 * time.Second})
+		ctx, cancel := context.WithCancel(t.Context())
+		s := p.Stream(ctx, a.route(), b.route())
+		time.AfterFunc(2*time.Second, cancel)
+		g := drain(s, start)
+		st := s.Stats()
+		if !errors.Is(g.err, context.Canceled) || st.Outcome != OutcomeCanceled || len(st.Attempts) != 1 {
+			t.Fatalf("err %v, outcome %v, %d attempts: want canceled at 2 s, no relaunch", g.err, st.Outcome, len(st.Attempts))
+		}
+		wantDur(t, "call end", time.Since(start), 2*time.Second)
+	})
+}
+
+// An empty budget would refuse the relaunch at the end of the wait: the
+// call does not wait, and ends at the failure.
+func TestPushbackWaitEmptyBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The pushing call's error relaunch takes the bucket's one token;
+		// this call adds a hundredth.
+		p, a, b, start := pushedBackCall(t, Config{PushbackWait: 10 * time.Second, HedgeBudget: 0.01, HedgeBurst: 1})
+		s := p.Stream(t.Context(), a.route(), b.route())
+		wantWaited(t, s, drain(s, start), start, false)
+	})
+}
+
+// A call with an attempt still live does not wait: the error relaunch
+// refused on every route ends there, as without PushbackWait, and the
+// live attempt's TTFT trigger hedges when the pushback ends. The primary
+// on a is slow (first chunk at 20 s); the TTFT hedge, refused at 2 s, goes
+// to b at 4.9 s and fails at 5 s with a Retry-After of 3 s, while a is
+// pushed back until 8 s.
+func TestPushbackWaitNotWhileLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := mustNew(t, Config{HedgeAfter: 2 * time.Second, MaxAttempts: 3, EjectFailures: NoEjection, PushbackWait: 10 * time.Second})
+		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})},
+			[]step{fail(100*time.Millisecond, &statusErr{code: 503, after: 3 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
+		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})},
+			[]step{content(20*time.Second, "a0")}, texts("a", 1, 10*time.Millisecond, 0))
+		pushBackNow(t, p, b, a)
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if g := drain(s, start); g.err != nil {
+			t.Fatalf("err %v", g.err)
+		}
+		st := s.Stats()
+		if len(st.Attempts) != 3 || st.Attempts[1].Trigger != TriggerTTFT || st.Attempts[2].Trigger != TriggerTTFT {
+			t.Fatalf("attempts %+v: want the primary, then two TTFT hedges", st.Attempts)
+		}
+		wantDur(t, "first hedge", st.Attempts[1].LaunchOffset, 4900*time.Millisecond)
+		wantDur(t, "second hedge", st.Attempts[2].LaunchOffset, 8*time.Second)
+	})
+}
+
+// TTFTTimeout bounds the wait only before the first content: a Buffered
+// call whose primary delivered a chunk before failing waits past it.
+func TestPushbackWaitAfterContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{HedgeAfter: time.Minute, MaxAttempts: 3, EjectFailures: NoEjection, PushbackWait: 10 * time.Second,
+			TTFTTimeout: 3 * time.Second, Delivery: Buffered}
+		p := mustNew(t, cfg)
+		b := newUpstream("b", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 5 * time.Second})}, texts("b", 1, 10*time.Millisecond, 0))
+		a := newUpstream("a", []step{fail(100*time.Millisecond, &statusErr{code: 503, after: 8 * time.Second})},
+			[]step{content(500*time.Millisecond, "a0"), fail(500*time.Millisecond, &statusErr{code: 502})})
+		pushBackNow(t, p, b, a)
+		start := time.Now()
+		s := p.Stream(t.Context(), a.route(), b.route())
+		g := drain(s, start)
+		st := s.Stats()
+		if g.err != nil || len(st.Attempts) != 2 || st.Winner != 1 {
+			t.Fatalf("err %v, attempts %+v: want the relaunch on b to win", g.err, st.Attempts)
+		}
+		wantDur(t, "relaunch", st.Attempts[1].LaunchOffset, 4900*time.Millisecond)
+		wantTexts(t, g, "b0")
+	})
+}

@@ -266,13 +266,20 @@ func (s *Stream[T]) stallWatched() *attempt[T] {
 // in time since the call started, and whether the call waits for it: only
 // when that end is known and comes within PushbackWait of the failure —
 // counted from the failure, not from this refusal, so that calls refused
-// again at each end, by others taking the route first, still end —,
-// before the context's deadline and, while no content has come, before
-// TTFTTimeout: a wait the watchdog or the deadline would cut short would
-// only trade the upstream's error for a timeout.
+// again at each end, by others taking the route first, still end —, and
+// the relaunch could start before the context's deadline and, while no
+// content has come, before TTFTTimeout: a relaunch that cannot even start
+// by then would only trade the upstream's error for a timeout. (One that
+// starts before them may still meet them: how long its first chunk takes
+// is not known.) Nor does a call wait while the budget holds no token for
+// the relaunch: it would be refused at the end. The budget may gain one
+// meanwhile, from calls that start, but a bucket found empty is most
+// often one a storm keeps empty. An end is unknown when another call's
+// probe holds every route that would take the relaunch: the call does not
+// wait then.
 func (s *Stream[T]) pushbackEnds(now time.Duration) (time.Duration, bool) {
 	wait := s.p.cfg.PushbackWait
-	if wait <= 0 {
+	if wait <= 0 || !s.p.budget.holds(0) {
 		return 0, false
 	}
 	at, known := s.p.health.hedgesAdmittedAt(func(i int) string { return s.routes[i].Name }, len(s.routes))
