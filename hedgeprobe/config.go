@@ -234,13 +234,16 @@ type Config struct {
 	// fails with a transient error before commit, no other attempt is
 	// live, and every route refuses the relaunch (its Retry-After or its
 	// ejection, docs/design.md §2 rule 3), the call waits for the first
-	// route's refusal to end and relaunches there — if that comes within
-	// PushbackWait of the failure, before the context's deadline and,
-	// before any content, before TTFTTimeout; else the failure ends the
-	// call. Refused again at that end (another call took the route), it
-	// waits again, within the same bound. The relaunch takes a budget
-	// token and an attempt as any other. Zero (the default) ends the call
-	// at once: the caller's retry decides.
+	// route's refusal to end and relaunches there, if that comes within
+	// PushbackWait of the failure; refused again at that end (another
+	// call took the route), it waits again, within the same bound. It
+	// does not wait when the relaunch could not start before the
+	// context's deadline or, before any content, TTFTTimeout, when the
+	// budget holds no token for it, or when another call's probe holds
+	// every route (no end is known): the failure then ends the call. Each
+	// failure starts its own bound. The relaunch takes a budget token and
+	// an attempt as any other. Zero (the default) ends the call at once:
+	// the caller's retry decides.
 	// docs/performance.md measures what 20s buys under a rate limit: fewer
 	// calls failed on a 429, and fewer resumes, as the relaunches take
 	// the budget's tokens.

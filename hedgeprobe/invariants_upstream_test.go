@@ -17,6 +17,26 @@ type ivStatusErr struct{ code int }
 func (e *ivStatusErr) Error() string   { return fmt.Sprintf("status %d", e.code) }
 func (e *ivStatusErr) Transient() bool { return e.code == 429 || e.code >= 500 }
 
+// ivPushbackErr is a 429 with a Retry-After: it pushes its route back
+// (and, with ejection on, ejects it until then), so that error relaunches
+// meet routes that refuse them, and calls with PushbackWait wait.
+type ivPushbackErr struct{ after time.Duration }
+
+func (e *ivPushbackErr) Error() string             { return fmt.Sprintf("status 429, Retry-After %v", e.after) }
+func (e *ivPushbackErr) Transient() bool           { return true }
+func (e *ivPushbackErr) RetryAfter() time.Duration { return e.after }
+
+// ivTransient is attempt a's transient error on route ri: a 503, or one
+// time in three a 429 with a Retry-After of 0.5–5 s, drawn from a stream
+// of its own so that the scripts' other draws stay what they were.
+func (c *ivCall) ivTransient(a hedgeprobe.Attempt, ri int) error {
+	r := rand.New(rand.NewPCG(c.seed^0x5e7a, uint64(c.idx)*1000+uint64(a.Index)*10+uint64(ri)))
+	if r.IntN(3) > 0 {
+		return &ivStatusErr{503}
+	}
+	return &ivPushbackErr{after: ms(500 + r.Float64()*4500)}
+}
+
 // ---------------------------------------------------------------------------
 // Scripted source.
 
@@ -274,7 +294,7 @@ func (c *ivCall) open(ctx context.Context, route string, ri int, a hedgeprobe.At
 				ivOp{after: gap, item: ivItem{Kind: hedgeprobe.Control, Text: "finish", Att: a.Index}},
 				ivOp{after: ms(5), item: ivItem{Kind: hedgeprobe.Control, Text: "usage", Att: a.Index}})
 		case "transient":
-			ops = append(ops, ivOp{after: gap, err: &ivStatusErr{503}})
+			ops = append(ops, ivOp{after: gap, err: c.ivTransient(a, ri)})
 		case "fatal":
 			ops = append(ops, ivOp{after: gap, err: &ivStatusErr{400}})
 		case "hang":
