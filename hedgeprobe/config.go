@@ -238,10 +238,10 @@ type Config struct {
 	// PushbackWait of the failure; refused again at that end (another
 	// call took the route), it waits again, within the same bound. It
 	// does not wait when the relaunch could not start before the
-	// context's deadline or, before any content, TTFTTimeout, when the
-	// budget holds no token for it, or when another call's probe holds
-	// every route (no end is known): the failure then ends the call. Each
-	// failure starts its own bound. The relaunch takes a budget token and
+	// context's deadline or, before any content, TTFTTimeout, or when
+	// another call's probe holds every route (no end is known): the
+	// failure then ends the call. The budget may still refuse the
+	// relaunch at the end. Each failure starts its own bound. The relaunch takes a budget token and
 	// an attempt as any other. Zero (the default) ends the call at once:
 	// the caller's retry decides.
 	// docs/performance.md measures what 20s buys under a rate limit: fewer

@@ -192,13 +192,6 @@ func (b *budget) giveBack() {
 	b.mu.Unlock()
 }
 
-// holds reports whether take(keep) would take a token now, taking none.
-func (b *budget) holds(keep float64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tokens >= 1+keep-tokenSlack
-}
-
 // take takes a token when the bucket holds it and keep more.
 func (b *budget) take(keep float64) bool {
 	b.mu.Lock()

@@ -223,15 +223,27 @@ func TestPushbackWaitCanceled(t *testing.T) {
 	})
 }
 
-// An empty budget would refuse the relaunch at the end of the wait: the
-// call does not wait, and ends at the failure.
+// An empty budget does not stop the wait (calls that start meanwhile may
+// refill it); still empty at the end, it refuses the relaunch, counted as
+// such, and the failure ends the call there.
 func TestPushbackWaitEmptyBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The pushing call's error relaunch takes the bucket's one token;
 		// this call adds a hundredth.
-		p, a, b, start := pushedBackCall(t, Config{PushbackWait: 10 * time.Second, HedgeBudget: 0.01, HedgeBurst: 1})
+		var th []ThrottleEvent
+		p, a, b, start := pushedBackCall(t, Config{PushbackWait: 10 * time.Second, HedgeBudget: 0.01, HedgeBurst: 1},
+			OnThrottle(func(ev ThrottleEvent) { th = append(th, ev) }))
+		th = nil // the pushing call's
 		s := p.Stream(t.Context(), a.route(), b.route())
-		wantWaited(t, s, drain(s, start), start, false)
+		g := drain(s, start)
+		var se *statusErr
+		if !errors.As(g.err, &se) || se.code != 502 || len(s.Stats().Attempts) != 1 {
+			t.Fatalf("err %v, %d attempts: want the primary's 502 alone", g.err, len(s.Stats().Attempts))
+		}
+		wantDur(t, "call end", time.Since(start), 4900*time.Millisecond)
+		if len(th) != 2 || th[0].Reason != ThrottlePushback || th[1].Reason != ThrottleBudget {
+			t.Fatalf("throttle events %+v: want the wait's pushback, then the budget's refusal at its end", th)
+		}
 	})
 }
 
