@@ -704,6 +704,22 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 			}
 		}
 	}
+	// An error relaunch launches at the failure that asked for it, or,
+	// having waited for a route (PushbackWait), within PushbackWait of it.
+	for i, a := range res.st.Attempts {
+		if a.Trigger != hedgeprobe.TriggerError {
+			continue
+		}
+		failed := time.Duration(-1)
+		for _, b := range res.st.Attempts[:i] {
+			if end := b.LaunchOffset + b.Duration; b.Outcome == hedgeprobe.AttemptFailed && end <= a.LaunchOffset && end > failed {
+				failed = end
+			}
+		}
+		if failed < 0 || a.LaunchOffset != failed && a.LaunchOffset-failed > cfg.PushbackWait {
+			viol = append(viol, fmt.Sprintf("error relaunch %d at %v, the latest failure before it at %v, PushbackWait %v", i, a.LaunchOffset, failed, cfg.PushbackWait))
+		}
+	}
 	// Hooks: OnAttemptDone once per attempt, matching the stats.
 	c.mu.Lock()
 	for i, a := range st.Attempts {
