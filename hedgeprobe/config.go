@@ -240,13 +240,12 @@ type Config struct {
 	// does not wait when the relaunch could not start before the
 	// context's deadline or, before any content, TTFTTimeout, or when
 	// another call's probe holds every route (no end is known): the
-	// failure then ends the call. The budget may still refuse the
-	// relaunch at the end. Each failure starts its own bound. The relaunch takes a budget token and
-	// an attempt as any other. Zero (the default) ends the call at once:
-	// the caller's retry decides.
-	// docs/performance.md measures what 20s buys under a rate limit: fewer
-	// calls failed on a 429, and fewer resumes, as the relaunches take
-	// the budget's tokens.
+	// failure then ends the call. Each failure starts its own bound. The
+	// relaunch takes a budget token and an attempt as any other; the
+	// budget may still refuse it at the end. Zero (the default) ends the
+	// call at once: the caller's retry decides. docs/performance.md
+	// measures what 20s buys under a rate limit: fewer calls failed on a
+	// 429, and fewer resumes, as the relaunches take the budget's tokens.
 	PushbackWait time.Duration
 }
 
