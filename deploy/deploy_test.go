@@ -1,8 +1,9 @@
 // Package deploy holds no Go code: its tests keep the shipped configuration
 // files honest — every environment variable the collector config reads is
 // documented in it, the Prometheus launcher scrapes the address the
-// collector exports on, the alerting rules read series that exist, and
-// docs/scale.md's Kubernetes sketch runs gateway.yaml as it reads.
+// collector exports on, the alerting rules read series that exist, the
+// compose stack's files agree with each other, and docs/scale.md's
+// Kubernetes sketch runs gateway.yaml as it reads.
 package deploy
 
 import (

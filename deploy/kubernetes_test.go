@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path"
 	"regexp"
@@ -173,20 +172,6 @@ func envDefault(t *testing.T, cfg []byte, name string) (def string, read bool) {
 	return string(m[1]), true
 }
 
-// portOf returns the port of a host:port address.
-func portOf(t *testing.T, addr string) int {
-	t.Helper()
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("%q: %v", addr, err)
-	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatalf("%q: port %v", addr, err)
-	}
-	return n
-}
-
 func TestKubernetesSketchRunsTheGatewayConfig(t *testing.T) {
 	cfg, err := os.ReadFile("gateway.yaml")
 	if err != nil {
@@ -236,18 +221,22 @@ func TestKubernetesSketchRunsTheGatewayConfig(t *testing.T) {
 	listen := map[string]int{} // variable → the port its address listens on
 	for _, name := range []string{"STREAMWATCH_OTLP_GRPC", "STREAMWATCH_OTLP_HTTP", "STREAMWATCH_HEALTH"} {
 		def, _ := envDefault(t, cfg, name)
+		if def == "" {
+			t.Fatalf("gateway.yaml gives %s no default address to compare the sketch's with", name)
+		}
 		v, ok := env[name]
 		if !ok {
 			t.Errorf("the sketch leaves %s at %s: a Service or a kubelet cannot reach it", name, def)
 			continue
 		}
-		if host, _, _ := net.SplitHostPort(v); host != "0.0.0.0" {
+		host, port := hostPort(t, v)
+		if host != "0.0.0.0" {
 			t.Errorf("%s=%s: want 0.0.0.0, reachable from outside the pod", name, v)
 		}
-		if def != "" && portOf(t, v) != portOf(t, def) {
+		if _, defPort := hostPort(t, def); port != defPort {
 			t.Errorf("%s=%s moves the port of gateway.yaml's %s", name, v, def)
 		}
-		listen[name] = portOf(t, v)
+		listen[name] = port
 	}
 	if env["STREAMWATCH_TELEMETRY_HOST"] != "0.0.0.0" {
 		t.Errorf("STREAMWATCH_TELEMETRY_HOST=%q: the collector's own metrics must be scrapable from outside the pod", env["STREAMWATCH_TELEMETRY_HOST"])
