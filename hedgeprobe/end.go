@@ -138,12 +138,15 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
 		r.errorHedge, r.errorAt, r.errorSince = true, 0, now.Sub(s.start)
-	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
+	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil,
+		transient && s.phase != phaseRace && r.resumable && canLaunch && s.lastRacerFailed(a):
 		// After commit, the committed stream or the last resume racing it
 		// failed (or was refused: that route only is not asked again),
-		// and nothing carries the answer on: resume it now. While
-		// a resume still races, it carries on alone: another would
-		// continue the same text, for another token.
+		// and nothing carries the answer on: resume it now. Likewise
+		// when the last resume racing a stream still silent failed with
+		// a transient error (lastRacerFailed). While a resume still
+		// races, it carries on alone: another would continue the same
+		// text, for another token.
 		r.resumeNow = true
 	}
 	if r.errorHedge || r.resumeNow {
@@ -166,6 +169,24 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		s.releaseHeld(w)
 	}
 	s.endIfNoneLeft(err)
+}
+
+// lastRacerFailed reports whether a, just ended, was the last resume
+// racing a committed stream that is still live, silent and holds nothing.
+// The caller has already waited ResumeAfter through this silence — the
+// wait that launched a — so when a fails with a transient error (a 5xx,
+// a 429, a reset), the next continuation goes at once, as a failed
+// attempt's relaunch does before commit, not a further ResumeAfter after
+// a's launch. A refusal (a 400 on the prefill) does not hurry it: the
+// call falls back to the watchdog and the usual cadence. A stream that
+// holds items (a finish reason sent during the race) is ending, not
+// silent: they go to the caller, and the resume trigger decides as usual.
+func (s *Stream[T]) lastRacerFailed(a *attempt[T]) bool {
+	w := s.race.winner
+	if a.trigger != TriggerResume || w == nil || a == w || w.done {
+		return false
+	}
+	return len(w.buf) == 0 && !s.othersLive(w)
 }
 
 // isPanic reports whether err is a recovered panic of code hedgeprobe

@@ -600,13 +600,13 @@ func TestRegressionOneSilenceOneThrottleWhereverTheRotationPoints(t *testing.T) 
 
 // A failure that calls for no rescue leaves a run of repeats as it is: a
 // resume that races the silent committed stream fails while that stream
-// lives, and the budget's refusals of the next resume, before and after,
-// are one event.
+// and another resume live, and the budget's refusals of the next resume,
+// before and after, are one event.
 func TestRegressionRacingResumeFailureKeepsTheRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
-			HedgeBurst: 1, EjectFailures: NoEjection}, withText())
-		p.budget.tokens, p.budget.reserve = 1, 0 // the first resume takes the only token
+			HedgeBurst: 2, EjectFailures: NoEjection}, withText())
+		p.budget.tokens, p.budget.reserve = 2, 0 // the first two resumes take the only tokens
 		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
 		b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
 		c := continuing("c", []step{hang()})
@@ -615,8 +615,8 @@ func TestRegressionRacingResumeFailureKeepsTheRun(t *testing.T) {
 		drain(s, time.Now())
 		st := s.Stats()
 		call, _ := spansOf(t, exp)
-		if evs := throttleEvents(call); len(st.Attempts) != 2 || !slices.Equal(evs, []string{"resume/budget"}) || st.HedgesThrottled < 30 {
-			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 2 attempts and one resume/budget event for the ~38 refusals",
+		if evs := throttleEvents(call); len(st.Attempts) != 3 || !slices.Equal(evs, []string{"resume/budget"}) || st.HedgesThrottled < 30 {
+			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 3 attempts and one resume/budget event for the ~37 refusals",
 				len(st.Attempts), evs, st.HedgesThrottled)
 		}
 	})

@@ -1,0 +1,125 @@
+package hedgeprobe
+
+import (
+	"net"
+	"slices"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// launches returns each attempt's route, trigger and launch offset.
+func launches(s *Stream[chunk]) []string {
+	var out []string
+	for _, a := range s.Stats().Attempts {
+		out = append(out, a.Route+":"+string(a.Trigger)+"@"+a.LaunchOffset.String())
+	}
+	return out
+}
+
+// The last resume racing a silent committed stream fails with a transient
+// error: the caller has already waited ResumeAfter through this silence,
+// so the next continuation goes at once (3.1 s), not a ResumeAfter after
+// the failed one's launch (5 s).
+func TestResumeRelaunchedWhenRacerFails(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"503", &statusErr{code: 503}},
+		{"429", &statusErr{code: 429}},
+		{"reset", &net.OpError{Op: "read", Err: syscall.ECONNRESET}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				a := continuing("a", []step{content(time.Second, "A"), hang()})
+				b := continuing("b", []step{fail(100*time.Millisecond, c.err)})
+				d := continuing("c", []step{content(100*time.Millisecond, "B")})
+				cfg := resumeCfg()
+				cfg.EjectFailures = NoEjection
+				p := mustNew(t, cfg, withText())
+				start := time.Now()
+				s := p.Stream(t.Context(), a.route(), b.route(), d.route())
+				g := drain(s, start)
+				if joined(g) != "AB" || g.err != nil {
+					t.Fatalf("text %q err %v", joined(g), g.err)
+				}
+				want := []string{"a:primary@0s", "b:resume@3s", "c:resume@3.1s"}
+				if got := launches(s); !slices.Equal(got, want) {
+					t.Fatalf("attempts %v, want %v", got, want)
+				}
+				wantDur(t, "the continuation", g.at[1], 3200*time.Millisecond)
+			})
+		})
+	}
+}
+
+// A racing resume that fails while another resume still races calls for
+// no new one: the other carries the answer on, and the next resume comes
+// a ResumeAfter after the latest launch (7 s, on the route after c's), not
+// at the failure (5.5 s).
+func TestResumeRacerFailsWhileAnotherRaces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b", []step{fail(2500*time.Millisecond, &statusErr{code: 503})}, []step{content(100*time.Millisecond, "B")})
+		c := continuing("c", []step{hang()})
+		cfg := resumeCfg()
+		cfg.MaxAttempts, cfg.EjectFailures = 4, NoEjection
+		p := mustNew(t, cfg, withText())
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		g := drain(s, time.Now())
+		if joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v attempts %v outcome %v", joined(g), g.err, launches(s), s.Stats().Outcome)
+		}
+		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s", "b:resume@7s"}
+		if got := launches(s); !slices.Equal(got, want) {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+	})
+}
+
+// A refusal (a 400 on the prefill) does not hurry the next resume: the
+// call falls back to the watchdog and the usual cadence (5 s).
+func TestResumeRacerRefusedKeepsTheCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b", []step{fail(100*time.Millisecond, &statusErr{code: 400})})
+		c := continuing("c", []step{content(100*time.Millisecond, "B")})
+		p := mustNew(t, resumeCfg(), withText())
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s"}
+		if got := launches(s); !slices.Equal(got, want) {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+	})
+}
+
+// A silent stream that sent an item during the race (its finish reason)
+// is ending: when the racing resume fails, that item goes to the caller
+// and no continuation is launched at the failure (4 s).
+func TestResumeRacerFailsWhileStreamHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), control(2500*time.Millisecond, "fin"), hang()})
+		b := continuing("b", []step{fail(time.Second, &statusErr{code: 503})})
+		c := continuing("c", []step{content(100*time.Millisecond, "B")})
+		cfg := resumeCfg()
+		cfg.EjectFailures = NoEjection
+		p := mustNew(t, cfg, withText())
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		time.AfterFunc(10*time.Second, func() { s.Close() })
+		g := drain(s, time.Now())
+		if len(g.texts) < 2 || g.texts[1] != "fin" {
+			t.Fatalf("caller read %q, want A then the held fin", g.texts)
+		}
+		wantDur(t, "the held fin", g.at[1], 4*time.Second)
+		for _, l := range launches(s)[2:] {
+			if l == "c:resume@4s" {
+				t.Fatalf("attempts %v: a continuation launched at the failure", launches(s))
+			}
+		}
+	})
+}
