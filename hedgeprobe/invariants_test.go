@@ -234,9 +234,14 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 			if c := hook(e.Context); c != nil {
 				c.mu.Lock()
 				c.resumes = append(c.resumes, e)
-				if e.DeliveredChunks > 0 {
+				// A resume the route declined (refused, build) was reported
+				// at its launch already: its second report is no new resume
+				// and leaves the cadence as it was.
+				declined := e.Skipped == hedgeprobe.ResumeRefused || e.Skipped == hedgeprobe.ResumeBuild
+				if e.DeliveredChunks > 0 && !declined {
 					w := c.callerWait()
 					c.resumeAt = append(c.resumeAt, w-c.mark)
+					c.resumeElapsed = append(c.resumeElapsed, e.Elapsed)
 					c.mark = w
 					if e.DeliveredChunks != c.delivered {
 						c.viol = append(c.viol, fmt.Sprintf("ResumeEvent.DeliveredChunks=%d, the caller has %d", e.DeliveredChunks, c.delivered))
@@ -256,6 +261,7 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 				if c.delivered > 0 {
 					w := c.callerWait()
 					c.resumeAt = append(c.resumeAt, w-c.mark)
+					c.resumeElapsed = append(c.resumeElapsed, e.Elapsed)
 					c.mark = w
 				}
 				c.mu.Unlock()
@@ -649,6 +655,13 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 	for i, w := range c.resumeAt {
 		if cfg.ResumeAfter > 0 && w > cfg.ResumeAfter {
 			viol = append(viol, fmt.Sprintf("resume %d after commit due after the caller waited %v, ResumeAfter %v", i, w, cfg.ResumeAfter))
+		}
+		// Sooner only at a failure: of the committed stream, or of the
+		// last resume racing it (rule 10).
+		if cfg.ResumeAfter > 0 && w < cfg.ResumeAfter && !slices.ContainsFunc(res.st.Attempts, func(a hedgeprobe.AttemptStats) bool {
+			return a.Outcome == hedgeprobe.AttemptFailed && a.LaunchOffset+a.Duration == c.resumeElapsed[i]
+		}) {
+			viol = append(viol, fmt.Sprintf("resume %d after commit at %v, after the caller waited %v < ResumeAfter %v, with no attempt failing then", i, c.resumeElapsed[i], w, cfg.ResumeAfter))
 		}
 	}
 	var firstContent time.Duration = -1

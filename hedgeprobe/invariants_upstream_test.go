@@ -179,6 +179,8 @@ type ivCall struct {
 	mark      time.Duration
 	delivered int64
 	resumeAt  []time.Duration // caller's wait since content/resume at each after-commit resume event
+	// resumeElapsed is each resumeAt event's time since the call's start.
+	resumeElapsed []time.Duration
 }
 
 // callerWait returns the caller's summed wait since the latest content
