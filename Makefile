@@ -123,7 +123,7 @@ loadtest: collector
 
 ## simulation: the hedge simulation's reports, seed and stress scenarios, and
 ## the seed scenario's sensitivity to its assumptions, in virtual time
-## (~2.5 min; docs/performance.md). SIM_FLAGS passes flags, e.g.
+## (~3 min; docs/performance.md). SIM_FLAGS passes flags, e.g.
 ## SIM_FLAGS='-calls=2000 -seed=3'; the route-health rows: make simulation
 ## SIM_RUN=TestRouteHealthReport.
 SIM_RUN ?= (TestSimulationReport|TestSensitivityReport)

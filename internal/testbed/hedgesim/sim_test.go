@@ -266,7 +266,10 @@ var sensitivityRows = []string{rowOracle, rowNoHedge, "watchdog 30s + retry", ro
 // cannot continue a partial answer; "half call-wide" makes half the
 // silences the call's own (every attempt of 5 % of calls falls silent,
 // and 5 % of attempts on their own: about the same share of silent
-// streams); "late silences" puts them after chunk 20–80 of 100, not 2–15.
+// streams); "late silences" puts them after chunk 20–80 of 100, not 2–15;
+// "secondary flapping" has the secondary route down (503, no Retry-After)
+// for 3 calls' time (18 s) and up for the next 3, the whole run, so that
+// a continuation sent there fails as often as route health lets it.
 func sensitivityVariants(calls int) []struct {
 	name string
 	sc   Scenario
@@ -278,6 +281,8 @@ func sensitivityVariants(calls int) []struct {
 	callHalf.StallShare, callHalf.CallSilenceShare = 0.05, 0.05
 	late := seed
 	late.StallAfterMin, late.StallAfterMax = 20, 80
+	flap := seed
+	flap.OutageRoute, flap.OutageFrom, flap.OutageTo, flap.FlapCalls = Secondary, 0, 1, 3
 	return []struct {
 		name string
 		sc   Scenario
@@ -286,6 +291,7 @@ func sensitivityVariants(calls int) []struct {
 		{"no continuation", noCont},
 		{"half call-wide", callHalf},
 		{"late silences", late},
+		{"secondary flapping", flap},
 	}
 }
 
