@@ -81,7 +81,8 @@ func (s *Stream[T]) handsOn(a *attempt[T]) bool {
 
 // fail ends attempt a with err: a transient error asks for the next
 // attempt at once (a hedge before commit, a resume after it when no other
-// attempt carries the answer on), a fatal one ends the call — except on a
+// attempt carries the answer on or only the silent stream is left), a
+// fatal one ends the call — except on a
 // resume attempt that has had no content yet, where it means the route
 // refused to continue: that route is not asked again for a while, and the
 // call goes on. Once a continuation has content
@@ -138,16 +139,17 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 	switch {
 	case transient && s.phase == phaseRace && canLaunch:
 		r.errorHedge, r.errorAt, r.errorSince = true, 0, now.Sub(s.start)
-	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil,
-		transient && s.phase != phaseRace && r.resumable && canLaunch && s.lastRacerFailed(a):
+	case (transient || refused) && s.phase != phaseRace && r.resumable && canLaunch && s.live() == nil:
 		// After commit, the committed stream or the last resume racing it
 		// failed (or was refused: that route only is not asked again),
-		// and nothing carries the answer on: resume it now. Likewise
-		// when the last resume racing a stream still silent failed with
-		// a transient error (lastRacerFailed). While a resume still
-		// races, it carries on alone: another would continue the same
-		// text, for another token.
+		// and nothing carries the answer on: resume it now. While
+		// a resume still races, it carries on alone: another would
+		// continue the same text, for another token.
 		r.resumeNow = true
+	case transient && s.phase == phaseRelay && r.resumable && canLaunch && s.lastRacerFailed(a):
+		// The last resume racing a stream still silent failed: the
+		// next, at once, on another route (lastRacerFailed).
+		r.resumeNow, r.resumeAvoid = true, a.route
 	}
 	if r.errorHedge || r.resumeNow {
 		if s.rec != nil {
@@ -177,10 +179,13 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 // wait that launched a — so when a fails with a transient error (a 5xx,
 // a 429, a reset), the next continuation goes at once, as a failed
 // attempt's relaunch does before commit, not a further ResumeAfter after
-// a's launch. A refusal (a 400 on the prefill) does not hurry it: the
-// call falls back to the watchdog and the usual cadence. A stream that
-// holds items (a finish reason sent during the race) is ending, not
-// silent: they go to the caller, and the resume trigger decides as usual.
+// a's launch — on another route than a's (the stalled stream's own
+// included), so that a failing upstream is not asked again and again;
+// with none, the cadence stays (resumeAfterCommit). A refusal (a 400 on
+// the prefill) does not hurry it: the call falls back to the watchdog and
+// the usual cadence. A stream that holds items (a finish reason sent
+// during the race) is ending, not silent: they go to the caller, and the
+// resume trigger decides as usual.
 func (s *Stream[T]) lastRacerFailed(a *attempt[T]) bool {
 	w := s.race.winner
 	if a.trigger != TriggerResume || w == nil || a == w || w.done {

@@ -622,6 +622,30 @@ func TestRegressionRacingResumeFailureKeepsTheRun(t *testing.T) {
 	})
 }
 
+// A failure that calls for a rescue starts a new run: the last resume
+// racing the silent committed stream fails, the resume at once is refused
+// by the budget, and that refusal is a second event after the run of
+// refusals before it, however alike they read.
+func TestRacingResumeFailureStartsARun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
+			HedgeBurst: 1, EjectFailures: NoEjection}, withText())
+		p.budget.tokens, p.budget.reserve = 1, 0 // the first resume takes the only token
+		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
+		b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
+		c := continuing("c", []step{hang()})
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		time.AfterFunc(20*time.Second, func() { s.Close() })
+		drain(s, time.Now())
+		st := s.Stats()
+		call, _ := spansOf(t, exp)
+		if evs := throttleEvents(call); len(st.Attempts) != 2 || !slices.Equal(evs, []string{"resume/budget", "resume/budget"}) || st.HedgesThrottled < 30 {
+			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 2 attempts and two resume/budget events for the ~38 refusals",
+				len(st.Attempts), evs, st.HedgesThrottled)
+		}
+	})
+}
+
 // A stream refused a rescue at every pause writes at most maxNotedEvents
 // throttle events, so the call's first events stay on its span: a
 // Buffered call whose TTFT hedge took the only token streams 150 chunks

@@ -32,7 +32,10 @@ type race[T any] struct {
 	// delay; the retries of such a run are not counted again.
 	unknownEnd bool
 	errorHedge bool // a transient failure asks for the next attempt at once
-	resumeNow  bool // the committed stream failed: resume at once
+	resumeNow  bool // the committed stream, or the last resume racing it, failed: resume at once
+	// resumeAvoid is the route of the resume that failed while the
+	// stream it raced is still silent: the resume at once goes elsewhere.
+	resumeAvoid *Route[T]
 	lastErr    error
 	throttled  int
 	admitted   admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes

@@ -199,7 +199,8 @@ func anyContinues[T any](routes []Route[T]) bool {
 // own route comes last, after the latest resume's (a's silence is the
 // older one, yet it is where the call first failed; with one route that
 // can continue, it is asked again: the silence may be one replica's).
-func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
+// avoid, when set, is not asked at all.
+func (s *Stream[T]) resumeRoute(a *attempt[T], avoid *Route[T]) (int, bool) {
 	now := time.Now()
 	after := a.route
 	for i := len(s.attempts) - 1; i > a.idx; i-- {
@@ -225,7 +226,7 @@ func (s *Stream[T]) resumeRoute(a *attempt[T]) (int, bool) {
 			continue
 		}
 		r := &s.routes[j]
-		if !r.Continues || s.race.cannotBuild[r.Name] || s.p.refusals.refused(r.Name, now) {
+		if r == avoid || !r.Continues || s.race.cannotBuild[r.Name] || s.p.refusals.refused(r.Name, now) {
 			continue
 		}
 		if s.admit(r.Name, now, false) {
@@ -251,7 +252,7 @@ func (s *Stream[T]) resumeBeforeCommit(n *attempt[T]) bool {
 	if skip != "" {
 		return false
 	}
-	i, ok := s.resumeRoute(n)
+	i, ok := s.resumeRoute(n, nil)
 	if !ok {
 		return false
 	}
@@ -263,8 +264,12 @@ func (s *Stream[T]) resumeBeforeCommit(n *attempt[T]) bool {
 // resumeAfterCommit launches a resume of the committed stream: the
 // continuation of what the caller has been given. A resume that cannot be
 // launched is reported (a resume.skipped event, or a throttle), and the
-// stall watchdog remains.
-func (s *Stream[T]) resumeAfterCommit() {
+// stall watchdog remains. avoid, when set, is the route of the resume
+// racing the stream that just failed: the relaunch at once does not ask it
+// again, and when no other route can take it nothing is launched or
+// reported — the next resume comes at the usual cadence. It reports
+// whether an attempt launched.
+func (s *Stream[T]) resumeAfterCommit(avoid *Route[T]) bool {
 	w := s.race.winner
 	skip := s.out.text.skip()
 	i, ok := 0, false
@@ -273,16 +278,19 @@ func (s *Stream[T]) resumeAfterCommit() {
 		skip = ResumeMaxAttempts
 	case skip != "":
 	default:
-		if i, ok = s.resumeRoute(w); !ok {
+		if i, ok = s.resumeRoute(w, avoid); !ok {
+			if avoid != nil {
+				return false
+			}
 			skip = ResumeNoRoute
 		}
 	}
 	if skip != "" {
 		s.obs.resume(ResumeEvent{Context: s.ctx, Attempt: len(s.attempts), Of: w.idx,
 			DeliveredChunks: s.out.delivered, Skipped: skip, Elapsed: s.since()})
-		return
+		return false
 	}
-	s.launch(launch[T]{trigger: TriggerResume, route: i, of: w, prefix: s.out.text.b.String(),
+	return s.launch(launch[T]{trigger: TriggerResume, route: i, of: w, prefix: s.out.text.b.String(),
 		delivered: s.out.delivered})
 }
 

@@ -123,3 +123,86 @@ func TestResumeRacerFailsWhileStreamHolds(t *testing.T) {
 		}
 	})
 }
+
+// The resume at once does not go back to the route that just failed: with
+// two routes it goes to the stalled stream's own route (3.05 s), where
+// asking the failing one again would send it request after request (three
+// in 100 ms before ejection).
+func TestResumeRelaunchAvoidsTheFailedRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()}, []step{content(100*time.Millisecond, "B")})
+		b := continuing("b", []step{fail(50*time.Millisecond, &statusErr{code: 429})})
+		cfg := resumeCfg()
+		cfg.MaxAttempts, cfg.EjectFailures = 5, NoEjection
+		p := mustNew(t, cfg, withText())
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		want := []string{"a:primary@0s", "b:resume@3s", "a:resume@3.05s"}
+		if got := launches(s); !slices.Equal(got, want) {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+	})
+}
+
+// With no route but the failed one to continue on, nothing is launched or
+// reported at the failure: the next resume asks it again at the usual
+// cadence, a ResumeAfter after the failed one's launch (5 s).
+func TestResumeRelaunchWithNoOtherRoute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newUpstream("a", []step{content(time.Second, "A"), hang()}) // cannot continue
+		b := continuing("b", []step{fail(50*time.Millisecond, &statusErr{code: 503})}, []step{content(100*time.Millisecond, "B")})
+		var resumes []ResumeEvent
+		cfg := resumeCfg()
+		cfg.EjectFailures = NoEjection
+		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
+		s := p.Stream(t.Context(), a.route(), b.route())
+		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		want := []string{"a:primary@0s", "b:resume@3s", "b:resume@5s"}
+		if got := launches(s); !slices.Equal(got, want) {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+		for _, e := range resumes {
+			if e.Skipped != "" {
+				t.Fatalf("resume events %+v: a skip reported", resumes)
+			}
+		}
+	})
+}
+
+// A resume at once that the budget refuses is counted, and leaves the
+// cadence as it was: the next resume comes a ResumeAfter after the failed
+// one's launch (5 s), not after the refusal (6 s).
+func TestResumeRelaunchRefusedKeepsTheCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := continuing("a", []step{content(time.Second, "A"), hang()})
+		b := continuing("b", []step{fail(time.Second, &statusErr{code: 503})})
+		c := continuing("c", []step{content(100*time.Millisecond, "B")})
+		var th []ThrottleEvent
+		cfg := resumeCfg()
+		cfg.EjectFailures, cfg.HedgeBurst = NoEjection, 1
+		p := mustNew(t, cfg, withText(), OnThrottle(func(e ThrottleEvent) { th = append(th, e) }))
+		p.budget.mu.Lock()
+		p.budget.tokens, p.budget.reserve = 1, 0 // b takes it
+		p.budget.mu.Unlock()
+		time.AfterFunc(4500*time.Millisecond, func() { // after the refusal at 4 s
+			p.budget.mu.Lock()
+			p.budget.tokens = 1
+			p.budget.mu.Unlock()
+		})
+		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
+			t.Fatalf("text %q err %v", joined(g), g.err)
+		}
+		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s"}
+		if got := launches(s); !slices.Equal(got, want) {
+			t.Fatalf("attempts %v, want %v", got, want)
+		}
+		if len(th) != 1 || th[0].Trigger != TriggerResume || th[0].Reason != ThrottleBudget || th[0].Elapsed != 4*time.Second {
+			t.Fatalf("throttles %+v, want the budget's refusal of the resume at once, at 4s", th)
+		}
+	})
+}

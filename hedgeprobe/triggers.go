@@ -166,7 +166,8 @@ func triggerTable[T any]() []trigger[T] {
 			// Resume after commit: the caller waited ResumeAfter in Next
 			// since the latest content chunk or resume launch, or the
 			// committed stream (or the last resume racing it) failed with a
-			// transient error and no attempt is left to carry it on.
+			// transient error and no attempt is left to carry it on, or the
+			// last resume racing the still silent stream failed so.
 			name: "resume",
 			due: func(s *Stream[T]) (time.Duration, bool) {
 				r := &s.race
@@ -181,9 +182,16 @@ func triggerTable[T any]() []trigger[T] {
 				return s.out.dueAfter(s.p.cfg.ResumeAfter, s.out.resumeMark), !s.race.winner.ended
 			},
 			fire: func(s *Stream[T], now time.Duration) {
-				s.race.resumeNow = false
+				avoid := s.race.resumeAvoid
+				s.race.resumeNow, s.race.resumeAvoid = false, nil
+				mark := s.out.resumeMark
 				s.out.resumeMark = s.out.silent(now, 0)
-				s.resumeAfterCommit()
+				if !s.resumeAfterCommit(avoid) && avoid != nil {
+					// The resume at once after a racing resume's failure
+					// launched nothing (no other route, or the budget):
+					// the cadence stays that of the failed one's launch.
+					s.out.resumeMark = mark
+				}
 				s.endIfNoneLeft(s.race.lastErr)
 			},
 		},
