@@ -242,7 +242,12 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 					w := c.callerWait()
 					c.resumeAt = append(c.resumeAt, w-c.mark)
 					c.resumeElapsed = append(c.resumeElapsed, e.Elapsed)
-					c.mark = w
+					launched := e.Attempt
+					if e.Skipped != "" {
+						launched = -1
+					}
+					c.resumeAttempt = append(c.resumeAttempt, launched)
+					c.restartClock(w, launched)
 					if e.DeliveredChunks != c.delivered {
 						c.viol = append(c.viol, fmt.Sprintf("ResumeEvent.DeliveredChunks=%d, the caller has %d", e.DeliveredChunks, c.delivered))
 					}
@@ -262,7 +267,8 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 					w := c.callerWait()
 					c.resumeAt = append(c.resumeAt, w-c.mark)
 					c.resumeElapsed = append(c.resumeElapsed, e.Elapsed)
-					c.mark = w
+					c.resumeAttempt = append(c.resumeAttempt, -1)
+					c.restartClock(w, -1)
 				}
 				c.mu.Unlock()
 			}
@@ -288,7 +294,8 @@ func newIVSession(t *testing.T, r *rand.Rand) *ivSession {
 }
 
 func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, viol []string) {
-	c := &ivCall{seed: seed, idx: idx, n: 1 + r.IntN(10), nOpen: r.IntN(3), done: map[int][]hedgeprobe.AttemptStats{}}
+	c := &ivCall{seed: seed, idx: idx, n: 1 + r.IntN(10), nOpen: r.IntN(3), done: map[int][]hedgeprobe.AttemptStats{},
+		resumeAfter: ss.p.Config().ResumeAfter}
 	c.earlyUsage = ss.opening && r.IntN(3) == 0
 	c.follows = ss.follows
 	res = &ivResult{cfg: ss.p.Config(), call: c, nRoute: len(ss.names), cont: ss.cont}
@@ -656,12 +663,11 @@ func (ss *ivSession) run(r *rand.Rand, seed uint64, idx int) (res *ivResult, vio
 		if cfg.ResumeAfter > 0 && w > cfg.ResumeAfter {
 			viol = append(viol, fmt.Sprintf("resume %d after commit due after the caller waited %v, ResumeAfter %v", i, w, cfg.ResumeAfter))
 		}
-		// Sooner only at a failure: of the committed stream, or of the
-		// last resume racing it (rule 10).
-		if cfg.ResumeAfter > 0 && w < cfg.ResumeAfter && !slices.ContainsFunc(res.st.Attempts, func(a hedgeprobe.AttemptStats) bool {
-			return a.Outcome == hedgeprobe.AttemptFailed && a.LaunchOffset+a.Duration == c.resumeElapsed[i]
-		}) {
-			viol = append(viol, fmt.Sprintf("resume %d after commit at %v, after the caller waited %v < ResumeAfter %v, with no attempt failing then", i, c.resumeElapsed[i], w, cfg.ResumeAfter))
+		if cfg.ResumeAfter > 0 && w < cfg.ResumeAfter {
+			if v := earlyResume(res.st.Attempts, c.resumeElapsed[i], c.resumeAttempt[i]); v != "" {
+				viol = append(viol, fmt.Sprintf("resume %d after commit at %v, after the caller waited %v < ResumeAfter %v: %s (resume events at %v, launching %v)",
+					i, c.resumeElapsed[i], w, cfg.ResumeAfter, v, c.resumeElapsed, c.resumeAttempt))
+			}
 		}
 	}
 	var firstContent time.Duration = -1
@@ -828,6 +834,54 @@ var (
 )
 
 var ivTrace *os.File
+
+// earlyResume checks a resume event after commit that came before the
+// caller had waited ResumeAfter (rule 10), at time at since the call's
+// start; launched is the attempt it launched, or -1. It must come at the
+// failure of an attempt: the last one live (the committed stream, or the
+// last resume racing it after the stream failed), or a resume that failed
+// with a transient error while only the silent stream lives — and then it
+// launches on another route than the failed resume's. It returns what is
+// wrong, or "".
+func earlyResume(attempts []hedgeprobe.AttemptStats, at time.Duration, launched int) string {
+	end := func(a hedgeprobe.AttemptStats) time.Duration { return a.LaunchOffset + a.Duration }
+	// The attempts before the event: those launched before the one it
+	// launched (a chain of failures and launches can share one instant),
+	// else those launched before it.
+	before := attempts
+	if launched >= 0 && launched <= len(attempts) {
+		before = attempts[:launched]
+	} else {
+		before = slices.DeleteFunc(slices.Clone(attempts), func(a hedgeprobe.AttemptStats) bool { return a.LaunchOffset >= at })
+	}
+	fi := -1 // the latest of them to fail then
+	for i, a := range before {
+		if a.Outcome == hedgeprobe.AttemptFailed && end(a) == at {
+			fi = i
+		}
+	}
+	if fi < 0 {
+		return "no attempt failed then"
+	}
+	failed := before[fi]
+	live := 0 // the others, live then
+	for i, a := range before {
+		if i != fi && end(a) > at {
+			live++
+		}
+	}
+	switch {
+	case live == 0:
+		return ""
+	case live > 1:
+		return fmt.Sprintf("attempt %d failed then, but %d other attempts were live", failed.Index, live)
+	case failed.Trigger != hedgeprobe.TriggerResume || !hedgeprobe.IsTransient(failed.Err):
+		return fmt.Sprintf("attempt %d (%s, %v) failed then while another attempt lived", failed.Index, failed.Trigger, failed.Err)
+	case launched >= 0 && launched < len(attempts) && attempts[launched].Route == failed.Route:
+		return fmt.Sprintf("the resume at once went back to %s, whose resume had just failed", failed.Route)
+	}
+	return ""
+}
 
 // TestInvariantsRandom runs random calls on random configurations and
 // scripted upstreams in virtual time and checks the invariants after each

@@ -179,8 +179,22 @@ type ivCall struct {
 	mark      time.Duration
 	delivered int64
 	resumeAt  []time.Duration // caller's wait since content/resume at each after-commit resume event
-	// resumeElapsed is each resumeAt event's time since the call's start.
+	// resumeElapsed is each resumeAt event's time since the call's start,
+	// resumeAttempt the attempt it launched (-1: a skip or a refusal).
 	resumeElapsed []time.Duration
+	resumeAttempt []int
+	resumeAfter   time.Duration // the Prober's, defaults applied
+}
+
+// restartClock moves the resume clock's mark to the caller's wait w at a
+// resume event, as the library does: at every resume launched, and at a
+// skip or refusal due by the clock. A skip or refusal sooner (the resume at
+// once after a failure, which launched nothing) leaves it where it was.
+func (c *ivCall) restartClock(w time.Duration, launched int) {
+	if launched < 0 && c.resumeAfter > 0 && w-c.mark < c.resumeAfter {
+		return
+	}
+	c.mark = w
 }
 
 // callerWait returns the caller's summed wait since the latest content
