@@ -147,8 +147,9 @@ type Config struct {
 	// content chunk), from the latest content chunk or resume launch, so a
 	// resume that is silent too is resumed in turn. A resume that fails
 	// with a transient error while the stream it races is still silent,
-	// and no other resume races, is followed by the next at once: the
-	// caller has waited ResumeAfter already.
+	// and no other resume races, is followed by the next at once on
+	// another route (the caller has waited ResumeAfter already); with no
+	// other route, or no budget, the cadence stays.
 	// It must be below StallTimeout when both are set: the watchdog is the
 	// last resort. It has effect only when Items.Text is set and a route
 	// Continues. Default 2s — half of StallTimeout when that is set to 2s
