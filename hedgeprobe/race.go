@@ -36,9 +36,9 @@ type race[T any] struct {
 	// resumeAvoid is the route of the resume that failed while the
 	// stream it raced is still silent: the resume at once goes elsewhere.
 	resumeAvoid *Route[T]
-	lastErr    error
-	throttled  int
-	admitted   admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
+	lastErr     error
+	throttled   int
+	admitted    admission // health's grant for the route just picked: the next attempt's epoch, and whether it probes
 	// cannotBuild holds the names of the routes whose Open could not build
 	// this call's continuation (ErrCannotContinue): the conversation stays
 	// what it is, so asking again would only spend an attempt and a token.
