@@ -145,7 +145,7 @@ func (s *Stream[T]) failUnchecked(a *attempt[T], err error) {
 		// and nothing carries the answer on: resume it now. While
 		// a resume still races, it carries on alone: another would
 		// continue the same text, for another token.
-		r.resumeNow = true
+		r.resumeNow, r.resumeAvoid = true, nil
 	case transient && s.phase == phaseRelay && r.resumable && canLaunch && s.lastRacerFailed(a):
 		// The last resume racing a stream still silent failed: the
 		// next, at once, on another route (lastRacerFailed).
