@@ -598,52 +598,43 @@ func TestRegressionOneSilenceOneThrottleWhereverTheRotationPoints(t *testing.T) 
 	})
 }
 
-// A failure that calls for no rescue leaves a run of repeats as it is: a
-// resume that races the silent committed stream fails while that stream
-// and another resume live, and the budget's refusals of the next resume,
-// before and after, are one event.
-func TestRegressionRacingResumeFailureKeepsTheRun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
-			HedgeBurst: 2, EjectFailures: NoEjection}, withText())
-		p.budget.tokens, p.budget.reserve = 2, 0 // the first two resumes take the only tokens
-		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
-		b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
-		c := continuing("c", []step{hang()})
-		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-		time.AfterFunc(20*time.Second, func() { s.Close() })
-		drain(s, time.Now())
-		st := s.Stats()
-		call, _ := spansOf(t, exp)
-		if evs := throttleEvents(call); len(st.Attempts) != 3 || !slices.Equal(evs, []string{"resume/budget"}) || st.HedgesThrottled < 30 {
-			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 3 attempts and one resume/budget event for the ~37 refusals",
-				len(st.Attempts), evs, st.HedgesThrottled)
-		}
-	})
-}
-
-// A failure that calls for a rescue starts a new run: the last resume
-// racing the silent committed stream fails, the resume at once is refused
-// by the budget, and that refusal is a second event after the run of
-// refusals before it, however alike they read.
-func TestRacingResumeFailureStartsARun(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
-			HedgeBurst: 1, EjectFailures: NoEjection}, withText())
-		p.budget.tokens, p.budget.reserve = 1, 0 // the first resume takes the only token
-		a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
-		b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
-		c := continuing("c", []step{hang()})
-		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-		time.AfterFunc(20*time.Second, func() { s.Close() })
-		drain(s, time.Now())
-		st := s.Stats()
-		call, _ := spansOf(t, exp)
-		if evs := throttleEvents(call); len(st.Attempts) != 2 || !slices.Equal(evs, []string{"resume/budget", "resume/budget"}) || st.HedgesThrottled < 30 {
-			t.Fatalf("%d attempts, throttle events %v, %d refusals: want 2 attempts and two resume/budget events for the ~38 refusals",
-				len(st.Attempts), evs, st.HedgesThrottled)
-		}
-	})
+// A failure that calls for no rescue leaves a run of repeats as it is; one
+// that calls for a rescue starts a new one. A resume races the silent
+// committed stream and fails (503 at 3.6 s), and the budget refuses every
+// resume after the first tokens. While another resume still races, the
+// failure calls for none: the refusals before and after it are one event.
+// As the last resume racing, it calls for the next at once: that refusal
+// is a second event, however alike it reads.
+func TestRegressionRacingResumeFailureAndTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		tokens   float64 // the first resumes take them all
+		attempts int
+		events   []string
+	}{
+		{"another resume races", 2, 3, []string{"resume/budget"}},
+		{"the last resume racing", 1, 2, []string{"resume/budget", "resume/budget"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, exp := recorded(t, Config{HedgeAfter: time.Hour, ResumeAfter: 500 * time.Millisecond, MaxAttempts: 4,
+					HedgeBurst: tc.tokens, EjectFailures: NoEjection}, withText())
+				p.budget.tokens, p.budget.reserve = tc.tokens, 0
+				a := continuing("a", []step{content(100*time.Millisecond, "A"), hang()})
+				b := continuing("b", []step{fail(3*time.Second, &statusErr{code: 503})})
+				c := continuing("c", []step{hang()})
+				s := p.Stream(t.Context(), a.route(), b.route(), c.route())
+				time.AfterFunc(20*time.Second, func() { s.Close() })
+				drain(s, time.Now())
+				st := s.Stats()
+				call, _ := spansOf(t, exp)
+				if evs := throttleEvents(call); len(st.Attempts) != tc.attempts || !slices.Equal(evs, tc.events) || st.HedgesThrottled < 30 {
+					t.Fatalf("%d attempts, throttle events %v, %d refusals: want %d attempts and %v for the ~37 refusals",
+						len(st.Attempts), evs, st.HedgesThrottled, tc.attempts, tc.events)
+				}
+			})
+		})
+	}
 }
 
 // A stream refused a rescue at every pause writes at most maxNotedEvents

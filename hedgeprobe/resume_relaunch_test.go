@@ -18,6 +18,20 @@ func launches(s *Stream[chunk]) []string {
 	return out
 }
 
+// readAndLaunched drains s and fails t unless the caller read text, with
+// no error, from attempts launched as want lists them (launches).
+func readAndLaunched(t *testing.T, s *Stream[chunk], text string, want ...string) got {
+	t.Helper()
+	g := drain(s, time.Now())
+	if joined(g) != text || g.err != nil {
+		t.Fatalf("text %q err %v, want %q", joined(g), g.err, text)
+	}
+	if l := launches(s); !slices.Equal(l, want) {
+		t.Fatalf("attempts %v, want %v", l, want)
+	}
+	return g
+}
+
 // The last resume racing a silent committed stream fails with a transient
 // error: the caller has already waited ResumeAfter through this silence,
 // so the next continuation goes at once (3.1 s), not a ResumeAfter after
@@ -39,16 +53,8 @@ func TestResumeRelaunchedWhenRacerFails(t *testing.T) {
 				cfg := resumeCfg()
 				cfg.EjectFailures = NoEjection
 				p := mustNew(t, cfg, withText())
-				start := time.Now()
 				s := p.Stream(t.Context(), a.route(), b.route(), d.route())
-				g := drain(s, start)
-				if joined(g) != "AB" || g.err != nil {
-					t.Fatalf("text %q err %v", joined(g), g.err)
-				}
-				want := []string{"a:primary@0s", "b:resume@3s", "c:resume@3.1s"}
-				if got := launches(s); !slices.Equal(got, want) {
-					t.Fatalf("attempts %v, want %v", got, want)
-				}
+				g := readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "c:resume@3.1s")
 				wantDur(t, "the continuation", g.at[1], 3200*time.Millisecond)
 			})
 		})
@@ -68,14 +74,7 @@ func TestResumeRacerFailsWhileAnotherRaces(t *testing.T) {
 		cfg.MaxAttempts, cfg.EjectFailures = 4, NoEjection
 		p := mustNew(t, cfg, withText())
 		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-		g := drain(s, time.Now())
-		if joined(g) != "AB" || g.err != nil {
-			t.Fatalf("text %q err %v attempts %v outcome %v", joined(g), g.err, launches(s), s.Stats().Outcome)
-		}
-		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s", "b:resume@7s"}
-		if got := launches(s); !slices.Equal(got, want) {
-			t.Fatalf("attempts %v, want %v", got, want)
-		}
+		readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "c:resume@5s", "b:resume@7s")
 	})
 }
 
@@ -88,13 +87,7 @@ func TestResumeRacerRefusedKeepsTheCadence(t *testing.T) {
 		c := continuing("c", []step{content(100*time.Millisecond, "B")})
 		p := mustNew(t, resumeCfg(), withText())
 		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
-			t.Fatalf("text %q err %v", joined(g), g.err)
-		}
-		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s"}
-		if got := launches(s); !slices.Equal(got, want) {
-			t.Fatalf("attempts %v, want %v", got, want)
-		}
+		readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "c:resume@5s")
 	})
 }
 
@@ -136,13 +129,7 @@ func TestResumeRelaunchAvoidsTheFailedRoute(t *testing.T) {
 		cfg.MaxAttempts, cfg.EjectFailures = 5, NoEjection
 		p := mustNew(t, cfg, withText())
 		s := p.Stream(t.Context(), a.route(), b.route())
-		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
-			t.Fatalf("text %q err %v", joined(g), g.err)
-		}
-		want := []string{"a:primary@0s", "b:resume@3s", "a:resume@3.05s"}
-		if got := launches(s); !slices.Equal(got, want) {
-			t.Fatalf("attempts %v, want %v", got, want)
-		}
+		readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "a:resume@3.05s")
 	})
 }
 
@@ -158,13 +145,7 @@ func TestResumeRelaunchWithNoOtherRoute(t *testing.T) {
 		cfg.EjectFailures = NoEjection
 		p := mustNew(t, cfg, withText(), OnResume(func(e ResumeEvent) { resumes = append(resumes, e) }))
 		s := p.Stream(t.Context(), a.route(), b.route())
-		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
-			t.Fatalf("text %q err %v", joined(g), g.err)
-		}
-		want := []string{"a:primary@0s", "b:resume@3s", "b:resume@5s"}
-		if got := launches(s); !slices.Equal(got, want) {
-			t.Fatalf("attempts %v, want %v", got, want)
-		}
+		readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "b:resume@5s")
 		for _, e := range resumes {
 			if e.Skipped != "" {
 				t.Fatalf("resume events %+v: a skip reported", resumes)
@@ -194,13 +175,7 @@ func TestResumeRelaunchRefusedKeepsTheCadence(t *testing.T) {
 			p.budget.mu.Unlock()
 		})
 		s := p.Stream(t.Context(), a.route(), b.route(), c.route())
-		if g := drain(s, time.Now()); joined(g) != "AB" || g.err != nil {
-			t.Fatalf("text %q err %v", joined(g), g.err)
-		}
-		want := []string{"a:primary@0s", "b:resume@3s", "c:resume@5s"}
-		if got := launches(s); !slices.Equal(got, want) {
-			t.Fatalf("attempts %v, want %v", got, want)
-		}
+		readAndLaunched(t, s, "AB", "a:primary@0s", "b:resume@3s", "c:resume@5s")
 		if len(th) != 1 || th[0].Trigger != TriggerResume || th[0].Reason != ThrottleBudget || th[0].Elapsed != 4*time.Second {
 			t.Fatalf("throttles %+v, want the budget's refusal of the resume at once, at 4s", th)
 		}
