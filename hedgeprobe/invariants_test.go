@@ -848,7 +848,7 @@ func earlyResume(attempts []hedgeprobe.AttemptStats, at time.Duration, launched 
 	// The attempts before the event: those launched before the one it
 	// launched (a chain of failures and launches can share one instant),
 	// else those launched before it.
-	before := attempts
+	var before []hedgeprobe.AttemptStats
 	if launched >= 0 && launched <= len(attempts) {
 		before = attempts[:launched]
 	} else {
